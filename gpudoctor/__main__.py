@@ -1,0 +1,7 @@
+"""Run gpudoctor as ``python -m gpudoctor``."""
+
+import sys
+
+from gpudoctor.cli import main
+
+sys.exit(main())

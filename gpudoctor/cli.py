@@ -1,0 +1,61 @@
+"""The ``gpudoctor`` command: one parser, one subcommand per face.
+
+Kept import-light on purpose: ``gpudoctor lint`` runs from pre-commit on every
+commit, so nothing heavy (libcst, rich, NVML) is imported before a subcommand
+actually needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpudoctor import __version__
+from gpudoctor.errors import GpudoctorError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Assemble the top-level parser; each face adds its own subcommand."""
+    from gpudoctor.lint import options as lint_options
+    from gpudoctor.probe import options as probe_options
+
+    parser = argparse.ArgumentParser(
+        prog="gpudoctor",
+        description="Find and explain why programs that mix GPU frameworks with "
+        "process parallelism freeze, crash or run out of GPU memory.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpudoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    lint_options.add_lint_parser(sub)
+    lint_options.add_rule_parser(sub)
+    probe_options.add_probe_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the chosen subcommand and return its exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse's --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        return int(handler(args))
+    except GpudoctorError as exc:
+        print(f"gpudoctor: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("gpudoctor: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK

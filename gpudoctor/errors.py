@@ -1,0 +1,11 @@
+"""The one exception type that means "the user can fix this"."""
+
+from __future__ import annotations
+
+
+class GpudoctorError(Exception):
+    """Raise for a mistake the user can correct; the CLI prints it and exits 2.
+
+    The message must say where the bad value came from (a flag, a file and key),
+    because it is all the user will see: no traceback is printed for it.
+    """

@@ -1,0 +1,82 @@
+"""Command-line options of ``gpudoctor lint`` and ``gpudoctor rule``.
+
+Import-light: ``gpudoctor lint --help`` must answer without importing libcst.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+TARGET_VERSIONS = ("py310", "py311", "py312", "py313", "py314")
+PLATFORMS = ("linux", "darwin", "win32")
+OUTPUT_FORMATS = ("concise", "json")
+
+
+def _codes(value: str) -> list[str]:
+    return [part.strip().upper() for part in value.split(",") if part.strip()]
+
+
+def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``lint`` subcommand."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "lint",
+        help="check Python files for GPU + multiprocessing hazards",
+        description="Check Python files for ways GPU frameworks and process "
+        "parallelism break each other. Never imports or runs the code.",
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
+    parser.add_argument(
+        "--select", type=_codes, action="extend", metavar="CODES",
+        help="only these rule codes or prefixes (comma-separated; ALL for every rule)",
+    )
+    parser.add_argument(
+        "--ignore", type=_codes, action="extend", metavar="CODES",
+        help="rule codes or prefixes to skip (comma-separated)",
+    )
+    parser.add_argument(
+        "--extend-select", type=_codes, action="extend", metavar="CODES",
+        help="rule codes or prefixes to add to the selection (comma-separated)",
+    )
+    parser.add_argument(
+        "--target-version", choices=TARGET_VERSIONS,
+        help="oldest Python the code runs on; decides the default start method "
+        "(default: requires-python of the nearest pyproject.toml, else this interpreter)",
+    )
+    parser.add_argument(
+        "--platform", choices=PLATFORMS,
+        help="operating system the code runs on; decides the default start method (default: linux)",
+    )
+    parser.add_argument(
+        "--output-format", choices=OUTPUT_FORMATS, default="concise",
+        help="how findings are printed (default: concise)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when there are findings",
+    )
+    parser.set_defaults(handler=_run_lint)
+    return parser
+
+
+def add_rule_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``rule`` subcommand, which prints a rule's documentation."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "rule", help="explain a lint rule", description="Print the documentation of a lint rule.",
+    )
+    parser.add_argument("code", nargs="?", metavar="CODE", help="rule code, e.g. GD101")
+    parser.add_argument("--all", action="store_true", help="print every rule's documentation")
+    parser.set_defaults(handler=_run_rule)
+    return parser
+
+
+def _run_lint(args: argparse.Namespace) -> int:
+    from gpudoctor.lint.runner import run_lint
+
+    return run_lint(args)
+
+
+def _run_rule(args: argparse.Namespace) -> int:
+    from gpudoctor.lint.runner import run_rule
+
+    return run_rule(args)

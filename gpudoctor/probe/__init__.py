@@ -1,0 +1,1 @@
+"""gpudoctor probe: the machine report, sandboxed scenarios and supervised commands."""
