@@ -1,0 +1,1 @@
+"""The analysis core: parse once, interpret statements in order, produce event flows."""

@@ -1,0 +1,265 @@
+"""Project-wide state of one lint run: module walks, function summaries, class members.
+
+Summaries are memoized per (function, abstract argument values), which makes the
+analysis context-sensitive on arguments while computing each summary once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.events import Context, Event, Init, splice
+from gpudoctor.lint.analysis.source import ParsedModule, ParseFailure
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    Atom,
+    ClassRef,
+    FuncRef,
+    Instance,
+    ModRef,
+    ModuleObj,
+    one,
+)
+from gpudoctor.lint.knowledge.processes import canonical
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.walker import Walker
+
+Value = frozenset
+MAX_DEPTH = 24
+MAX_SUMMARIES = 20_000
+MAX_EVENTS = 400
+
+
+@dataclass
+class ModuleState:
+    """One module's walk: its global names, its events, what it defines and imports."""
+
+    path: str
+    parsed: ParsedModule
+    env: dict[str, Value] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    frameworks: set[str] = field(default_factory=set)
+    functions: list[FuncRef] = field(default_factory=list)
+    classes: list[ClassRef] = field(default_factory=list)
+    walking: bool = True
+
+    @property
+    def import_events(self) -> list[Event]:
+        """What importing the module does: its top level, without the ``__main__`` block."""
+        return [e for e in self.events if e.ctx.import_time]
+
+
+class Analyzer:
+    """Walks modules and functions on demand and remembers every result."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._modules: dict[Path, ModuleState | ParseFailure] = {}
+        self._summaries: dict[tuple[object, ...], tuple[list[Event], Value]] = {}
+        self._stack: list[tuple[object, ...]] = []
+        self._members: dict[ClassRef, dict[str, Value]] = {}
+        self._bases: dict[ClassRef, list[ClassRef]] = {}
+        self._primed: set[ClassRef] = set()
+        self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
+
+    # -- modules -------------------------------------------------------------------------
+    def module(self, path: Path) -> ModuleState | ParseFailure:
+        key = path.resolve()
+        if key in self._modules:
+            return self._modules[key]
+        parsed = self.project.parsed(key)
+        if isinstance(parsed, ParseFailure):
+            self._modules[key] = parsed
+            return parsed
+        from gpudoctor.lint.analysis.walker import Walker
+
+        state = ModuleState(str(key), parsed)
+        self._modules[key] = state
+        walker = Walker(self, state, state.env, module_level=True, ctx=Context(import_time=True))
+        try:
+            walker.walk_block(parsed.module.body)
+        finally:
+            state.events = walker.events
+            state.walking = False
+        return state
+
+    def import_module(self, walker: Walker, dotted: str, level: int,
+                      node: cst.CSTNode | None) -> Value:
+        """Run a project module's top level at an import; return what the name binds to."""
+        importer = Path(walker.module.path)
+        target = self.project.resolve(importer, dotted, level)
+        if target is None:
+            return one(ModRef(dotted)) if dotted and not level else UNKNOWN
+        if node is not None:
+            parts = dotted.split(".")
+            for cut in range(1, len(parts)):  # parent packages run first
+                parent = self.project.resolve(importer, ".".join(parts[:cut]), level)
+                if parent is not None:
+                    self.run_import(walker, parent, node)
+            self.run_import(walker, target, node)
+        return one(ModuleObj(str(target)))
+
+    def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:
+        state = self.module(path)
+        if isinstance(state, ParseFailure) or state.walking:
+            return
+        walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node)))
+
+    def import_star(self, walker: Walker, value: Value) -> None:
+        for atom in value:
+            if isinstance(atom, ModuleObj):
+                state = self.module(Path(atom.path))
+                if not isinstance(state, ParseFailure):
+                    walker.env.update({k: v for k, v in state.env.items() if not k.startswith("_")})
+
+    def module_member(self, atom: Atom, attr: str) -> Value:
+        if not isinstance(atom, ModuleObj):
+            return UNKNOWN
+        path = Path(atom.path)
+        state = self.module(path)
+        if not isinstance(state, ParseFailure) and attr in state.env:
+            return state.env[attr]
+        if path.name == "__init__.py":
+            sub = self.project.resolve(path, attr, 1)
+            if sub is not None:
+                return one(ModuleObj(str(sub)))
+        return UNKNOWN
+
+    # -- classes -------------------------------------------------------------------------
+    def register_class(self, cls: ClassRef, project_bases: list[ClassRef]) -> None:
+        self._bases[cls] = project_bases
+        self._members.setdefault(cls, {})
+
+    def subclass_of(self, cls: ClassRef, bases: frozenset[str], depth: int = 0) -> bool:
+        if any(canonical(b) in bases for b in cls.bases):
+            return True
+        return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self._bases.get(cls, ()))
+
+    def store_member(self, cls: ClassRef, attr: str, value: Value) -> None:
+        members = self._members.setdefault(cls, {})
+        members[attr] = members.get(attr, UNKNOWN) | value
+
+    def member(self, atom: Instance | ClassRef, attr: str, depth: int = 0) -> Value:
+        cls = atom.cls if isinstance(atom, Instance) else atom
+        if isinstance(atom, Instance) and attr != "__init__":
+            self._prime(cls)
+            stored = self._members.get(cls, {}).get(attr)
+            if stored:
+                return stored
+        for statement in cls.node.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == attr:
+                return one(self._method(cls, statement, atom))
+        if depth < 8:
+            for base in self._bases.get(cls, ()):
+                found = self.member(Instance(base) if isinstance(atom, Instance) else base, attr, depth + 1)
+                if found:
+                    return frozenset(replace(f, bound=(one(atom),)) if isinstance(f, FuncRef) and isinstance(atom, Instance) else f for f in found)
+        return UNKNOWN
+
+    def _method(self, cls: ClassRef, node: cst.FunctionDef, atom: Instance | ClassRef) -> FuncRef:
+        decorators = {cst.helpers.get_full_name_for_node(d.decorator) for d in node.decorators}
+        bound: tuple[Value, ...] = ()
+        if "staticmethod" not in decorators:
+            if "classmethod" in decorators:
+                bound = (one(cls),)
+            elif isinstance(atom, Instance):
+                bound = (one(atom),)
+        return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
+
+    def _prime(self, cls: ClassRef) -> None:
+        """Walk ``__init__`` once so ``self.x`` set there is known to other methods."""
+        if cls in self._primed:
+            return
+        self._primed.add(cls)
+        for atom in self.member(Instance(cls), "__init__"):
+            if isinstance(atom, FuncRef):
+                self.call(atom, (), UNKNOWN, {})
+
+    # -- functions -----------------------------------------------------------------------
+    def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
+             keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]:
+        """Return the events and the return value of calling ``func`` with these values.
+
+        ``entry`` marks a call made only to analyse the function on its own; any other
+        call means the function has a known caller.
+        """
+        if not entry:
+            self.reached.add(id(func.node))
+        env = self._bind(func, (*func.bound, *positional), rest, keywords)
+        key = (func, tuple(sorted(env.items(), key=lambda kv: kv[0])))
+        cached = self._summaries.get(key)
+        if cached is not None:
+            return cached
+        if key in self._stack or len(self._stack) >= MAX_DEPTH or len(self._summaries) > MAX_SUMMARIES:
+            return [], UNKNOWN
+        state = self.module(Path(func.module))
+        if isinstance(state, ParseFailure):
+            return [], UNKNOWN
+        from gpudoctor.lint.analysis.walker import Walker
+
+        walker = Walker(self, state, dict(env), module_level=False, ctx=Context())
+        self._stack.append(key)
+        try:
+            node = func.node
+            if isinstance(node, cst.Lambda):
+                walker.returns.update(walker.eval(node.body))
+            elif isinstance(node, cst.FunctionDef):
+                walker.walk_block(getattr(node.body, "body", ()))
+        finally:
+            self._stack.pop()
+        result = (_compress(walker.events), frozenset(walker.returns))
+        self._summaries[key] = result
+        return result
+
+    def _bind(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
+              keywords: dict[str, Value]) -> dict[str, Value]:
+        params = func.node.params  # type: ignore[attr-defined]
+        ordered = [*params.posonly_params, *params.params]
+        env: dict[str, Value] = {}
+        for index, param in enumerate(ordered):
+            name = param.name.value
+            if index < len(positional):
+                env[name] = positional[index]
+            elif name in keywords:
+                env[name] = keywords[name]
+            else:
+                env[name] = rest if rest else _literal_default(param)
+        for param in params.kwonly_params:
+            env[param.name.value] = keywords.get(param.name.value, _literal_default(param))
+        if isinstance(params.star_arg, cst.Param):
+            from gpudoctor.lint.analysis.values import container
+
+            env[params.star_arg.name.value] = container(*positional[len(ordered):], rest)
+        return env
+
+
+def _literal_default(param: cst.Param) -> Value:
+    from gpudoctor.lint.analysis.values import Int, Str
+
+    default = param.default
+    if isinstance(default, cst.SimpleString) and isinstance(default.evaluated_value, str):
+        return one(Str(default.evaluated_value))
+    if isinstance(default, cst.Integer):
+        return one(Int(int(default.value, 0)))
+    return UNKNOWN
+
+
+def _compress(events: list[Event]) -> list[Event]:
+    """Keep the first init of each framework and level per fork side; cap the length."""
+    seen: set[tuple[object, ...]] = set()
+    out: list[Event] = []
+    for event in events:
+        effect = event.effect
+        if isinstance(effect, Init):
+            key = (effect.framework, effect.level, event.ctx.fork_child, event.ctx.fork_parent)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(event)
+    return out[:MAX_EVENTS]

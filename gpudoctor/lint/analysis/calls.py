@@ -1,0 +1,254 @@
+"""Calls: project functions are inlined, framework APIs looked up, process APIs modelled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from gpudoctor.lint.analysis import process_calls
+from gpudoctor.lint.analysis.events import Child, EnvWrite, Init, TfConfig, splice
+from gpudoctor.lint.analysis.expressions import ExprEvaluator
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    Atom,
+    ClassRef,
+    CudaDevice,
+    FuncRef,
+    GpuObj,
+    Instance,
+    Int,
+    ModRef,
+    ModuleObj,
+    MpContext,
+    PoolObj,
+    ProcessObj,
+    QueueObj,
+    Str,
+    ThreadObj,
+    container,
+    elements,
+    is_cuda,
+    one,
+    strings,
+)
+from gpudoctor.lint.knowledge import processes
+from gpudoctor.lint.knowledge.registry import api_table
+from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, TF_CONFIG
+
+Value = frozenset
+HOST_METHODS = frozenset({"get", "cpu", "numpy", "tolist", "item", "copy_to_host", "asnumpy",
+                          "__array__"})
+# Keras model methods run on the device but hand back host values (NumPy, History, floats).
+MODEL_HOST_METHODS = frozenset({"predict", "predict_on_batch", "fit", "evaluate", "summary",
+                                "save", "save_weights", "load_weights", "get_weights",
+                                "count_params", "to_json", "compile"})
+MUTATORS = frozenset({"append", "extend", "add", "insert", "appendleft", "update"})
+ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update",
+                       "os.environ.__setitem__"})
+
+
+@dataclass
+class Args:
+    """Evaluated call arguments, with the keyword nodes kept for literal checks."""
+
+    positional: list[Value] = field(default_factory=list)
+    keywords: dict[str, Value] = field(default_factory=dict)
+    keyword_nodes: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    rest: Value = UNKNOWN  # what *args / **kwargs may hold
+
+    def get(self, index: int, name: str) -> Value | None:
+        if name in self.keywords:
+            return self.keywords[name]
+        if index >= 0 and index < len(self.positional):
+            return self.positional[index]
+        return None
+
+    def is_true(self, name: str) -> bool:
+        node = self.keyword_nodes.get(name)
+        return isinstance(node, cst.Name) and node.value == "True"
+
+
+class CallEvaluator(ExprEvaluator):
+    """Adds call semantics to expression evaluation."""
+
+    def eval_args(self, node: cst.Call) -> Args:
+        args = Args()
+        for arg in node.args:
+            value = self.eval(arg.value)
+            if arg.keyword is not None:
+                args.keywords[arg.keyword.value] = value
+                args.keyword_nodes[arg.keyword.value] = arg.value
+            elif arg.star:
+                args.rest = args.rest | elements(value) | value
+            else:
+                args.positional.append(value)
+        return args
+
+    def _e_Call(self, node: cst.Call) -> Value:
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            receiver = self.eval(func.value)
+            args = self.eval_args(node)
+            name = func.attr.value
+            if name in MUTATORS and isinstance(func.value, cst.Name) and args.positional:
+                added = args.positional[-1]
+                grown = elements(added) if name in ("extend", "update") else added
+                self.env[func.value.value] = receiver | container(grown)
+            return self.call_method(receiver, name, args, node)
+        callee = self.eval(func)
+        return self.call_value(callee, self.eval_args(node), node)
+
+    # -- receivers -----------------------------------------------------------------------
+    def call_method(self, receiver: Value, name: str, args: Args, node: cst.Call) -> Value:
+        out: set[Atom] = set()
+        handled_device = False
+        for atom in receiver:
+            if isinstance(atom, ModRef):
+                out |= self.call_qualname(f"{atom.qualname}.{name}", args, node)
+            elif isinstance(atom, GpuObj):
+                handled_device = True
+                out |= self.method_on_device(atom, name, args, node)
+            elif isinstance(atom, (PoolObj, ProcessObj, QueueObj, ThreadObj, MpContext)):
+                out |= process_calls.method(self, atom, name, args, node)
+            elif isinstance(atom, Instance) and name == "start":
+                out |= process_calls.start_instance(self, atom, node)
+            elif isinstance(atom, (Instance, ClassRef, ModuleObj)):
+                out |= self.call_value(self.attribute(one(atom), name, node), args, node)
+        if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
+            out |= self.torch_placement(name, args, node)
+        return frozenset(out)
+
+    def method_on_device(self, atom: GpuObj, name: str, args: Args, node: cst.Call) -> Value:
+        if name in HOST_METHODS:
+            return UNKNOWN
+        # Using a device object needs the runtime in this process (in a child: unpickling
+        # it, or inheriting it through fork, is not enough to make CUDA usable).
+        self.emit(Init(atom.framework, "runtime", f".{name}() on a device object", self.site(node)))
+        if name in MODEL_HOST_METHODS:
+            return UNKNOWN
+        if name == "to":
+            target = args.get(0, "device") or UNKNOWN
+            if not is_cuda(target) and "cpu" in strings(target):
+                return UNKNOWN
+        return one(GpuObj(atom.framework, self.site(node)))
+
+    def torch_placement(self, name: str, args: Args, node: cst.Call) -> Value:
+        """``x.cuda()`` and ``x.to("cuda")`` on a value of unknown type place it on the GPU."""
+        target = args.get(0, "device") or UNKNOWN
+        if name == "cuda" or (name == "to" and is_cuda(target)):
+            self.emit(Init("torch", "runtime", f".{name}()", self.site(node)))
+            return one(GpuObj("torch", self.site(node)))
+        return UNKNOWN
+
+    def call_value(self, callee: Value, args: Args, node: cst.Call) -> Value:
+        out: set[Atom] = set()
+        for atom in callee:
+            if isinstance(atom, ModRef):
+                out |= self.call_qualname(atom.qualname, args, node)
+            elif isinstance(atom, FuncRef) and atom.cuda_kernel:
+                self.emit(Init("numba", "runtime", "CUDA kernel launch", self.site(node)))
+            elif isinstance(atom, FuncRef):
+                out |= self.inline(atom, args, node)
+            elif isinstance(atom, ClassRef):
+                out |= self.instantiate(atom, args, node)
+            elif isinstance(atom, GpuObj):
+                out.add(GpuObj(atom.framework, self.site(node)))
+        return frozenset(out)
+
+    def inline(self, func: FuncRef, args: Args, node: cst.CSTNode) -> Value:
+        events, result = self.analyzer.call(func, tuple(args.positional), args.rest, args.keywords)
+        self.events.extend(splice(events, self.ctx, self.site(node)))
+        return result
+
+    def inline_child(self, child: Child, node: cst.CSTNode) -> None:
+        """Run a callable in this process (a thread target or thread-pool task)."""
+        events, _ = self.analyzer.call(child.func, child.args, child.rest, {})
+        self.events.extend(splice(events, self.ctx, self.site(node)))
+
+    def instantiate(self, cls: ClassRef, args: Args, node: cst.Call) -> Value:
+        instance = Instance(cls)
+        init = self.analyzer.member(instance, "__init__")
+        for atom in init:
+            if isinstance(atom, FuncRef):
+                self.inline(atom, args, node)
+        return one(instance)
+
+    # -- qualified names -----------------------------------------------------------------
+    def call_qualname(self, qualname: str, args: Args, node: cst.Call) -> Value:
+        kind = processes.kind_of(qualname)
+        if kind is not None:
+            return process_calls.api(self, kind, args, node)
+        if qualname in ENV_CALLS:
+            self.env_write(qualname, args, node)
+            return UNKNOWN
+        if qualname.startswith("builtins."):
+            return self.builtin(qualname[9:], args, node)
+        if qualname == "functools.partial" and args.positional:
+            bound = tuple(args.positional[1:])
+            return frozenset(
+                replace(a, bound=a.bound + bound) for a in args.positional[0] if isinstance(a, FuncRef)
+            )
+        if qualname == "torch.device":
+            return one(CudaDevice()) if is_cuda(args.get(0, "type") or UNKNOWN) else UNKNOWN
+        api = api_table().lookup(qualname)
+        if api is not None and api.effect not in INIT_EFFECTS | {TF_CONFIG}:
+            # An inert constructor (``cupy.cuda.Device(0)``) keeps its name, so that a
+            # method called on the object (``.use()``) is looked up as ``Device.use``.
+            return one(ModRef(qualname)) if qualname.rsplit(".", 1)[-1][:1].isupper() else UNKNOWN
+        if api is None:
+            if qualname.startswith("torch.") and is_cuda(args.get(-1, "device") or UNKNOWN):
+                self.emit(Init("torch", "runtime", f'{qualname}(device="cuda")', self.site(node)))
+                return one(GpuObj("torch", self.site(node)))
+            return UNKNOWN
+        if api.effect == TF_CONFIG:
+            self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0))
+            return UNKNOWN
+        self.emit(Init(api.framework, api.level or "runtime", qualname, self.site(node)))
+        return one(GpuObj(api.framework, self.site(node))) if api.effect == GPU_OBJECT else UNKNOWN
+
+    def env_write(self, qualname: str, args: Args, node: cst.Call) -> None:
+        names: set[str] = set()
+        value: Value = UNKNOWN
+        if qualname == "os.environ.update":
+            names.update(args.keywords)
+            first = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if isinstance(first, cst.Dict):
+                for element in first.elements:
+                    key = getattr(element, "key", None)
+                    if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+                        names.add(key.evaluated_value)
+        elif args.positional:
+            names.update(strings(args.positional[0]))
+            value = args.positional[1] if len(args.positional) > 1 else UNKNOWN
+        for name in sorted(names):
+            self.emit(EnvWrite(name, value, self.site(node)))
+
+    def builtin(self, name: str, args: Args, node: cst.Call) -> Value:
+        first = args.positional[0] if args.positional else UNKNOWN
+        if name == "zip":
+            return container(*(elements(v) for v in args.positional))
+        if name == "enumerate":
+            return container(elements(first), one(Int(0)))
+        if name in ("map", "filter") and len(args.positional) > 1:
+            items = elements(args.positional[1])
+            if name == "map":
+                call_args = Args(positional=[items])
+                return container(self.call_value(first, call_args, node))
+            return container(items)
+        if name in ("list", "tuple", "set", "frozenset", "iter", "reversed", "sorted", "dict"):
+            return container(elements(first))
+        if name == "next":
+            return elements(first)
+        return UNKNOWN
+
+
+def literal_int(value: Value | None) -> int | None:
+    """Return the integer a value surely is, if it is one."""
+    ints = [a.value for a in (value or UNKNOWN) if isinstance(a, Int)]
+    return ints[0] if len(ints) == 1 and len(value or ()) == 1 else None
+
+
+def literal_str(value: Value | None) -> str | None:
+    found = [a.value for a in (value or UNKNOWN) if isinstance(a, Str)]
+    return found[0] if len(found) == 1 and len(value or ()) == 1 else None

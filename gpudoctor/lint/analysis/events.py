@@ -1,0 +1,143 @@
+"""What running a piece of code does, in order: the events rules read.
+
+A function's summary is the list of events its body produces; a call splices the
+callee's events in at the call, with the call's context merged in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
+from gpudoctor.lint.findings import Site
+
+
+@dataclass(frozen=True)
+class Init:
+    """A GPU framework was initialized (``level`` "driver" or "runtime")."""
+
+    framework: str
+    level: str
+    api: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class Child:
+    """A callable that runs in a new process, with the argument values it receives."""
+
+    func: FuncRef
+    args: tuple[frozenset[Atom], ...]  # per position
+    rest: frozenset[Atom]  # for positions beyond ``args``
+    role: str  # "target", "task", "initializer", "dataset", "collate_fn", ...
+
+
+@dataclass(frozen=True)
+class Start:
+    """Processes start here (a pool is built, ``.start()``, ``os.fork()``, a launcher)."""
+
+    kind: str  # knowledge.processes kind
+    method: str | None  # None: the platform default
+    site: Site
+    children: tuple[Child, ...] = ()
+    daemonic: bool = False
+    pool: PoolObj | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """Work submitted to an existing pool or executor."""
+
+    pool: PoolObj
+    site: Site
+    children: tuple[Child, ...]
+
+
+@dataclass(frozen=True)
+class Send:
+    """Values cross a process boundary here (task args, Process args, queue put, pipe send)."""
+
+    site: Site
+    channel: str
+    value: frozenset[Atom]
+    method: str | None
+
+
+@dataclass(frozen=True)
+class SetMethod:
+    method: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class ThreadStart:
+    site: Site
+    api: str
+
+
+@dataclass(frozen=True)
+class EnvWrite:
+    var: str
+    value: frozenset[Atom]
+    site: Site
+
+
+@dataclass(frozen=True)
+class TfConfig:
+    api: str
+    site: Site
+    swallowed: bool  # inside a try whose handler only logs or passes
+
+
+@dataclass(frozen=True)
+class DataLoaderStart:
+    site: Site
+    method: str | None
+    workers: int | None
+    children: tuple[Child, ...]
+
+
+@dataclass(frozen=True)
+class DefaultDevice:
+    cuda: bool
+    site: Site
+
+
+Effect = Union[Init, Start, Task, Send, SetMethod, ThreadStart, EnvWrite, TfConfig,
+               DataLoaderStart, DefaultDevice]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where an event happened, relative to the flow it is part of."""
+
+    import_time: bool = False  # module level of the entry module, outside the main guard
+    in_loop: bool = False
+    fork_parent: frozenset[Site] = frozenset()  # parent-side branches of these os.fork() calls
+    fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
+    via: Site | None = None  # the outermost call in the flow that led here
+
+
+@dataclass(frozen=True)
+class Event:
+    effect: Effect
+    ctx: Context = field(default_factory=Context)
+
+
+def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[Event]:
+    """Re-home a callee's events at a call made in context ``outer``."""
+    if outer == Context() and call_site is None:
+        return events
+    out = []
+    for event in events:
+        inner = event.ctx
+        out.append(replace(event, ctx=Context(
+            import_time=outer.import_time or inner.import_time,
+            in_loop=outer.in_loop or inner.in_loop,
+            fork_parent=outer.fork_parent | inner.fork_parent,
+            fork_child=outer.fork_child | inner.fork_child,
+            via=call_site or inner.via,
+        )))
+    return out

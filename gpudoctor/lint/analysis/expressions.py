@@ -1,0 +1,251 @@
+"""Evaluate expressions to abstract values, emitting the events their calls cause."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.events import Context, Effect, Event
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    Atom,
+    ClassRef,
+    Container,
+    FuncRef,
+    GpuObj,
+    Instance,
+    Int,
+    ModRef,
+    Str,
+    container,
+    elements,
+    gpu_objects,
+    one,
+    positions,
+)
+from gpudoctor.lint.findings import Site
+from gpudoctor.lint.knowledge.registry import api_table
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+
+BUILTINS = frozenset({
+    "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
+    "map", "filter", "dict", "next", "exit", "quit",
+})
+# Attributes of a device array that are host values.
+HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "device",
+                             "is_cuda", "name", "strides", "history", "layers", "input_shape",
+                             "output_shape"})
+Value = frozenset
+
+
+class ExprEvaluator:
+    """State shared by expression, call and statement evaluation of one scope."""
+
+    def __init__(self, analyzer: Analyzer, module: ModuleState, env: dict[str, Value],
+                 *, module_level: bool, ctx: Context) -> None:
+        self.analyzer = analyzer
+        self.module = module
+        self.env = env
+        self.module_level = module_level
+        self.ctx = ctx
+        self.events: list[Event] = []
+        self.returns: set[Atom] = set()
+        self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
+
+    # -- helpers -------------------------------------------------------------------------
+    def site(self, node: cst.CSTNode) -> Site:
+        return self.module.parsed.site(node)
+
+    def emit(self, effect: Effect) -> None:
+        self.events.append(Event(effect, self.ctx))
+
+    def lookup(self, name: str) -> Value:
+        if name in self.env:
+            return self.env[name]
+        if not self.module_level and name in self.module.env:
+            return self.module.env[name]
+        if name in BUILTINS:
+            return one(ModRef(f"builtins.{name}"))
+        return UNKNOWN
+
+    # -- dispatch ------------------------------------------------------------------------
+    def eval(self, node: cst.CSTNode | None) -> Value:
+        if node is None:
+            return UNKNOWN
+        handler = getattr(self, f"_e_{type(node).__name__}", None)
+        if handler is not None:
+            return handler(node)  # type: ignore[no-any-return]
+        self.eval_children(node)
+        return UNKNOWN
+
+    def eval_children(self, node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(child, cst.BaseExpression):
+                self.eval(child)
+            else:
+                self.eval_children(child)
+
+    # -- leaves --------------------------------------------------------------------------
+    def _e_Name(self, node: cst.Name) -> Value:
+        return self.lookup(node.value)
+
+    def _e_SimpleString(self, node: cst.SimpleString) -> Value:
+        value = node.evaluated_value
+        return one(Str(value)) if isinstance(value, str) else UNKNOWN
+
+    def _e_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:
+        value = node.evaluated_value
+        return one(Str(value)) if isinstance(value, str) else UNKNOWN
+
+    def _e_FormattedString(self, node: cst.FormattedString) -> Value:
+        self.eval_children(node)
+        head = node.parts[0] if node.parts else None
+        return one(Str(head.value)) if isinstance(head, cst.FormattedStringText) else UNKNOWN
+
+    def _e_Integer(self, node: cst.Integer) -> Value:
+        try:
+            return one(Int(int(node.value.replace("_", ""), 0)))
+        except ValueError:
+            return UNKNOWN
+
+    def _e_Lambda(self, node: cst.Lambda) -> Value:
+        return one(FuncRef(self.module.path, "<lambda>", node))
+
+    # -- compound ------------------------------------------------------------------------
+    def _e_Attribute(self, node: cst.Attribute) -> Value:
+        return self.attribute(self.eval(node.value), node.attr.value, node)
+
+    def attribute(self, base: Value, attr: str, node: cst.CSTNode) -> Value:
+        out: set[Atom] = set()
+        for atom in base:
+            if isinstance(atom, ModRef):
+                qualname = f"{atom.qualname}.{attr}"
+                api = api_table().lookup(qualname)
+                if api is not None and api.attribute and api.level:
+                    self.emit_init(api.framework, api.level, qualname, node)
+                out.add(ModRef(qualname))
+            elif isinstance(atom, GpuObj) and attr not in HOST_ATTRIBUTES:
+                out.add(atom)
+            elif isinstance(atom, (Instance, ClassRef)):
+                out.update(self.analyzer.member(atom, attr))
+            else:
+                out.update(self.analyzer.module_member(atom, attr))
+        return frozenset(out)
+
+    def emit_init(self, framework: str, level: str, api: str, node: cst.CSTNode) -> None:
+        from gpudoctor.lint.analysis.events import Init
+
+        self.emit(Init(framework, level, api, self.site(node)))
+
+    def _e_Subscript(self, node: cst.Subscript) -> Value:
+        base = self.eval(node.value)
+        for element in node.slice:
+            self.eval_children(element)
+        out: set[Atom] = set(elements(base))
+        out.update(a for a in base if isinstance(a, FuncRef) and a.cuda_kernel)
+        return frozenset(out)
+
+    def _sequence(self, items: Any) -> Value:
+        values = []
+        for element in items:
+            value = self.eval(element.value)
+            values.append(elements(value) if isinstance(element, cst.StarredElement) else value)
+        starred = any(isinstance(element, cst.StarredElement) for element in items)
+        return container(*values, ordered=not starred)
+
+    def _e_List(self, node: cst.List) -> Value:
+        return self._sequence(node.elements)
+
+    _e_Tuple = _e_List
+    _e_Set = _e_List
+
+    def _e_Dict(self, node: cst.Dict) -> Value:
+        values = []
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                self.eval(element.key)
+            values.append(self.eval(element.value))
+        return container(*values)
+
+    def comprehension(self, node: Any, results: list[cst.BaseExpression]) -> Value:
+        clause = node.for_in
+        while clause is not None:
+            source = self.eval(clause.iter)
+            self.bind(clause.target, elements(source))
+            for condition in clause.ifs:
+                self.eval(condition.test)
+            clause = clause.inner_for_in
+        return container(*(self.eval(result) for result in results))
+
+    def _e_ListComp(self, node: cst.ListComp) -> Value:
+        return self.comprehension(node, [node.elt])
+
+    _e_SetComp = _e_ListComp
+    _e_GeneratorExp = _e_ListComp
+
+    def _e_DictComp(self, node: cst.DictComp) -> Value:
+        return self.comprehension(node, [node.key, node.value])
+
+    def _e_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        devices = gpu_objects(left, 0) + gpu_objects(right, 0)
+        if devices:
+            framework = devices[0].framework
+            self.emit_init(framework, "runtime", "an operation on a device object", node)
+            return one(GpuObj(framework, self.site(node)))
+        lefts = [a for a in left if isinstance(a, Str)]
+        rights = [a for a in right if isinstance(a, Str)]
+        if lefts and rights and isinstance(node.operator, cst.Add):
+            return frozenset(Str(a.value + b.value) for a in lefts for b in rights)
+        return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
+
+    def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
+        return self.eval(node.left) | self.eval(node.right)
+
+    def _e_IfExp(self, node: cst.IfExp) -> Value:
+        self.eval(node.test)
+        return self.eval(node.body) | self.eval(node.orelse)
+
+    def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.bind(node.target, value)
+        return value
+
+    def _e_Await(self, node: cst.Await) -> Value:
+        return self.eval(node.expression)
+
+    def _e_Yield(self, node: cst.Yield) -> Value:
+        value = node.value
+        result = self.eval(value.item if isinstance(value, cst.From) else value)
+        self.returns.update(result)
+        return UNKNOWN
+
+    # -- binding (statements use it too) -------------------------------------------------
+    def bind(self, target: cst.CSTNode, value: Value) -> None:
+        if isinstance(target, cst.Name):
+            self.env[target.value] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            per_position, rest = positions(value)
+            if not per_position and not any(isinstance(a, Container) for a in value):
+                rest = value
+            for index, element in enumerate(target.elements):
+                item = per_position[index] if index < len(per_position) else rest
+                self.bind(element.value, item)
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, container(value))
+        elif isinstance(target, cst.Attribute):
+            owner = self.eval(target.value)
+            for atom in owner:
+                if isinstance(atom, Instance):
+                    self.analyzer.store_member(atom.cls, target.attr.value, value)
+        elif isinstance(target, cst.Subscript):
+            self.assign_subscript(target, value)
+
+    def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
+        """Overridden by the statement walker to see ``os.environ[...] = ...``."""
+        self.eval(target.value)

@@ -1,0 +1,234 @@
+"""How process, pool, queue and thread APIs turn into events and abstract values."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.events import (
+    Child,
+    DataLoaderStart,
+    DefaultDevice,
+    Send,
+    SetMethod,
+    Start,
+    Task,
+    ThreadStart,
+)
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    Atom,
+    Container,
+    ForkPid,
+    FuncRef,
+    Instance,
+    Int,
+    MpContext,
+    PoolObj,
+    ProcessObj,
+    QueueObj,
+    ThreadObj,
+    container,
+    elements,
+    is_cuda,
+    one,
+    positions,
+    strings,
+)
+from gpudoctor.lint.knowledge import processes as P
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.calls import Args, CallEvaluator
+
+Value = frozenset
+
+
+def _funcs(value: Value | None) -> tuple[FuncRef, ...]:
+    return tuple(a for a in (value or UNKNOWN) if isinstance(a, FuncRef) and not a.cuda_kernel)
+
+
+def _method(value: Value | None) -> str | None:
+    """The start method a ``get_context``/``mp_context``/string argument chooses."""
+    for atom in value or UNKNOWN:
+        if isinstance(atom, MpContext):
+            return atom.method
+    names = strings(value or UNKNOWN)
+    return sorted(names)[0] if names else None
+
+
+def _int(value: Value | None) -> int | None:
+    ints = [a.value for a in (value or UNKNOWN) if isinstance(a, Int)]
+    return ints[0] if len(ints) == 1 else None
+
+
+def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | None = None) -> Value:
+    """Model a call to a process/thread API of kind ``kind``."""
+    site = ev.site(node)
+    if kind == P.POOL:
+        return _pool(ev, P.POOL, method, args, node, workers=args.get(0, "processes"),
+                     initializer=args.get(1, "initializer"), initargs=args.get(2, "initargs"))
+    if kind == P.EXECUTOR:
+        return _pool(ev, P.EXECUTOR, _method(args.get(1, "mp_context")), args, node,
+                     workers=args.get(0, "max_workers"), initializer=args.get(2, "initializer"),
+                     initargs=args.get(3, "initargs"))
+    if kind == P.PROCESS:
+        call_args = args.get(3, "args") or UNKNOWN
+        kwargs = args.get(4, "kwargs") or UNKNOWN
+        per_position, rest = positions(call_args)
+        proc = ProcessObj(method, site, _funcs(args.get(1, "target")), per_position or (rest,),
+                          args.is_true("daemon"))
+        sent = call_args | kwargs
+        if sent:
+            ev.emit(Send(site, "process-args", sent, method))
+        return one(proc)
+    if kind == P.CONTEXT:
+        return one(MpContext(_method(args.get(0, "method"))))
+    if kind == P.SET_METHOD:
+        chosen = _method(args.get(0, "method"))
+        if chosen:
+            ev.emit(SetMethod(chosen, site))
+        return UNKNOWN
+    if kind == P.QUEUE:
+        return one(QueueObj(method))
+    if kind == P.PIPE:
+        end = one(QueueObj(method))
+        return container(end, end, ordered=True)
+    if kind == P.OS_FORK:
+        ev.emit(Start(P.OS_FORK, "fork", site))
+        return one(ForkPid(site))
+    if kind == P.SPAWN_LAUNCHER:
+        return _launcher(ev, args, node)
+    if kind == P.THREAD:
+        return one(ThreadObj(site, _funcs(args.get(1, "target")), args.get(3, "args") or UNKNOWN))
+    if kind == P.THREAD_POOL:
+        ev.emit(ThreadStart(site, "thread pool"))
+        return one(PoolObj(P.THREAD_POOL, None, site, (), UNKNOWN, None))
+    if kind == P.DATALOADER:
+        return _dataloader(ev, args, node)
+    if kind == P.DEFAULT_DEVICE:
+        ev.emit(DefaultDevice(is_cuda(args.get(0, "device") or UNKNOWN), site))
+    return UNKNOWN
+
+
+def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,
+          workers: Value | None, initializer: Value | None, initargs: Value | None) -> Value:
+    site = ev.site(node)
+    inits = _funcs(initializer)
+    per_position, rest = positions(initargs or UNKNOWN)
+    pool = PoolObj(kind, method, site, inits, initargs or UNKNOWN, _int(workers))
+    children = tuple(Child(f, per_position, rest, "initializer") for f in inits)
+    if initargs:
+        ev.emit(Send(site, "initargs", initargs, method))
+    ev.emit(Start(kind, method, site, children, daemonic=kind == P.POOL, pool=pool,
+                  workers=_int(workers)))
+    return one(pool)
+
+
+def _launcher(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+    site = ev.site(node)
+    call_args = args.get(1, "args") or UNKNOWN
+    per_position, rest = positions(call_args)
+    method = _method(args.get(5, "start_method")) or "spawn"
+    children = tuple(Child(f, (one(Int(0)), *per_position), rest, "target")
+                     for f in _funcs(args.get(0, "fn")))
+    if call_args:
+        ev.emit(Send(site, "process-args", call_args, method))
+    ev.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs"))))
+    return UNKNOWN
+
+
+def _dataloader(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+    children: list[Child] = []
+    for atom in args.get(0, "dataset") or UNKNOWN:
+        if isinstance(atom, Instance):
+            for name in P.DATASET_METHODS:
+                for func in _funcs(ev.analyzer.member(atom, name)):
+                    children.append(Child(func, (), UNKNOWN, "dataset"))
+    for role, index in (("collate_fn", 6), ("worker_init_fn", 10)):
+        for func in _funcs(args.get(index, role)):
+            children.append(Child(func, (), UNKNOWN, role))
+    method = _method(args.get(11, "multiprocessing_context"))
+    ev.emit(DataLoaderStart(ev.site(node), method, _int(args.get(5, "num_workers")),
+                            tuple(children)))
+    return UNKNOWN
+
+
+def _task_children(pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, ...], Value]:
+    funcs = _funcs(args.get(0, "func") or args.get(0, "fn"))
+    if pool.kind == P.EXECUTOR and name == "submit":
+        sent = container(*args.positional[1:], *args.keywords.values())
+        per = tuple(args.positional[1:])
+        return tuple(Child(f, per, args.rest, "task") for f in funcs), sent
+    if name in P.APPLY_METHODS:
+        call_args = args.get(1, "args") or UNKNOWN
+        per_position, rest = positions(call_args)
+        return tuple(Child(f, per_position, rest, "task") for f in funcs), call_args
+    iterables = args.positional[1:] or [args.get(1, "iterable") or UNKNOWN]
+    if name in P.STAR_METHODS:
+        items = elements(iterables[0])
+        ordered = [a for a in items if isinstance(a, Container) and a.ordered]
+        per = ordered[0].ordered if len(ordered) == 1 else ()
+        rest = elements(items) if not per else UNKNOWN
+        return tuple(Child(f, per, rest, "task") for f in funcs), iterables[0]
+    per = tuple(elements(v) for v in iterables)
+    return tuple(Child(f, per, UNKNOWN, "task") for f in funcs), container(*iterables)
+
+
+def method(ev: CallEvaluator, atom: Atom, name: str, args: Args, node: cst.Call) -> Value:
+    """Model a method call on a pool, process, queue, thread or context object."""
+    site = ev.site(node)
+    if isinstance(atom, MpContext):
+        kind = P.CONTEXT_METHODS.get(name)
+        if kind is None:
+            return one(MpContext(_method(args.get(0, "method")))) if name == "get_context" else UNKNOWN
+        return api(ev, kind, args, node, method=atom.method)
+    if isinstance(atom, PoolObj):
+        tasks = P.EXECUTOR_TASK_METHODS if atom.kind == P.EXECUTOR else P.POOL_TASK_METHODS
+        if atom.kind == P.THREAD_POOL and name in P.POOL_TASK_METHODS | {"submit"}:
+            children, _ = _task_children(atom, name, args)
+            for child in children:
+                ev.inline_child(child, node)
+            return UNKNOWN
+        if name in tasks:
+            children, sent = _task_children(atom, name, args)
+            if sent:
+                ev.emit(Send(site, "task", sent, atom.method))
+            ev.emit(Task(atom, site, children))
+        return UNKNOWN
+    if isinstance(atom, ProcessObj) and name == "start":
+        children = tuple(Child(f, atom.args, UNKNOWN, "target") for f in atom.targets)
+        ev.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon))
+        return UNKNOWN
+    if isinstance(atom, QueueObj) and name in ("put", "put_nowait", "send"):
+        value = args.get(0, "obj") or UNKNOWN
+        ev.emit(Send(site, "pipe" if name == "send" else "queue", value, atom.method))
+        return UNKNOWN
+    if isinstance(atom, ThreadObj) and name == "start":
+        ev.emit(ThreadStart(site, "threading.Thread"))
+        for func in atom.targets:
+            per_position, rest = positions(atom.args)
+            ev.inline_child(Child(func, per_position, rest, "thread"), node)
+    return UNKNOWN
+
+
+def start_instance(ev: CallEvaluator, atom: Instance, node: cst.Call) -> Value:
+    """``.start()`` on an instance of a project class: a Process or Thread subclass."""
+    site = ev.site(node)
+    run = _funcs(ev.analyzer.member(atom, "run"))
+    if ev.analyzer.subclass_of(atom.cls, P.PROCESS_BASES):
+        ev.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
+    elif ev.analyzer.subclass_of(atom.cls, P.THREAD_BASES):
+        ev.emit(ThreadStart(site, "threading.Thread"))
+        for func in run:
+            ev.inline_child(Child(func, (), UNKNOWN, "thread"), node)
+    else:
+        return ev.call_value(ev.attribute(one(atom), "start", node), _no_args(), node)
+    return UNKNOWN
+
+
+def _no_args() -> Args:
+    from gpudoctor.lint.analysis.calls import Args
+
+    return Args()
+

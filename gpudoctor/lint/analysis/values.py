@@ -1,0 +1,221 @@
+"""Abstract values: what a name may hold, as a set of atoms (empty set = unknown).
+
+The analysis is a may-analysis: an ``if`` that binds a CuPy array in one branch and a
+NumPy array in the other leaves both atoms on the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import libcst as cst
+
+from gpudoctor.lint.findings import Site
+
+
+@dataclass(frozen=True)
+class ModRef:
+    """A qualified name reached through imports (``cupy``, ``multiprocessing.Pool``)."""
+
+    qualname: str
+
+
+@dataclass(frozen=True)
+class Str:
+    value: str
+
+
+@dataclass(frozen=True)
+class Int:
+    value: int
+
+
+@dataclass(frozen=True)
+class GpuObj:
+    """A device-resident object (CuPy array, CUDA tensor, TF tensor or model, ...)."""
+
+    framework: str
+    site: Site
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    """``torch.device("cuda")`` or a string naming a CUDA device."""
+
+
+@dataclass(frozen=True)
+class Container:
+    """A list, tuple, dict, zip or comprehension: the union of what it holds.
+
+    ``ordered`` keeps the position of each item for tuple and list literals, so that
+    ``Process(args=(queue, data))`` binds ``data`` to the target's second parameter.
+    """
+
+    items: frozenset[Atom]
+    ordered: tuple[frozenset[Atom], ...] = ()
+
+
+@dataclass(frozen=True)
+class ModuleObj:
+    """A module of the checked project, by file."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class FuncRef:
+    """A function, method or lambda of the checked project."""
+
+    module: str  # the file's path
+    qualname: str
+    node: cst.CSTNode  # FunctionDef or Lambda
+    bound: tuple[frozenset[Atom], ...] = ()  # partial() / bound self
+    cuda_kernel: bool = False  # decorated with numba.cuda.jit
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.qualname, id(self.node), self.bound))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FuncRef) and self.node is other.node
+            and self.module == other.module and self.bound == other.bound
+        )
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A class of the checked project, with the qualified names of its bases."""
+
+    module: str
+    qualname: str
+    node: cst.ClassDef
+    bases: tuple[str, ...]
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.qualname))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClassRef) and self.node is other.node
+
+
+@dataclass(frozen=True)
+class Instance:
+    cls: ClassRef
+
+
+@dataclass(frozen=True)
+class MpContext:
+    """A multiprocessing context; ``method`` None means the platform default."""
+
+    method: str | None
+
+
+@dataclass(frozen=True)
+class PoolObj:
+    """A process pool or executor; identified by its constructor site."""
+
+    kind: str  # knowledge.processes.POOL or EXECUTOR
+    method: str | None
+    site: Site
+    initializer: tuple[FuncRef, ...]
+    initargs: frozenset[Atom]
+    workers: int | None
+
+
+@dataclass(frozen=True)
+class ProcessObj:
+    method: str | None
+    site: Site
+    targets: tuple[FuncRef, ...]
+    args: tuple[frozenset[Atom], ...]
+    daemon: bool
+
+
+@dataclass(frozen=True)
+class QueueObj:
+    method: str | None
+
+
+@dataclass(frozen=True)
+class ThreadObj:
+    site: Site
+    targets: tuple[FuncRef, ...] = ()
+    args: frozenset[Atom] = frozenset()
+
+
+@dataclass(frozen=True)
+class ForkPid:
+    """The return value of ``os.fork()``: 0 in the child."""
+
+    site: Site
+
+
+Atom = Union[ModRef, ModuleObj, Str, Int, GpuObj, CudaDevice, Container, FuncRef, ClassRef, Instance,
+             MpContext, PoolObj, ProcessObj, QueueObj, ThreadObj, ForkPid]
+Value = frozenset  # frozenset[Atom]
+UNKNOWN: frozenset[Atom] = frozenset()
+
+
+def one(atom: Atom) -> frozenset[Atom]:
+    return frozenset((atom,))
+
+
+def elements(value: frozenset[Atom]) -> frozenset[Atom]:
+    """Return what iterating over ``value`` may yield."""
+    out: set[Atom] = set()
+    for atom in value:
+        if isinstance(atom, Container):
+            out.update(atom.items)
+        elif isinstance(atom, GpuObj):
+            out.add(atom)  # rows of a device array are device arrays
+    return frozenset(out)
+
+
+def gpu_objects(value: frozenset[Atom], depth: int = 3) -> list[GpuObj]:
+    """Return the device objects in ``value``, looking into containers."""
+    found: list[GpuObj] = []
+    for atom in value:
+        if isinstance(atom, GpuObj):
+            found.append(atom)
+        elif isinstance(atom, Container) and depth > 0:
+            found.extend(gpu_objects(atom.items, depth - 1))
+    return found
+
+
+def container(*values: frozenset[Atom], ordered: bool = False) -> frozenset[Atom]:
+    items = frozenset().union(*values) if values else frozenset()
+    return one(Container(frozenset(_flatten(items)), tuple(values) if ordered else ()))
+
+
+def positions(value: frozenset[Atom]) -> tuple[tuple[frozenset[Atom], ...], frozenset[Atom]]:
+    """Split an argument tuple into per-position values and a value for any other position."""
+    ordered = [a for a in value if isinstance(a, Container) and a.ordered]
+    if len(ordered) == 1 and len(value) == 1:
+        return ordered[0].ordered, UNKNOWN
+    return (), elements(value)
+
+
+def _flatten(items: frozenset[Atom], depth: int = 2) -> set[Atom]:
+    # Nested containers are flattened past a small depth so values stay finite.
+    out: set[Atom] = set()
+    for atom in items:
+        if isinstance(atom, Container) and depth <= 0:
+            out.update(_flatten(atom.items, 0))
+        elif isinstance(atom, Container):
+            out.add(Container(frozenset(_flatten(atom.items, depth - 1))))
+        else:
+            out.add(atom)
+    return out
+
+
+def strings(value: frozenset[Atom]) -> set[str]:
+    return {atom.value for atom in value if isinstance(atom, Str)}
+
+
+def is_cuda(value: frozenset[Atom]) -> bool:
+    """True if the value may name a CUDA device ("cuda", "cuda:0", torch.device("cuda"))."""
+    return any(
+        isinstance(atom, CudaDevice) or (isinstance(atom, Str) and atom.value.startswith("cuda"))
+        for atom in value
+    )

@@ -1,0 +1,365 @@
+"""Statements in order: branches, loops, try, with, imports, definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.calls import CallEvaluator
+from gpudoctor.lint.analysis.events import EnvWrite, Init
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    ClassRef,
+    ForkPid,
+    FuncRef,
+    ModRef,
+    one,
+    strings,
+)
+from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
+
+Value = frozenset
+EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort"})
+SWALLOWED = frozenset({"RuntimeError", "Exception", "BaseException"})
+LOGGING_CALLS = ("print", "log", "logger", "logging", "warnings", "warn", "LOG", "_log")
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    sides = (test.left, target.comparator)
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    mains = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
+    return bool(names and mains)
+
+
+class Walker(CallEvaluator):
+    """Interpret a block of statements, in order, emitting events."""
+
+    def walk_block(self, body: Sequence[cst.CSTNode]) -> bool:
+        """Walk statements; return True when the block cannot fall through (return, raise...)."""
+        for statement in body:
+            if self.walk_statement(statement):
+                return True
+        return False
+
+    def walk_statement(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            return any(self.walk_small(small) for small in node.body)
+        handler = getattr(self, f"_s_{type(node).__name__}", None)
+        if handler is not None:
+            return bool(handler(node))
+        return False
+
+    def walk_small(self, node: cst.BaseSmallStatement) -> bool:
+        if isinstance(node, cst.Expr):
+            value = node.value
+            callee = self.eval(value.func) if isinstance(value, cst.Call) else UNKNOWN
+            self.eval(value)
+            return any(isinstance(a, ModRef) and a.qualname in EXITS for a in callee)
+        if isinstance(node, cst.Assign):
+            value = self.eval(node.value)
+            for target in node.targets:
+                self.bind(target.target, value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self.bind(node.target, self.eval(node.value))
+        elif isinstance(node, cst.AugAssign):
+            value = self.eval(node.value)
+            if isinstance(node.target, cst.Name):
+                self.env[node.target.value] = self.lookup(node.target.value) | value
+        elif isinstance(node, cst.Return):
+            self.returns.update(self.eval(node.value))
+            return True
+        elif isinstance(node, cst.Raise):
+            self.eval(node.exc)
+            return True
+        elif isinstance(node, (cst.Break, cst.Continue)):
+            return True
+        elif isinstance(node, cst.Import):
+            self.do_import(node)
+        elif isinstance(node, cst.ImportFrom):
+            self.do_import_from(node)
+        elif isinstance(node, (cst.Assert, cst.Del)):
+            self.eval_children(node)
+        return False
+
+    def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
+        base = self.eval(target.value)
+        if not any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base):
+            return
+        for element in target.slice:
+            if isinstance(element.slice, cst.Index):
+                for name in sorted(strings(self.eval(element.slice.value))):
+                    self.emit(EnvWrite(name, value, self.site(target)))
+
+    # -- branches ------------------------------------------------------------------------
+    def branch(self, body: Sequence[cst.CSTNode], **ctx_changes: object) -> tuple[dict[str, Value], bool]:
+        saved_env, saved_ctx = dict(self.env), self.ctx
+        self.ctx = replace(self.ctx, **ctx_changes) if ctx_changes else self.ctx
+        ended = self.walk_block(body)
+        result = dict(self.env)
+        self.env.clear()
+        self.env.update(saved_env)
+        self.ctx = saved_ctx
+        return result, ended
+
+    def merge(self, outcomes: list[tuple[dict[str, Value], bool]], fallthrough: bool) -> bool:
+        """Join the environments of branches that fall through; True if none does."""
+        live = [env for env, ended in outcomes if not ended]
+        if fallthrough:
+            live.append(dict(self.env))
+        if not live:
+            return True
+        merged: dict[str, Value] = {}
+        for env in live:
+            for name, value in env.items():
+                merged[name] = merged.get(name, UNKNOWN) | value
+        self.env.clear()
+        self.env.update(merged)
+        return False
+
+    def _body(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+        body = getattr(node, "body", None)
+        return getattr(body, "body", ()) if body is not None else ()
+
+    def _s_If(self, node: cst.If) -> bool:
+        if _is_main_guard(node.test):
+            if self.module_level:
+                self.merge([self.branch(node.body.body, import_time=False)], fallthrough=False)
+            return False
+        if isinstance(node.test, cst.Name) and node.test.value == "TYPE_CHECKING":
+            return False
+        sides = self.fork_sides(node.test)
+        self.eval(node.test)
+        outcomes = [self.branch(node.body.body, **sides[0])]
+        if "fork_child" in sides[0] and outcomes[0][1]:
+            # The child's branch ends (os._exit): what follows runs in the parent only.
+            parent_only = sides[1]
+            result = self._rest_of_if(node, outcomes, sides)
+            self.ctx = replace(self.ctx, **parent_only)
+            return result
+        return self._rest_of_if(node, outcomes, sides)
+
+    def _rest_of_if(self, node: cst.If, outcomes: list[tuple[dict[str, Value], bool]],
+                    sides: tuple[dict[str, object], dict[str, object]]) -> bool:
+        orelse = node.orelse
+        if isinstance(orelse, cst.If):
+            saved_ctx = self.ctx
+            self.ctx = replace(self.ctx, **sides[1]) if sides[1] else self.ctx
+            ended = self._s_If(orelse)
+            outcomes.append((dict(self.env), ended))
+            self.ctx = saved_ctx
+            return self.merge(outcomes, fallthrough=False)
+        if orelse is not None:
+            outcomes.append(self.branch(orelse.body.body, **sides[1]))
+            return self.merge(outcomes, fallthrough=False)
+        return self.merge(outcomes, fallthrough=True)
+
+    def fork_sides(self, test: cst.BaseExpression) -> tuple[dict[str, object], dict[str, object]]:
+        """Which branch of ``if pid == 0`` (and its variants) runs in the forked child."""
+        negate = False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negate = test.expression, True
+        child_if_true: bool | None = None
+        name: cst.BaseExpression = test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+            name = test.left
+            zero = isinstance(right, cst.Integer) and right.value == "0"
+            if zero and isinstance(op, cst.Equal):
+                child_if_true = True
+            elif zero and isinstance(op, (cst.NotEqual, cst.GreaterThan)):
+                child_if_true = False
+        elif isinstance(test, cst.Name):
+            child_if_true = False  # ``if pid:`` is the parent
+        if child_if_true is None or not isinstance(name, cst.Name):
+            return {}, {}
+        forks = frozenset(a.site for a in self.lookup(name.value) if isinstance(a, ForkPid))
+        if not forks:
+            return {}, {}
+        if negate:
+            child_if_true = not child_if_true
+        child = {"fork_child": self.ctx.fork_child | forks}
+        parent = {"fork_parent": self.ctx.fork_parent | forks}
+        return (child, parent) if child_if_true else (parent, child)
+
+    def _loop(self, node: cst.For | cst.While, bind_target: bool) -> bool:
+        source = self.eval(node.iter) if isinstance(node, cst.For) else self.eval(node.test)
+        before = dict(self.env)
+        outcomes = []
+        for _ in range(2):  # twice: state at the end of one iteration reaches the next
+            if bind_target and isinstance(node, cst.For):
+                from gpudoctor.lint.analysis.values import elements
+
+                self.bind(node.target, elements(source))
+            env, ended = self.branch(node.body.body, in_loop=True)
+            outcomes.append((env, False))
+            self.env.update({k: self.env.get(k, UNKNOWN) | v for k, v in env.items()})
+        self.env.clear()
+        self.env.update(before)
+        self.merge(outcomes, fallthrough=True)
+        if node.orelse is not None:
+            self.walk_block(node.orelse.body.body)
+        return False
+
+    def _s_For(self, node: cst.For) -> bool:
+        return self._loop(node, bind_target=True)
+
+    def _s_While(self, node: cst.While) -> bool:
+        return self._loop(node, bind_target=False)
+
+    def _s_Try(self, node: cst.Try) -> bool:
+        swallow = any(self.handler_swallows(h) for h in node.handlers)
+        self.swallowing += swallow
+        ended = self.walk_block(node.body.body)
+        self.swallowing -= swallow
+        outcomes = [(dict(self.env), ended)]
+        for handler in node.handlers:
+            if handler.name is not None:
+                self.bind(handler.name.name, UNKNOWN)
+            outcomes.append(self.branch(handler.body.body))
+        if node.orelse is not None and not ended:
+            outcomes[0] = self.branch(node.orelse.body.body)
+        ended = self.merge(outcomes, fallthrough=False)
+        if node.finalbody is not None:
+            ended = self.walk_block(node.finalbody.body.body) or ended
+        return ended
+
+    _s_TryStar = _s_Try
+
+    def handler_swallows(self, handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+        """True if the handler catches RuntimeError and only logs, prints or passes."""
+        caught = handler.type
+        names: list[str] = []
+        if caught is None:
+            names = ["BaseException"]
+        else:
+            parts = caught.elements if isinstance(caught, cst.Tuple) else [caught]
+            for part in parts:
+                expr = part.value if isinstance(part, cst.Element) else part
+                if isinstance(expr, (cst.Name, cst.Attribute)):
+                    names.append(expr.value if isinstance(expr, cst.Name) else expr.attr.value)
+        if not SWALLOWED.intersection(names):
+            return False
+        return all(self._only_reports(stmt) for stmt in handler.body.body)
+
+    def _only_reports(self, stmt: cst.CSTNode) -> bool:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        for small in stmt.body:
+            if isinstance(small, cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                head = cst.helpers.get_full_name_for_node(small.value.func) or ""
+                if head.split(".")[0] in LOGGING_CALLS or head.startswith("self.log"):
+                    continue
+            return False
+        return True
+
+    def _s_With(self, node: cst.With) -> bool:
+        for item in node.items:
+            value = self.eval(item.item)
+            self.enter_context(item.item, value)
+            if item.asname is not None:
+                self.bind(item.asname.name, value)
+        return self.walk_block(node.body.body)
+
+    def enter_context(self, expr: cst.BaseExpression, value: Value) -> None:
+        """``with cp.cuda.Device(0):`` selects (and so initializes) the device on entry."""
+        if not isinstance(expr, cst.Call):
+            return
+        callee = self.eval_quiet(expr.func)
+        for atom in callee:
+            if isinstance(atom, ModRef) and atom.qualname == "cupy.cuda.Device":
+                self.emit(Init("cupy", "runtime", "cupy.cuda.Device.__enter__", self.site(expr)))
+
+    def eval_quiet(self, expr: cst.BaseExpression) -> Value:
+        saved = len(self.events)
+        value = self.eval(expr)
+        del self.events[saved:]
+        return value
+
+    def _s_Match(self, node: cst.Match) -> bool:
+        self.eval(node.subject)
+        outcomes = [self.branch(case.body.body) for case in node.cases]
+        return self.merge(outcomes, fallthrough=True)
+
+    # -- definitions ---------------------------------------------------------------------
+    def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        kernel = False
+        for decorator in node.decorators:
+            target = decorator.decorator
+            target = target.func if isinstance(target, cst.Call) else target
+            for atom in self.eval_quiet(target):
+                if isinstance(atom, ModRef) and atom.qualname == "numba.cuda.jit":
+                    kernel = True
+        func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel)
+        self.env[node.name.value] = one(func)
+        if self.module_level:
+            self.module.functions.append(func)
+        return False
+
+    def _s_ClassDef(self, node: cst.ClassDef) -> bool:
+        bases: list[str] = []
+        project_bases: list[ClassRef] = []
+        for arg in node.bases:
+            for atom in self.eval_quiet(arg.value):
+                if isinstance(atom, ModRef):
+                    bases.append(atom.qualname)
+                elif isinstance(atom, ClassRef):
+                    project_bases.append(atom)
+        cls = ClassRef(self.module.path, node.name.value, node, tuple(bases))
+        self.analyzer.register_class(cls, project_bases)
+        self.env[node.name.value] = one(cls)
+        if self.module_level:
+            self.module.classes.append(cls)
+        return False
+
+    # -- imports -------------------------------------------------------------------------
+    def do_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
+            self.note_framework(dotted)
+            self.initializing_import(dotted, node)
+            bound = self.analyzer.import_module(self, dotted, 0, node)
+            if alias.asname is not None:
+                self.bind(alias.asname.name, bound)
+            else:
+                head = dotted.split(".")[0]
+                self.env[head] = self.analyzer.import_module(self, head, 0, None)
+
+    def do_import_from(self, node: cst.ImportFrom) -> None:
+        level = len(node.relative)
+        base = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
+        base = base or ""
+        self.note_framework(base)
+        module_value = self.analyzer.import_module(self, base, level, node)
+        if isinstance(node.names, cst.ImportStar):
+            self.analyzer.import_star(self, module_value)
+            return
+        for alias in node.names:
+            name = cst.helpers.get_full_name_for_node(alias.name) or ""
+            full = f"{base}.{name}" if base else name
+            self.initializing_import(full, node)
+            value = self.attribute(module_value, name, node) if module_value else UNKNOWN
+            if not value and not level:
+                value = one(ModRef(full))
+            target = alias.asname.name if alias.asname is not None else alias.name
+            self.bind(target, value)
+
+    def note_framework(self, dotted: str) -> None:
+        framework = framework_of_module(dotted)
+        if framework is not None:
+            self.module.frameworks.add(framework)
+
+    def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
+        api = initializing_import(dotted)
+        if api is not None:
+            self.emit(Init(api.framework, "runtime", f"import {dotted}", self.site(node)))

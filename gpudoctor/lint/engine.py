@@ -1,0 +1,107 @@
+"""Lint a set of files: gate, parse, build flows, run the selected rules, tidy the findings."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gpudoctor.lint.findings import Finding, Related, Site
+from gpudoctor.lint.settings import Settings
+
+
+@dataclass
+class LintResult:
+    findings: list[Finding] = field(default_factory=list)
+    files_checked: int = 0
+    internal_errors: list[str] = field(default_factory=list)
+
+
+def lint_paths(files: list[Path], settings: Settings) -> LintResult:
+    """Check ``files`` (already discovered) and return findings in file order."""
+    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+    from gpudoctor.lint.analysis.flows import Flow, FlowBuilder
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.source import ParseFailure
+    from gpudoctor.lint.rules.base import CheckContext
+    from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
+    from gpudoctor.lint.rules.registry import all_rules
+
+    project = Project(settings.project_root)
+    analyzer = Analyzer(project)
+    builder = FlowBuilder(analyzer, settings.default_start_method)
+    rules = [rule() for rule in all_rules() if rule.code in settings.selection]
+    display = {path.resolve(): str(path) for path in files}
+    result = LintResult(files_checked=len(files))
+    raw: list[Finding] = []
+    modules: dict[Path, tuple[ModuleState, list[Flow]]] = {}
+    # Phase 1: every module as a script, so that every known caller of a function is seen.
+    for path in files:
+        if not project.may_matter(path):
+            continue
+        with _guard(path, result):
+            state = analyzer.module(path)
+            if isinstance(state, ParseFailure):
+                site = Site(str(path.resolve()), state.row, state.col, state.row, state.col)
+                raw.append(UnparseableFile().finding(site, state.message))
+                continue
+            modules[path] = (state, [builder.module_flow(state)])
+    # Phase 2: functions nobody calls, on their own; then the rules.
+    for path, (state, flows) in modules.items():
+        with _guard(path, result):
+            flows.extend(builder.function_flows(state))
+            ctx = CheckContext(state, flows, builder, analyzer)
+            for rule in rules:
+                raw.extend(rule.check(ctx))
+    result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules})
+    return result
+
+
+@contextmanager
+def _guard(path: Path, result: LintResult) -> Iterator[None]:
+    """Turn a crash on one file into a message, so the other files' findings survive."""
+    try:
+        yield
+    except RecursionError:
+        result.internal_errors.append(f"{path}: nesting too deep to analyse")
+    except Exception:  # noqa: BLE001
+        result.internal_errors.append(f"{path}: internal error\n{traceback.format_exc()}")
+
+
+def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
+          suppressed_by: dict[str, tuple[str, ...]]) -> list[Finding]:
+    """Keep findings in checked files and selected codes, once each, with display paths."""
+    unique: dict[tuple[str, str, int, int], Finding] = {}
+    for finding in raw:
+        if finding.code not in settings.selection:
+            continue
+        if Path(finding.site.path).resolve() not in display:
+            continue
+        key = (finding.code, finding.site.path, finding.site.row, finding.site.col)
+        kept = unique.get(key)
+        if kept is None or (kept.severity != "error" and finding.severity == "error"):
+            unique[key] = finding
+    at_site = {(f.code, f.site.path, f.site.row, f.site.col) for f in unique.values()}
+    out = []
+    for (code, path, row, col), finding in unique.items():
+        if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
+            continue
+        out.append(_relabel(finding, display))
+    return sorted(out, key=lambda f: f.sort_key)
+
+
+def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:
+    def show(site: Site) -> Site:
+        resolved = Path(site.path).resolve()
+        shown = display.get(resolved)
+        if shown is None:
+            try:
+                shown = str(resolved.relative_to(Path.cwd()))
+            except ValueError:
+                shown = str(resolved)
+        return replace(site, path=shown)
+
+    related = tuple(Related(show(r.site), r.message) for r in finding.related)
+    return replace(finding, site=show(finding.site), related=related)

@@ -1,0 +1,50 @@
+"""CuPy: array creation and every op initialize the CUDA runtime in this process.
+
+CuPy has no fork detection: a child of an initialized parent fails with
+``cudaErrorInitializationError`` (cupy_backends/cuda/api/runtime.pyx). ``import cupy``
+alone touches no device.
+"""
+
+from __future__ import annotations
+
+from gpudoctor.lint.knowledge.table import (
+    DRIVER_INIT,
+    GPU_OBJECT,
+    HOST_COPY,
+    INERT,
+    RUNTIME_INIT,
+    Api,
+)
+
+FW = "cupy"
+BASICS = "https://docs.cupy.dev/en/stable/user_guide/basic.html"
+DEVICE = "https://docs.cupy.dev/en/stable/reference/generated/cupy.cuda.Device.html"
+
+
+def _api(pattern: str, effect: str, source: str) -> Api:
+    return Api(pattern, effect, FW, source)
+
+
+TABLE = (
+    _api("cupy.*", GPU_OBJECT, BASICS + " (arrays live on the current device)"),
+    _api("cupy.asnumpy", HOST_COPY, BASICS + " (move arrays to the host)"),
+    _api("cupy.get_array_module", INERT, "returns a module, no device work"),
+    _api("cupy.fuse", INERT, "decorator; compiles on first call"),
+    _api("cupy.ElementwiseKernel", INERT, "kernel definition; compiled on first launch"),
+    _api("cupy.ReductionKernel", INERT, "kernel definition; compiled on first launch"),
+    _api("cupy.RawKernel", INERT, "kernel definition; compiled on first launch"),
+    _api("cupy.RawModule", INERT, "module definition; loaded on first use"),
+    _api("cupy.get_default_memory_pool", INERT, "returns the pool object without allocating"),
+    _api("cupy.get_default_pinned_memory_pool", INERT, "returns the pool object without allocating"),
+    _api("cupy.show_config", RUNTIME_INIT, "queries the runtime and driver versions"),
+    _api("cupy.cuda.*", RUNTIME_INIT, "cupy.cuda calls the CUDA runtime"),
+    _api("cupy.cuda.Device", INERT, DEVICE + " (constructing selects nothing until use)"),
+    _api("cupy.cuda.Device.use", RUNTIME_INIT, DEVICE),
+    _api("cupy.cuda.is_available", DRIVER_INIT, "runtime.getDeviceCount() calls cuInit"),
+    _api("cupy.cuda.runtime.getDeviceCount", DRIVER_INIT, "cudaGetDeviceCount calls cuInit"),
+    _api("cupy.cuda.set_allocator", INERT, "installs an allocator function"),
+    _api("cupy.cuda.set_pinned_memory_allocator", INERT, "installs an allocator function"),
+    _api("cupy.cuda.MemoryPool", INERT, "pool object; allocates on first use"),
+    _api("cupy.cuda.PinnedMemoryPool", INERT, "pool object; allocates on first use"),
+    _api("cupyx.scipy.*", GPU_OBJECT, "cupyx.scipy works on device arrays"),
+)

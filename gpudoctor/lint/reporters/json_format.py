@@ -1,0 +1,37 @@
+"""The JSON contract other tools read: one object per finding, rows and columns 1-based."""
+
+from __future__ import annotations
+
+import json
+
+from gpudoctor.lint.findings import Finding, Site
+
+
+def _location(site: Site) -> dict[str, int]:
+    return {"row": site.row, "column": site.col + 1}
+
+
+def _end(site: Site) -> dict[str, int]:
+    return {"row": site.end_row, "column": site.end_col + 1}
+
+
+def as_dict(finding: Finding) -> dict[str, object]:
+    return {
+        "code": finding.code,
+        "name": finding.name,
+        "message": finding.message,
+        "severity": finding.severity,
+        "filename": finding.site.path,
+        "location": _location(finding.site),
+        "end_location": _end(finding.site),
+        "related": [
+            {"filename": r.site.path, "location": _location(r.site), "message": r.message}
+            for r in finding.related
+        ],
+        "fix": None,
+        "url": None,
+    }
+
+
+def render(findings: list[Finding]) -> str:
+    return json.dumps([as_dict(f) for f in findings], indent=2) + "\n"

@@ -1,0 +1,1 @@
+"""One rule per module; the registry discovers every ``Rule`` subclass here."""

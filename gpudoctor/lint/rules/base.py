@@ -1,0 +1,83 @@
+"""The rule contract: a docstring that is the documentation, examples that are the tests."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+from gpudoctor.lint.analysis.events import Event
+from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
+from gpudoctor.lint.findings import ERROR, Finding, Related, Site
+from gpudoctor.lint.knowledge.registry import DISPLAY
+
+
+@dataclass
+class CheckContext:
+    """What a rule reads: the flows of one module, and the helpers that interpret them."""
+
+    module: ModuleState
+    flows: list[Flow]
+    builder: FlowBuilder
+    analyzer: Analyzer
+
+    def all_flows(self) -> Iterator[Flow]:
+        stack = list(self.flows)
+        while stack:
+            flow = stack.pop(0)
+            yield flow
+            stack.extend(flow.children)
+
+    def points(self) -> Iterator[tuple[Flow, int, Event, State]]:
+        for flow in self.all_flows():
+            for index, (event, state) in enumerate(flow.points):
+                yield flow, index, event, state
+
+    def frameworks_of(self, path: str) -> set[str]:
+        from pathlib import Path
+
+        from gpudoctor.lint.analysis.source import ParseFailure
+
+        state = self.analyzer.module(Path(path))
+        return set() if isinstance(state, ParseFailure) else state.frameworks
+
+
+def display(framework: str) -> str:
+    return DISPLAY.get(framework, framework)
+
+
+def line_of(site: Site) -> str:
+    return f"line {site.row}"
+
+
+class Rule:
+    """Base class. Subclasses set the class variables and implement ``check``.
+
+    The docstring is the rule's documentation (ruff's headings). ``VALID`` and
+    ``INVALID`` are snippets in the fixture format (``# ruleid: CODE`` on the line
+    before each expected finding); the test suite runs them and the docs show them.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[str] = ERROR
+    summary: ClassVar[str]
+    fix_title: ClassVar[str | None] = None
+    suppressed_by: ClassVar[tuple[str, ...]] = ()
+    default_enabled: ClassVar[bool] = True
+    VALID: ClassVar[tuple[str, ...]] = ()
+    INVALID: ClassVar[tuple[str, ...]] = ()
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
+                severity: str | None = None) -> Finding:
+        return Finding(self.code, self.name, message, severity or self.severity, site, related,
+                       self.fix_title)
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")

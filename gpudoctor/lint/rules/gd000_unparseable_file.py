@@ -1,0 +1,48 @@
+"""GD000: a file gpudoctor needed to read could not be parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.findings import ERROR, Finding
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+
+class UnparseableFile(Rule):
+    """## What it does
+    Reports a file that mentions GPU frameworks or process APIs but cannot be parsed
+    (a syntax error, a null byte, invalid UTF-8).
+
+    ## Why is this bad?
+    gpudoctor cannot see what such a file does before it forks, so it cannot vouch
+    for it. The file would also fail at import time.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+    with strategy.scope():
+        # model definition goes here
+    ```
+
+    Use instead:
+    ```python
+    import tensorflow as tf
+    with strategy.scope():
+        model = build_model()
+    ```
+
+    ## References
+    - [Python grammar](https://docs.python.org/3/reference/grammar.html)
+    """
+
+    code = "GD000"
+    name = "unparseable-file"
+    severity = ERROR
+    summary = "File cannot be parsed"
+    INVALID = (
+        "import multiprocessing\n# ruleid: GD000\ndef broken(:\n    pass\n",
+    )
+    VALID = ("import multiprocessing\n\ndef fine():\n    pass\n",)
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        return iter(())  # the engine reports parse failures with this rule's metadata

@@ -1,0 +1,203 @@
+"""GD101: a process is forked after this process initialized a GPU runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Init, Start
+from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
+from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule, display, line_of
+
+CONSEQUENCE = {
+    "tensorflow": "hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
+    "torch": 'fail with "Cannot re-initialize CUDA in forked subprocess"',
+    "cupy": "fail with cudaErrorInitializationError",
+    "numba": 'fail with "CUDA initialized before forking"',
+    "jax": "deadlock",
+    "pycuda": 'fail with "cuInit failed: initialization error"',
+}
+WHAT = {
+    P.POOL: "the Pool forks its worker processes",
+    P.EXECUTOR: "the ProcessPoolExecutor forks its worker processes",
+    P.PROCESS: "this Process is forked",
+    P.OS_FORK: "os.fork() is called",
+}
+
+
+class ForkAfterGpuInit(Rule):
+    """## What it does
+    Flags a process started with the `fork` start method (explicitly, through
+    `os.fork()`, or because fork is the platform default) after this process
+    initialized a GPU runtime, when the child uses a GPU framework. It reports the
+    pool constructor, the `Process.start()` or the `os.fork()` call, and points to the
+    line where the GPU was first initialized.
+
+    Initialization means CUDA itself ran (`tf.config.list_physical_devices("GPU")`,
+    `torch.cuda.is_available()`, `numba.cuda.gpus`), or a framework built its runtime
+    (a TensorFlow op or model, a CuPy array, a CUDA tensor, a JAX array). A bare
+    `import` is not initialization. `torch.cuda.device_count()` counts devices through
+    NVML since torch 1.13 and is not counted; on older torch it initialized CUDA.
+
+    ## Why is this bad?
+    A CUDA context does not survive `fork()`. The child inherits a copy of the
+    parent's memory that claims CUDA is initialized, but the driver state behind it
+    is gone: PyTorch raises "Cannot re-initialize CUDA in forked subprocess", CuPy
+    fails with `cudaErrorInitializationError`, Numba raises "CUDA initialized before
+    forking", and TensorFlow aborts or hangs. TensorFlow hangs even on a CPU-only
+    build: the child's ops wait forever for the parent's intra-op thread pool,
+    whose threads do not exist after fork.
+
+    ## Example
+    ```python
+    import multiprocessing as mp
+    import cupy as cp
+
+    x = cp.arange(10)  # CUDA initialized in the parent
+
+    def work(i):
+        return float(cp.sum(cp.arange(i)))
+
+    if __name__ == "__main__":
+        with mp.Pool(4) as pool:  # workers are forked here
+            print(pool.map(work, range(8)))
+    ```
+
+    Use instead:
+    ```python
+    if __name__ == "__main__":
+        with mp.get_context("spawn").Pool(4) as pool:
+            print(pool.map(work, range(8)))
+    ```
+
+    ## Fix safety
+    Switching to spawn is unsafe to apply automatically: spawn re-imports the main
+    module in every worker and needs picklable task functions and arguments.
+
+    ## References
+    - [PyTorch: CUDA in multiprocessing](https://pytorch.org/docs/stable/notes/multiprocessing.html#cuda-in-multiprocessing)
+    - [Python: contexts and start methods](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
+    - [CUDA programming guide: initialization](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#initialization)
+    """
+
+    code = "GD101"
+    name = "fork-after-gpu-init"
+    severity = ERROR
+    summary = "Process forked after a GPU runtime was initialized"
+    fix_title = 'Use the spawn start method: multiprocessing.get_context("spawn")'
+    INVALID = (
+        """\
+import multiprocessing as mp
+import cupy as cp
+
+cp.cuda.Device(0).use()
+
+def work(x):
+    return cp.sum(cp.asarray(x))
+
+if __name__ == "__main__":
+    # ruleid: GD101
+    with mp.Pool(2) as pool:
+        pool.map(work, [[1, 2], [3]])
+""",
+        """\
+import os
+import torch
+
+def main():
+    torch.cuda.is_available()
+    # ruleid: GD101
+    pid = os.fork()
+    if pid == 0:
+        torch.zeros(1).cuda()
+        os._exit(0)
+""",
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def infer(n):
+    return float(tf.reduce_sum(tf.ones((n, n))))
+
+def run():
+    print(tf.constant(1.0))
+    p = mp.Process(target=infer, args=(3,))
+    # ruleid: GD101
+    p.start()
+
+if __name__ == "__main__":
+    run()
+""",
+    )
+    VALID = (
+        """\
+import multiprocessing as mp
+import cupy as cp
+
+def work(x):
+    return float(cp.sum(cp.asarray(x)))
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [[1, 2], [3]])
+""",
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def cpu_only(path):
+    return open(path).read()
+
+if __name__ == "__main__":
+    tf.constant(1.0)
+    with mp.get_context("fork").Pool(2) as pool:
+        pool.map(cpu_only, ["a", "b"])
+""",
+        """\
+import multiprocessing as mp
+import torch
+
+def work(i):
+    return torch.ones(i, device="cuda").sum().item()
+
+if __name__ == "__main__":
+    n = torch.cuda.device_count()
+    mp.set_start_method("spawn")
+    with mp.Pool(n) as pool:
+        pool.map(work, range(n))
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, index, event, _ in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, Start) or effect.kind not in WHAT:
+                continue
+            parent = ctx.builder.parent_state(flow, index)
+            method, _ = ctx.builder.resolve_method(effect.method, parent)
+            init = parent.first_init()
+            child = ctx.builder.child_of(flow, event)
+            if method != "fork" or init is None or child is None:
+                continue
+            use = first_gpu_use(child)
+            received = received_gpu_objects(child)
+            if use is None and not received:
+                continue
+            yield self._finding(effect, init, use, received)
+
+    def _finding(self, start: Start, init_event, use_event, received: list[str]) -> Finding:  # type: ignore[no-untyped-def]
+        init = init_event.effect
+        assert isinstance(init, Init)
+        child_fw = use_event.effect.framework if use_event is not None else received[0]
+        message = (
+            f"{WHAT[start.kind]} after {display(init.framework)} initialized CUDA in this "
+            f"process ({line_of(init.site)}: {init.api}); the child uses "
+            f"{display(child_fw)} and will {CONSEQUENCE.get(child_fw, 'fail')}"
+        )
+        related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]
+        if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
+            related.append(Related(init_event.ctx.via, "through this call"))
+        if use_event is not None:
+            related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
+        return self.finding(start.site, message, tuple(related))

@@ -1,0 +1,136 @@
+"""GD103: a GPU module starts processes with the default start method, which is fork."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.findings import WARNING, Finding
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule, display
+
+KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process"}
+
+
+class ImplicitForkStartMethod(Rule):
+    """## What it does
+    Flags a process start (a `Pool`, a `ProcessPoolExecutor`, `Process.start()`) that
+    relies on the platform's default start method in a module that imports a GPU
+    framework, when that default is `fork` for the target (Linux up to Python 3.13).
+    It is advisory: it is not reported where GD101 already reports the same start.
+
+    ## Why is this bad?
+    The code works only as long as nothing initializes the GPU before the start. One
+    innocent call added later (`tf.config.list_physical_devices("GPU")`,
+    `torch.cuda.is_available()`) turns it into a hang or a crash in every worker.
+    Python 3.14 changed the Linux default to forkserver, so the behaviour also
+    depends on the interpreter version.
+
+    ## Example
+    ```python
+    import multiprocessing as mp
+    import torch
+
+    if __name__ == "__main__":
+        with mp.Pool(4) as pool:
+            pool.map(train_shard, range(4))
+    ```
+
+    Use instead:
+    ```python
+    if __name__ == "__main__":
+        with mp.get_context("spawn").Pool(4) as pool:
+            pool.map(train_shard, range(4))
+    ```
+
+    ## Fix safety
+    Unsafe: spawn re-imports the main module in every worker and needs picklable
+    functions and arguments.
+
+    ## References
+    - [Python: contexts and start methods](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
+    """
+
+    code = "GD103"
+    name = "implicit-fork-start-method"
+    severity = WARNING
+    summary = "Processes started with the implicit fork start method in a GPU module"
+    fix_title = 'Choose the start method: multiprocessing.get_context("spawn")'
+    suppressed_by = ("GD101",)
+    INVALID = (
+        """\
+import multiprocessing as mp
+import torch
+
+def shard(i):
+    return torch.ones(i).sum().item()
+
+if __name__ == "__main__":
+    # ruleid: GD103
+    with mp.Pool(4) as pool:
+        pool.map(shard, range(4))
+""",
+        """\
+from concurrent.futures import ProcessPoolExecutor
+import cupy
+
+def work(i):
+    return i
+
+def main():
+    # ruleid: GD103
+    with ProcessPoolExecutor(2) as ex:
+        list(ex.map(work, range(3)))
+""",
+    )
+    VALID = (
+        """\
+import multiprocessing as mp
+import torch
+
+def shard(i):
+    return i
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    with mp.Pool(4) as pool:
+        pool.map(shard, range(4))
+""",
+        """\
+import multiprocessing as mp
+
+def shard(i):
+    return i * 2
+
+if __name__ == "__main__":
+    with mp.Pool(4) as pool:
+        pool.map(shard, range(4))
+""",
+        """\
+import multiprocessing as mp
+import jax
+
+def shard(i):
+    return i
+
+if __name__ == "__main__":
+    with mp.get_context("fork").Pool(2) as pool:
+        pool.map(shard, range(4))
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, index, event, _ in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, Start) or effect.kind not in KINDS:
+                continue
+            method, explicit = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
+            frameworks = ctx.frameworks_of(effect.site.path)
+            if explicit or method != "fork" or not frameworks:
+                continue
+            names = ", ".join(display(f) for f in sorted(frameworks))
+            yield self.finding(
+                effect.site,
+                f"{KINDS[effect.kind]} uses the default start method, fork, in a module that "
+                f"imports {names}; any GPU initialization before this line will break the workers",
+            )

@@ -1,0 +1,111 @@
+"""GD104: spawn/forkserver processes started at import time, outside the main guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.findings import ERROR, Finding
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+
+class ProcessStartWithoutMainGuard(Rule):
+    """## What it does
+    Flags a process start that uses the spawn or forkserver start method (explicitly,
+    or because it is the default: macOS, Windows, Linux from Python 3.14) and runs
+    when the module is imported: at module level, or in a function called from module
+    level, outside `if __name__ == "__main__":`.
+
+    ## Why is this bad?
+    A spawned child imports the main module again before it runs its task. If the
+    import itself starts processes, each child tries to start its own children:
+    Python stops this with "An attempt has been made to start a new process before
+    the current process has finished its bootstrapping phase".
+
+    ## Example
+    ```python
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.map(abs, [-1, -2])
+    ```
+
+    Use instead:
+    ```python
+    if __name__ == "__main__":
+        with ctx.Pool(2) as pool:
+            pool.map(abs, [-1, -2])
+    ```
+
+    ## References
+    - [Python: safe importing of the main module](https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)
+    """
+
+    code = "GD104"
+    name = "process-start-without-main-guard"
+    severity = ERROR
+    summary = "Spawned processes started at import time"
+    fix_title = 'Move the process start under `if __name__ == "__main__":`'
+    INVALID = (
+        """\
+import multiprocessing as mp
+
+def work(x):
+    return x
+
+ctx = mp.get_context("spawn")
+# ruleid: GD104
+pool = ctx.Pool(2)
+pool.map(work, [1, 2])
+""",
+        """\
+import torch.multiprocessing as mp
+
+def train(rank):
+    pass
+
+# ruleid: GD104
+mp.spawn(train, nprocs=2)
+""",
+    )
+    VALID = (
+        """\
+import multiprocessing as mp
+
+def work(x):
+    return x
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import multiprocessing as mp
+
+def work(x):
+    return x
+
+with mp.get_context("fork").Pool(2) as pool:
+    pool.map(work, [1, 2])
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow in ctx.flows:
+            if flow.kind != "module":
+                continue
+            for index, (event, _) in enumerate(flow.points):
+                effect = event.effect
+                if not isinstance(effect, Start) or effect.kind == P.OS_FORK:
+                    continue
+                if not event.ctx.import_time:
+                    continue
+                method, _ = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
+                if method in ("spawn", "forkserver"):
+                    yield self.finding(
+                        effect.site,
+                        f"processes are started with {method} while the module is being imported; "
+                        "each child re-imports the main module and starts processes again",
+                    )

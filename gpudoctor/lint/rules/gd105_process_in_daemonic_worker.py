@@ -1,0 +1,128 @@
+"""GD105: a process or pool started inside a daemonic Pool worker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER)
+
+
+class ProcessInDaemonicWorker(Rule):
+    """## What it does
+    Flags a `Process.start()`, a `Pool` or a `ProcessPoolExecutor` created in code that
+    runs inside a `multiprocessing.Pool` worker (a task function or the pool's
+    `initializer`) or inside a `Process(daemon=True)`.
+
+    ## Why is this bad?
+    Pool workers are daemonic processes, and daemonic processes may not have
+    children: the start raises `AssertionError: daemonic processes are not allowed to
+    have children`. `ProcessPoolExecutor` workers are not daemonic (since Python 3.9)
+    and may start processes.
+
+    ## Example
+    ```python
+    def task(x):
+        p = mp.Process(target=gpu_job, args=(x,))
+        p.start()
+        p.join()
+
+    with mp.Pool(4) as pool:
+        pool.map(task, items)
+    ```
+
+    Use instead:
+    ```python
+    with mp.get_context("spawn").Pool(4, initializer=init_gpu) as pool:
+        pool.map(gpu_job, items)
+    ```
+
+    ## References
+    - [Python: Process.daemon](https://docs.python.org/3/library/multiprocessing.html#multiprocessing.Process.daemon)
+    """
+
+    code = "GD105"
+    name = "process-in-daemonic-worker"
+    severity = ERROR
+    summary = "Process started inside a daemonic pool worker"
+    fix_title = "Start the processes from the parent, or run the work in the pool itself"
+    INVALID = (
+        """\
+import multiprocessing as mp
+
+def job(x):
+    return x
+
+def task(x):
+    p = mp.Process(target=job, args=(x,))
+    # ruleid: GD105
+    p.start()
+    p.join()
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        pool.map(task, [1, 2])
+""",
+        """\
+import multiprocessing as mp
+
+def inner(x):
+    return x
+
+def outer(xs):
+    # ruleid: GD105
+    with mp.Pool(2) as pool:
+        return pool.map(inner, xs)
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        pool.map(outer, [[1], [2]])
+""",
+    )
+    VALID = (
+        """\
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing as mp
+
+def job(x):
+    return x
+
+def task(x):
+    p = mp.Process(target=job, args=(x,))
+    p.start()
+    p.join()
+
+if __name__ == "__main__":
+    with ProcessPoolExecutor(2) as ex:
+        list(ex.map(task, [1, 2]))
+""",
+        """\
+import multiprocessing as mp
+
+def job(x):
+    return x
+
+if __name__ == "__main__":
+    procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
+    for p in procs:
+        p.start()
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow in ctx.all_flows():
+            if flow.kind != "child" or not flow.daemonic or flow.start is None:
+                continue
+            for event, _ in flow.points[flow.prelude:]:
+                effect = event.effect
+                if isinstance(effect, Start) and effect.kind in STARTS:
+                    yield self.finding(
+                        effect.site,
+                        "a process is started inside a daemonic Pool worker; it will fail with "
+                        '"daemonic processes are not allowed to have children"',
+                        (Related(flow.start.effect.site, "the worker runs in this Pool"),),  # type: ignore[union-attr]
+                    )

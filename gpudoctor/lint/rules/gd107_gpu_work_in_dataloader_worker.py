@@ -1,0 +1,136 @@
+"""GD107: a forked DataLoader worker touches the GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import DataLoaderStart, Init
+from gpudoctor.lint.analysis.flows import first_gpu_use
+from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+
+class GpuWorkInDataloaderWorker(Rule):
+    """## What it does
+    Flags a `torch.utils.data.DataLoader` with `num_workers > 0` whose workers are
+    forked (the default on Linux up to Python 3.13, unless `multiprocessing_context`
+    says otherwise) when worker-side code touches the GPU: the Dataset's
+    `__getitem__`/`__iter__`, `collate_fn`, `worker_init_fn`, or a CUDA default device
+    set with `torch.set_default_device("cuda")` before the loader is built.
+
+    ## Why is this bad?
+    DataLoader workers are forked from the training process, which has almost always
+    initialized CUDA by then: the first CUDA call in a worker raises "Cannot
+    re-initialize CUDA in forked subprocess". Even when it does not, every worker
+    creates its own CUDA context and takes GPU memory for it.
+
+    ## Example
+    ```python
+    class Images(Dataset):
+        def __getitem__(self, i):
+            return self.data[i].cuda()
+
+    loader = DataLoader(Images(), num_workers=4)
+    ```
+
+    Use instead:
+    ```python
+    class Images(Dataset):
+        def __getitem__(self, i):
+            return self.data[i]
+
+    loader = DataLoader(Images(), num_workers=4, pin_memory=True)
+    for batch in loader:
+        batch = batch.cuda(non_blocking=True)
+    ```
+
+    ## References
+    - [PyTorch: multi-process data loading](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
+    """
+
+    code = "GD107"
+    name = "gpu-work-in-dataloader-worker"
+    severity = ERROR
+    summary = "Forked DataLoader workers use the GPU"
+    fix_title = "Keep DataLoader workers on the CPU; move batches to the GPU in the training loop"
+    INVALID = (
+        """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Cached(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.full((3,), i).cuda()
+
+def main():
+    # ruleid: GD107
+    return DataLoader(Cached(), batch_size=2, num_workers=2)
+""",
+        """\
+import torch
+from torch.utils.data import DataLoader
+
+def to_gpu(batch):
+    return torch.stack(batch).to("cuda")
+
+def main(ds):
+    # ruleid: GD107
+    return DataLoader(ds, num_workers=4, collate_fn=to_gpu)
+""",
+    )
+    VALID = (
+        """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Cached(Dataset):
+    def __getitem__(self, i):
+        return torch.full((3,), i)
+
+def main():
+    for batch in DataLoader(Cached(), num_workers=2):
+        batch.cuda()
+""",
+        """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Cached(Dataset):
+    def __getitem__(self, i):
+        return torch.full((3,), i).cuda()
+
+def main():
+    return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, _, event, state in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, DataLoaderStart) or not effect.workers:
+                continue
+            method, _ = ctx.builder.resolve_method(effect.method, state)
+            if method != "fork":
+                continue
+            child = ctx.builder.child_of(flow, event)
+            use = first_gpu_use(child, "torch") if child is not None else None
+            if use is not None:
+                init = use.effect
+                assert isinstance(init, Init)
+                yield self.finding(
+                    effect.site,
+                    f"DataLoader forks {effect.workers} workers whose code uses CUDA "
+                    f"({init.api}, line {init.site.row}); in a forked worker that fails with "
+                    '"Cannot re-initialize CUDA in forked subprocess"',
+                    (Related(init.site, "the worker uses CUDA here"),),
+                )
+            elif state.default_cuda is not None:
+                yield self.finding(
+                    effect.site,
+                    f"DataLoader forks {effect.workers} workers after the default device was "
+                    "set to CUDA; tensors the workers create go to the GPU",
+                    (Related(state.default_cuda.effect.site, "default device set to CUDA here"),),  # type: ignore[union-attr]
+                )

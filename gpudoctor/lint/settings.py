@@ -1,0 +1,83 @@
+"""Settings of one lint run: target Python, platform, project root, rule selection."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudoctor.errors import GpudoctorError
+from gpudoctor.lint.selection import Selection
+
+SUPPORTED_MINORS = range(10, 15)  # py310 .. py314
+_LOWER_BOUND = re.compile(r"(>=|~=|==|\^|>)\s*3\.(\d+)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the analysis needs to know besides the files themselves."""
+
+    selection: Selection
+    target_minor: int
+    platform: str
+    project_root: Path
+
+    @property
+    def default_start_method(self) -> str:
+        """Return multiprocessing's default start method for the target.
+
+        fork on Linux up to 3.13, forkserver on Linux from 3.14, spawn on macOS
+        (since 3.8) and Windows.
+        """
+        if self.platform != "linux":
+            return "spawn"
+        return "forkserver" if self.target_minor >= 14 else "fork"
+
+
+def parse_target_version(value: str, origin: str) -> int:
+    """Turn ``py312`` into 12, or raise naming where the bad value came from."""
+    match = re.fullmatch(r"py3(\d+)", value)
+    if not match or int(match.group(1)) not in SUPPORTED_MINORS:
+        raise GpudoctorError(
+            f"invalid target-version {value!r} in {origin} (expected py310 .. py314)"
+        )
+    return int(match.group(1))
+
+
+def minor_from_requires_python(spec: str) -> int | None:
+    """Return the oldest 3.x minor a ``requires-python`` specifier admits, if it names one."""
+    minors = [int(m.group(2)) for m in _LOWER_BOUND.finditer(spec)]
+    if not minors:
+        return None
+    oldest = min(minors)
+    return min(max(oldest, SUPPORTED_MINORS.start), SUPPORTED_MINORS.stop - 1)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """Return the nearest ``pyproject.toml`` at or above ``start``."""
+    here = start if start.is_dir() else start.parent
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_pyproject(path: Path) -> dict[str, object]:
+    """Parse a pyproject.toml, turning a syntax error into a user-facing message."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise GpudoctorError(f"cannot read {path}: {exc}") from exc
+
+
+def running_minor() -> int:
+    """Return this interpreter's minor version, clamped to the supported range."""
+    minor = sys.version_info.minor
+    return min(max(minor, SUPPORTED_MINORS.start), SUPPORTED_MINORS.stop - 1)

@@ -1,0 +1,206 @@
+"""Record process starts, forks and exits of a supervised tree for ``gpudoctor probe``.
+
+``gpudoctor probe -- COMMAND`` puts this file's directory first on ``PYTHONPATH``,
+so every Python process of the tree runs it at startup (``python -S``/``-I``
+skip it). It then
+
+* appends one JSON line per event to the file named by ``GPUDOCTOR_EVENTS``:
+  ``start`` (exec/spawn), ``fork-parent`` and ``fork-child`` (``os.register_at_fork``,
+  with the forking process's native thread count and the GPU runtimes it had
+  initialized), ``exit``;
+* registers ``faulthandler`` on signal ``GPUDOCTOR_DUMP_SIGNAL`` (SIGRTMIN+5 by
+  default: real-time signals are rarely used by programs and, unlike SIGUSR1, not
+  claimed by common libraries) writing to ``GPUDOCTOR_STACKS/<pid>.txt``, so the
+  supervisor can dump the Python stacks of a hung process;
+* runs the ``sitecustomize`` that this one shadows, if any.
+
+It must never change what the program does: it imports only the standard library,
+detects GPU runtimes only by looking at modules already in ``sys.modules``, never
+loads a CUDA library, starts no thread, and swallows its own errors.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import time
+
+_EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
+_STACKS = os.environ.get("GPUDOCTOR_STACKS")
+_SIGNAL = os.environ.get("GPUDOCTOR_DUMP_SIGNAL")
+_GPU_MODULES = ("tensorflow", "torch", "jax", "jaxlib", "cupy", "numba", "pycuda", "cuda")
+
+_at_fork: dict[str, object] = {}
+_stack_file: list[object] = []
+
+
+def _write(event: str, **fields: object) -> None:
+    """Append one event; a single O_APPEND write keeps lines from different processes whole."""
+    if not _EVENTS:
+        return
+    record = {"event": event, "pid": os.getpid(), "ppid": os.getppid(), "t": time.time()}
+    record.update(fields)
+    line = (json.dumps(record, default=str) + "\n").encode()
+    fd = os.open(_EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _threads() -> int | None:
+    """Return the number of native threads of this process (Python's and the libraries')."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _cuda_driver() -> list[str]:
+    """Ask an already-loaded libcuda whether cuInit ran; never load it."""
+    try:
+        with open("/proc/self/maps") as maps:
+            path = next((line.split()[-1] for line in maps if "/libcuda.so" in line), None)
+    except OSError:
+        return []
+    if path is None:
+        return []
+    import ctypes  # only reached when a GPU library already loaded libcuda
+
+    library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    context = ctypes.c_void_p()
+    status = library.cuCtxGetCurrent(ctypes.byref(context))
+    if status != 0:  # CUDA_ERROR_NOT_INITIALIZED: loaded, cuInit never ran
+        return []
+    return ["cuda-driver", "cuda-context"] if context.value else ["cuda-driver"]
+
+
+def _runtimes() -> list[str]:
+    """Name the GPU runtimes this process has initialized, from sys.modules alone."""
+    found: list[str] = []
+    modules = sys.modules
+    context = modules.get("tensorflow.python.eager.context")
+    ctx = vars(context).get("_context") if context is not None else None
+    if ctx is not None and vars(ctx).get("_context_handle") is not None:
+        found.append("tensorflow")
+    torch_cuda = modules.get("torch.cuda")
+    if torch_cuda is not None and vars(torch_cuda).get("_initialized"):
+        found.append("torch.cuda")
+    bridge = modules.get("jax._src.xla_bridge")
+    backends = vars(bridge).get("_backends") if bridge is not None else None
+    if backends:
+        found += [f"jax:{name}" for name in backends]
+    numba_driver = modules.get("numba.cuda.cudadrv.driver")
+    driver = vars(numba_driver).get("driver") if numba_driver is not None else None
+    # vars(): numba's Driver initializes CUDA from __getattr__ on a missing name.
+    if driver is not None and vars(driver).get("is_inited"):
+        found.append("numba.cuda")
+    if "pycuda.autoinit" in modules:
+        found.append("pycuda")
+    if any(name in modules for name in _GPU_MODULES):
+        found += _cuda_driver()
+    return found
+
+
+def _safe(function):  # type: ignore[no-untyped-def]
+    def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return function(*args, **kwargs)
+        except Exception:  # instrumentation must never break the program
+            return None
+
+    return run
+
+
+@_safe
+def _register_dump() -> None:
+    """Let the supervisor dump this process's Python stacks by sending a signal."""
+    if not (_STACKS and _SIGNAL):
+        return
+    for old in _stack_file:
+        old.close()  # type: ignore[attr-defined]
+    _stack_file[:] = [open(os.path.join(_STACKS, f"{os.getpid()}.txt"), "w")]
+    faulthandler.register(int(_SIGNAL), file=_stack_file[0], all_threads=True, chain=False)
+
+
+@_safe
+def _before_fork() -> None:
+    _at_fork.clear()
+    _at_fork.update(threads=_threads(), runtimes=_runtimes(), t=time.time())
+    _write("fork-parent", threads=_at_fork["threads"], runtimes=_at_fork["runtimes"])
+
+
+@_safe
+def _after_fork_in_child() -> None:
+    _register_dump()
+    _write(
+        "fork-child",
+        threads_at_fork=_at_fork.get("threads"),
+        runtimes_at_fork=_at_fork.get("runtimes"),
+        fork_t=_at_fork.get("t"),
+        dump_signal=_SIGNAL is not None,
+    )
+
+
+@_safe
+def _record_exit(code: object, how: str) -> None:
+    _write("exit", code=code if isinstance(code, int) else None, how=how)
+
+
+def _wrap_os_exit() -> None:
+    """Record exits through os._exit, which multiprocessing's fork workers use."""
+    real = os._exit
+
+    def _exit(code: int) -> None:
+        _record_exit(code, "os._exit")
+        real(code)
+
+    os._exit = _exit
+
+
+@_safe
+def _start() -> None:
+    if not _EVENTS:
+        return
+    with open("/proc/self/cmdline", "rb") as cmdline:
+        argv = [a.decode(errors="replace") for a in cmdline.read().split(b"\0") if a]
+    # multiprocessing's spawn and forkserver start "python -c 'from multiprocessing...'".
+    spawned = any(a.startswith("from multiprocessing") or a == "--multiprocessing-fork"
+                  for a in argv)
+    _register_dump()
+    _write("start", how="spawn" if spawned else "exec", argv=argv[:16],
+           dump_signal=_SIGNAL is not None)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+    _wrap_os_exit()
+    import atexit
+
+    atexit.register(_record_exit, None, "atexit")
+
+
+def _chain() -> None:
+    """Run the sitecustomize this file shadows, as site.py would have."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # site.py reports, and goes on, the same way
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+              f"{type(error).__name__}: {error}", file=sys.stderr)
+
+
+_start()
+_chain()
