@@ -32,7 +32,9 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     project = Project(settings.project_root)
     analyzer = Analyzer(project)
     builder = FlowBuilder(analyzer, settings.default_start_method)
-    rules = [rule() for rule in all_rules() if rule.code in settings.selection]
+    # Every rule runs, so that an advisory rule stays quiet where the rule that supersedes
+    # it fired, even when that one is not selected; selection filters the output.
+    rules = [rule() for rule in all_rules()]
     display = {path.resolve(): str(path) for path in files}
     result = LintResult(files_checked=len(files))
     raw: list[Finding] = []
@@ -75,8 +77,6 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     """Keep findings in checked files and selected codes, once each, with display paths."""
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:
-        if finding.code not in settings.selection:
-            continue
         if Path(finding.site.path).resolve() not in display:
             continue
         key = (finding.code, finding.site.path, finding.site.row, finding.site.col)
@@ -86,6 +86,8 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     at_site = {(f.code, f.site.path, f.site.row, f.site.col) for f in unique.values()}
     out = []
     for (code, path, row, col), finding in unique.items():
+        if code not in settings.selection:
+            continue
         if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
             continue
         out.append(_relabel(finding, display))

@@ -71,7 +71,8 @@ def settings_for(case: Case) -> Settings:
     platform, target = case.directives()
     codes = sorted(implemented_codes())
     minor = parse_target_version(target, "fixture") if target else 12
-    return Settings(build_selection(codes, codes), minor, platform, case.path if case.path.is_dir() else case.path.parent)
+    root = case.path if case.path.is_dir() else case.path.parent
+    return Settings(build_selection(codes, codes), minor, platform, root)
 
 
 def run_case(case: Case) -> tuple[set[Key], set[Key], list[Finding]]:

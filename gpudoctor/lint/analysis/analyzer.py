@@ -158,8 +158,11 @@ class Analyzer:
         if depth < 8:
             for base in self._bases.get(cls, ()):
                 found = self.member(Instance(base) if isinstance(atom, Instance) else base, attr, depth + 1)
+                if found and isinstance(atom, Instance):
+                    # A method found on a base class is bound to this instance.
+                    return frozenset(replace(f, bound=(one(atom),)) if isinstance(f, FuncRef) else f for f in found)
                 if found:
-                    return frozenset(replace(f, bound=(one(atom),)) if isinstance(f, FuncRef) and isinstance(atom, Instance) else f for f in found)
+                    return found
         return UNKNOWN
 
     def _method(self, cls: ClassRef, node: cst.FunctionDef, atom: Instance | ClassRef) -> FuncRef:

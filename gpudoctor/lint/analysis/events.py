@@ -7,7 +7,6 @@ callee's events in at the call, with the call's context merged in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Union
 
 from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
 from gpudoctor.lint.findings import Site
@@ -105,8 +104,8 @@ class DefaultDevice:
     site: Site
 
 
-Effect = Union[Init, Start, Task, Send, SetMethod, ThreadStart, EnvWrite, TfConfig,
-               DataLoaderStart, DefaultDevice]
+Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | EnvWrite | TfConfig
+          | DataLoaderStart | DefaultDevice)
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ class Context:
     in_loop: bool = False
     fork_parent: frozenset[Site] = frozenset()  # parent-side branches of these os.fork() calls
     fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
-    via: Site | None = None  # the outermost call in the flow that led here
+    via: Site | None = None  # the call that led into the function where this happened
 
 
 @dataclass(frozen=True)
@@ -138,6 +137,6 @@ def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[
             in_loop=outer.in_loop or inner.in_loop,
             fork_parent=outer.fork_parent | inner.fork_parent,
             fork_child=outer.fork_child | inner.fork_child,
-            via=call_site or inner.via,
+            via=inner.via or call_site,
         )))
     return out

@@ -52,12 +52,25 @@ def read_text(path: Path) -> str | ParseFailure:
         return ParseFailure(str(path), f"file is not valid UTF-8 ({exc.reason})", row, 0)
 
 
+def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
+    """Locate the error with CPython's parser, whose positions and wording people know."""
+    import ast
+
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        return ParseFailure(path, f"cannot parse: {error.msg}", error.lineno or 1, max((error.offset or 1) - 1, 0))
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    reason = exc.message.rstrip(".") or "syntax error"
+    return ParseFailure(path, f"cannot parse with libcst: {reason}", exc.raw_line, exc.raw_column)
+
+
 def parse(path: str, text: str) -> ParsedModule | ParseFailure:
     """Parse ``text`` with libcst; syntax errors and parser limits become a ParseFailure."""
     try:
         return ParsedModule(path, cst.parse_module(text))
     except cst.ParserSyntaxError as exc:
-        reason = exc.message.rstrip(".") or "syntax error"
-        return ParseFailure(path, f"cannot parse: {reason}", exc.raw_line, exc.raw_column)
+        return _explain(path, text, exc)
     except RecursionError:
         return ParseFailure(path, "cannot parse: nesting is too deep for the parser", 1, 0)

@@ -7,7 +7,6 @@ NumPy array in the other leaves both atoms on the name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import libcst as cst
 
@@ -151,8 +150,8 @@ class ForkPid:
     site: Site
 
 
-Atom = Union[ModRef, ModuleObj, Str, Int, GpuObj, CudaDevice, Container, FuncRef, ClassRef, Instance,
-             MpContext, PoolObj, ProcessObj, QueueObj, ThreadObj, ForkPid]
+Atom = (ModRef | ModuleObj | Str | Int | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
+        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | ForkPid)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
 

@@ -36,7 +36,8 @@ TABLE = (
     _api("tensorflow.config.experimental.list_physical_devices", DRIVER_INIT, GUIDE),
     _api("tensorflow.config.get_visible_devices", DRIVER_INIT, CONFIG),
     _api("tensorflow.config.experimental.get_visible_devices", DRIVER_INIT, CONFIG),
-    _api("tensorflow.python.client.device_lib.list_local_devices", DRIVER_INIT, "tensorflow/python/client/device_lib.py"),
+    _api("tensorflow.python.client.device_lib.list_local_devices", DRIVER_INIT,
+         "tensorflow/python/client/device_lib.py"),
     # Logical devices exist only once the runtime is up.
     _api("tensorflow.config.list_logical_devices", RUNTIME_INIT, GUIDE),
     _api("tensorflow.config.experimental.list_logical_devices", RUNTIME_INIT, GUIDE),

@@ -1,0 +1,41 @@
+"""Shared helpers for the test suite."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.lint.engine import lint_paths
+from gpudoctor.lint.findings import Finding
+from gpudoctor.lint.rules.registry import all_rules
+from gpudoctor.lint.selection import build_selection
+from gpudoctor.lint.settings import Settings
+
+
+@pytest.fixture
+def lint_source(tmp_path: Path) -> Callable[..., list[Finding]]:
+    """Write sources into a temporary project and lint it; return the findings."""
+
+    def run(files: str | dict[str, str], *, minor: int = 12, platform: str = "linux",
+            select: list[str] | None = None) -> list[Finding]:
+        sources = {"main.py": files} if isinstance(files, str) else files
+        paths = []
+        for name, text in sources.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text), encoding="utf-8")
+            paths.append(path)
+        codes = [r.code for r in all_rules()]
+        settings = Settings(build_selection(codes, codes, select=select), minor, platform, tmp_path)
+        result = lint_paths(paths, settings)
+        assert not result.internal_errors, result.internal_errors
+        return result.findings
+
+    return run
+
+
+def codes_at(findings: list[Finding]) -> set[tuple[str, int]]:
+    return {(f.code, f.site.row) for f in findings}

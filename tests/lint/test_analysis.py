@@ -1,0 +1,177 @@
+"""The analysis core: names through aliases, order, functions, modules, start methods."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import codes_at
+
+WORKER = """
+def work(i):
+    return float(cp.sum(cp.arange(i)))
+"""
+
+
+@pytest.mark.parametrize(("imports", "pool"), [
+    ("import multiprocessing\nimport cupy as cp", "multiprocessing.Pool(2)"),
+    ("from multiprocessing import Pool\nimport cupy as cp", "Pool(2)"),
+    ("from multiprocessing import get_context\nimport cupy as cp", "get_context('fork').Pool(2)"),
+    ("import torch.multiprocessing as mp\nimport cupy as cp", "mp.Pool(2)"),
+    ("from concurrent.futures import ProcessPoolExecutor as PPE\nimport cupy as cp", "PPE(2)"),
+    ("import multiprocessing.pool\nimport cupy as cp", "multiprocessing.pool.Pool(2)"),
+    ("import multiprocessing as mp\nfrom cupy import arange\nimport cupy as cp", "mp.Pool(2)"),
+])
+def test_aliases_resolve(lint_source, imports: str, pool: str) -> None:  # type: ignore[no-untyped-def]
+    source = f"{imports}\n{WORKER}\nx = cp.ones(3)\npool = {pool}\npool.map(work, range(3))\n"
+    row = source.splitlines().index(f"pool = {pool}") + 1
+    assert ("GD101", row) in codes_at(lint_source(source))
+
+
+def test_context_object_flows_into_pool(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import cupy as cp
+        ctx = mp.get_context("spawn")
+        def work(i):
+            return cp.arange(i)
+        def main():
+            cp.ones(3)
+            with ctx.Pool(2) as pool:
+                pool.map(work, range(3))
+        if __name__ == "__main__":
+            main()
+    """)
+    assert not [f for f in findings if f.code in ("GD101", "GD103")]
+
+
+def test_order_matters_init_after_pool_is_fine(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import cupy as cp
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        if __name__ == "__main__":
+            pool = mp.Pool(2)
+            x = cp.ones(3)
+            pool.map(work, range(3))
+    """)
+    assert "GD101" not in {f.code for f in findings}
+
+
+def test_pool_in_a_loop_is_forked_again_after_init(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import cupy as cp
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        if __name__ == "__main__":
+            for epoch in range(3):
+                with mp.Pool(2) as pool:
+                    pool.map(work, range(3))
+                total = cp.ones(3).sum()
+    """)
+    assert ("GD101", 8) in codes_at(findings)
+
+
+def test_init_inside_a_called_helper_is_seen(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import tensorflow as tf
+        def setup():
+            return tf.config.list_physical_devices("GPU")
+        def work(x):
+            return tf.reduce_sum(tf.ones((x, x))).numpy()
+        def main():
+            setup()
+            with mp.Pool(2) as pool:
+                pool.map(work, [1, 2])
+        if __name__ == "__main__":
+            main()
+    """)
+    (finding,) = [f for f in findings if f.code == "GD101"]
+    assert finding.site.row == 10
+    assert [r.site.row for r in finding.related][:2] == [5, 9]
+
+
+def test_cross_module_pool_in_helper(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source({
+        "helpers.py": """
+            import multiprocessing as mp
+            def run_all(func, items):
+                with mp.Pool(2) as pool:
+                    return pool.map(func, items)
+        """,
+        "main.py": """
+            import cupy as cp
+            from helpers import run_all
+            def work(i):
+                return float(cp.sum(cp.arange(i)))
+            if __name__ == "__main__":
+                cp.cuda.Device(0).use()
+                run_all(work, range(4))
+        """,
+    })
+    hits = [f for f in findings if f.code == "GD101"]
+    assert [(f.site.path.endswith("helpers.py"), f.site.row) for f in hits] == [(True, 4)]
+    assert hits[0].related[0].site.path.endswith("main.py")
+
+
+def test_module_level_init_of_an_imported_package_counts(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source({
+        "pkg/__init__.py": "",
+        "pkg/gpu.py": "import torch\nDEVICE_OK = torch.cuda.is_available()\n",
+        "main.py": """
+            import multiprocessing as mp
+            import torch
+            import pkg.gpu
+            def work(i):
+                return torch.ones(i).cuda().sum().item()
+            if __name__ == "__main__":
+                with mp.Pool(2) as pool:
+                    pool.map(work, range(3))
+        """,
+    })
+    assert ("GD101", 8) in codes_at(findings)
+
+
+def test_strings_and_comments_do_not_count(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        # x = cupy.arange(3) would initialize CUDA
+        DOC = "call torch.cuda.is_available() first"
+        def work(i):
+            return i
+        if __name__ == "__main__":
+            with mp.get_context("fork").Pool(2) as pool:
+                pool.map(work, range(3))
+    """)
+    assert findings == []
+
+
+def test_unresolvable_callee_assumes_no_effect(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import somelib
+        import cupy as cp
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        if __name__ == "__main__":
+            somelib.setup_everything()
+            with mp.get_context("fork").Pool(2) as pool:
+                pool.map(work, range(3))
+    """)
+    assert "GD101" not in {f.code for f in findings}
+
+
+def test_recursion_and_deep_nesting_do_not_crash(lint_source) -> None:  # type: ignore[no-untyped-def]
+    nested = "    x = " + "[" * 60 + "]" * 60 + "\n"
+    findings = lint_source("""
+        import multiprocessing as mp
+        def a(n):
+            return b(n)
+        def b(n):
+            return a(n)
+        if __name__ == "__main__":
+            a(3)
+    """ + nested)
+    assert findings == []

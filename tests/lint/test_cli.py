@@ -1,0 +1,146 @@
+"""The ``gpudoctor lint`` and ``gpudoctor rule`` commands, through ``main(argv)``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.cli import main
+
+BAD = """\
+import multiprocessing as mp
+import cupy as cp
+
+x = cp.arange(4)
+
+def work(i):
+    return float(cp.sum(cp.arange(i)))
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        pool.map(work, range(3))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nrequires-python = ">=3.10"\n')
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "good.py").write_text("import os\nprint(os.getpid())\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_findings_exit_1_with_concise_lines(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint"]) == 1
+    out = capsys.readouterr().out
+    assert "bad.py:10:10: GD101 " in out
+    assert "bad.py:4:5: CuPy initialized here" in out
+    assert out.strip().endswith("Found 1 finding.")
+
+
+def test_clean_file_exits_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "good.py"]) == 0
+    assert "All checks passed!" in capsys.readouterr().out
+
+
+def test_exit_zero(project: Path) -> None:
+    assert main(["lint", "--exit-zero"]) == 0
+
+
+def test_json_contract(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--output-format", "json", "bad.py"]) == 1
+    (item,) = json.loads(capsys.readouterr().out)
+    assert set(item) == {"code", "name", "message", "severity", "filename", "location",
+                         "end_location", "related", "fix", "url"}
+    assert item["code"] == "GD101" and item["name"] == "fork-after-gpu-init"
+    assert item["severity"] == "error" and item["filename"] == "bad.py"
+    assert item["location"] == {"row": 10, "column": 10}
+    assert item["end_location"]["row"] == 10
+    assert item["related"][0] == {"filename": "bad.py", "location": {"row": 4, "column": 5},
+                                  "message": "CuPy initialized here (cupy.arange)"}
+    assert item["fix"] is None
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--select", "GD2"], 0), (["--ignore", "GD101"], 0), (["--select", "ALL"], 1),
+    (["--select", "GD201", "--extend-select", "GD1"], 1), (["--select", "GD101", "--ignore", "GD1"], 0),
+])
+def test_selection(project: Path, argv: list[str], expected: int) -> None:
+    assert main(["lint", *argv, "bad.py"]) == expected
+
+
+def test_unknown_code_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--select", "GD999"]) == 2
+    assert "unknown rule code or prefix 'GD999'" in capsys.readouterr().err
+
+
+def test_missing_path_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "nope.py"]) == 2
+    assert "nope.py: no such file or directory" in capsys.readouterr().err
+
+
+def test_bad_target_version_is_argparse_error(project: Path) -> None:
+    assert main(["lint", "--target-version", "py27"]) == 2
+
+
+def test_platform_darwin_makes_spawn_the_default(project: Path) -> None:
+    assert main(["lint", "--platform", "darwin", "bad.py"]) == 0
+
+
+def test_target_py314_linux_is_forkserver(project: Path) -> None:
+    assert main(["lint", "--target-version", "py314", "bad.py"]) == 0
+
+
+def test_requires_python_picks_the_target(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\nrequires-python = ">=3.14"\n')
+    assert main(["lint", "bad.py"]) == 0
+
+
+def test_broken_pyproject_names_the_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "pyproject.toml").write_text("[project\n")
+    assert main(["lint", "bad.py"]) == 2
+    assert "pyproject.toml" in capsys.readouterr().err
+
+
+def test_unparseable_file_is_gd000_not_a_crash(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "broken.py").write_text("import multiprocessing\ndef f(:\n    pass\n")
+    (project / "nul.py").write_bytes(b"import torch\x00\n")
+    (project / "latin.py").write_bytes(b"import torch\nx = '\xe9'\n")
+    assert main(["lint", "broken.py", "nul.py", "latin.py"]) == 1
+    out = capsys.readouterr().out
+    assert "broken.py:2:7: GD000 cannot parse: " in out
+    assert "nul.py:1:1: GD000 file contains a null byte" in out
+    assert "latin.py:2:1: GD000 file is not valid UTF-8" in out
+
+
+def test_rule_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rule", "GD101"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# GD101 fork-after-gpu-init") and "## Why is this bad?" in out
+    assert main(["rule", "--all"]) == 0
+    assert "GD201 gpu-object-sent-to-process" in capsys.readouterr().out
+    assert main(["rule", "GD999"]) == 2
+
+
+def test_python_dash_m_and_help_do_not_import_libcst(project: Path) -> None:
+    code = ("import sys; from gpudoctor.cli import main; rc = main(['lint', '--help']);"
+            "print('LIBCST' if 'libcst' in sys.modules else 'LIGHT')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("LIGHT")
+    run = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "bad.py"], capture_output=True, text=True)
+    assert run.returncode == 1 and "GD101" in run.stdout
+
+
+def test_directories_skip_gitignored_and_venv(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for folder in (".venv/lib", "build", "ignored"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "copy.py").write_text(BAD)
+    (project / ".gitignore").write_text("ignored/\n")
+    assert main(["lint", "."]) == 1
+    out = capsys.readouterr().out
+    assert "copy.py" not in out and "bad.py" in out

@@ -1,0 +1,38 @@
+"""The linter stays light: it never reaches the probe, NVML, psutil or a GPU framework."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUFF = [sys.executable, "-m", "ruff"]
+
+
+def test_ruff_passes_on_the_package() -> None:
+    run = subprocess.run([*RUFF, "check", "gpudoctor", "tests"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_banned_imports_in_lint_are_caught(tmp_path: Path) -> None:
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "gpudoctor", copy / "gpudoctor", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    (copy / "gpudoctor" / "lint" / "sneaky.py").write_text("import pynvml\nimport gpudoctor.probe\n")
+    run = subprocess.run([*RUFF, "check", "--no-cache", "gpudoctor/lint/sneaky.py"], cwd=copy,
+                         capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "TID251" in run.stdout and "pynvml" in run.stdout and "gpudoctor.probe" in run.stdout
+
+
+def test_linting_imports_no_gpu_stack(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import multiprocessing as mp\nimport torch\nmp.Pool(2)\n")
+    code = (
+        "import sys; from gpudoctor.cli import main; main(['lint', '--exit-zero', sys.argv[1]]);"
+        "bad = [m for m in ('pynvml', 'psutil', 'rich', 'torch', 'tensorflow', 'cupy', 'jax',"
+        " 'gpudoctor.probe.nvml') if m in sys.modules]; print('LOADED', bad)"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.py")], capture_output=True, text=True)
+    assert run.stdout.strip().endswith("LOADED []"), run.stdout + run.stderr
