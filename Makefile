@@ -20,7 +20,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 
 demo: $(VENV)/.demo-installed
 	@echo "== gpudoctor lint fixtures/seeds   (the seed documents' own examples)"
-	$(BIN)/gpudoctor lint fixtures/seeds; test $$? -le 1
+	$(BIN)/gpudoctor lint --output-format full fixtures/seeds; test $$? -le 1
 	@echo
 	@echo "== gpudoctor probe   (this machine)"
 	$(BIN)/gpudoctor probe

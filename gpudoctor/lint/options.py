@@ -10,7 +10,7 @@ from typing import Any
 
 TARGET_VERSIONS = ("py310", "py311", "py312", "py313", "py314")
 PLATFORMS = ("linux", "darwin", "win32")
-OUTPUT_FORMATS = ("concise", "json")
+OUTPUT_FORMATS = ("concise", "full", "json")
 
 
 def _codes(value: str) -> list[str]:

@@ -144,3 +144,12 @@ def test_directories_skip_gitignored_and_venv(project: Path, capsys: pytest.Capt
     assert main(["lint", "."]) == 1
     out = capsys.readouterr().out
     assert "copy.py" not in out and "bad.py" in out
+
+
+def test_full_format_shows_frames_related_lines_and_help(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--output-format", "full", "bad.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GD101 [error] the Pool forks its worker processes after CuPy initialized CUDA" in out
+    assert "10 |     with mp.Pool(2) as pool:" in out
+    assert "4 | x = cp.arange(4)" in out and "CuPy initialized here (cupy.arange)" in out
+    assert '= help: Use the spawn start method: multiprocessing.get_context("spawn")' in out

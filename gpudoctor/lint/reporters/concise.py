@@ -1,19 +1,21 @@
-"""``path:row:col: CODE message`` per finding, then a one-line summary (ruff's layout)."""
+"""One line per finding, ``path:row:col: CODE message``, then a summary (ruff's layout).
+
+Editors and CI problem matchers parse these lines, so nothing else is interleaved.
+"""
 
 from __future__ import annotations
 
 from gpudoctor.lint.findings import Finding
 
 
+def summary(findings: list[Finding]) -> str:
+    if not findings:
+        return "All checks passed!"
+    noun = "finding" if len(findings) == 1 else "findings"
+    return f"Found {len(findings)} {noun}."
+
+
 def render(findings: list[Finding]) -> str:
-    lines = [
-        f"{f.site.path}:{f.site.row}:{f.site.col + 1}: {f.code} {f.message}"
-        + "".join(f"\n    {r.site.path}:{r.site.row}:{r.site.col + 1}: {r.message}" for r in f.related)
-        for f in findings
-    ]
-    if findings:
-        noun = "finding" if len(findings) == 1 else "findings"
-        lines.append(f"Found {len(findings)} {noun}.")
-    else:
-        lines.append("All checks passed!")
+    lines = [f"{f.site.path}:{f.site.row}:{f.site.col + 1}: {f.code} {f.message}" for f in findings]
+    lines.append(summary(findings))
     return "\n".join(lines) + "\n"
