@@ -38,8 +38,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_findings_exit_1_with_concise_lines(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint"]) == 1
     out = capsys.readouterr().out
-    assert "bad.py:10:10: GD101 " in out
-    assert "bad.py:4:5: CuPy initialized here" in out
+    assert "bad.py:10:10: GD101 the Pool forks its worker processes after CuPy initialized CUDA" in out
+    assert "(line 4: cupy.arange)" in out
     assert out.strip().endswith("Found 1 finding.")
 
 
