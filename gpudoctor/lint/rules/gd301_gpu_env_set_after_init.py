@@ -1,0 +1,139 @@
+"""GD301: a GPU environment variable is written after the runtime that reads it started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
+from gpudoctor.lint.analysis.flows import State
+from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.rules.base import CheckContext, Rule, display
+
+# Which initialization makes a variable too late: None means any CUDA driver init.
+READERS: dict[str, str | None] = {
+    "CUDA_VISIBLE_DEVICES": None,
+    "CUDA_DEVICE_ORDER": None,
+    "TF_FORCE_GPU_ALLOW_GROWTH": "tensorflow",
+    "TF_GPU_ALLOCATOR": "tensorflow",
+    "XLA_PYTHON_CLIENT_PREALLOCATE": "jax",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION": "jax",
+    "XLA_CLIENT_MEM_FRACTION": "jax",
+    "XLA_PYTHON_CLIENT_ALLOCATOR": "jax",
+    "JAX_PLATFORMS": "jax",
+    "CUPY_GPU_MEMORY_LIMIT": "cupy",
+    "PYTORCH_CUDA_ALLOC_CONF": "torch",
+    "PYTORCH_NVML_BASED_CUDA_CHECK": "torch",
+}
+
+
+def too_late(var: str, state: State) -> Event | None:
+    """Return the init event after which writing ``var`` has no effect in this process."""
+    if var not in READERS:
+        return None
+    reader = READERS[var]
+    for event in state.inits:
+        init = event.effect
+        assert isinstance(init, Init)
+        if reader is None or init.framework == reader:
+            return event
+    return None
+
+
+class GpuEnvSetAfterInit(Rule):
+    """## What it does
+    Flags a write to an environment variable that a GPU runtime reads once, at
+    initialization (`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`, `TF_FORCE_GPU_ALLOW_GROWTH`,
+    `TF_GPU_ALLOCATOR`, `XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
+    `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_ALLOCATOR`, `JAX_PLATFORMS`,
+    `CUPY_GPU_MEMORY_LIMIT`, `PYTORCH_CUDA_ALLOC_CONF`), through `os.environ[k] = v`,
+    `os.environ.update`, `os.environ.setdefault` or `os.putenv`, after that runtime was
+    initialized in this process — including in a forked child whose parent initialized
+    it before the fork. `CUDA_*` variables are read by the CUDA driver, so any driver
+    initialization makes them too late; the others are read by their framework.
+
+    ## Why is this bad?
+    The write succeeds and changes nothing: the driver already enumerated the devices,
+    the allocator is already configured. Worker processes that "select their GPU" this
+    way all keep using GPU 0 — or, forked from an initialized parent, cannot use CUDA.
+
+    ## Example
+    ```python
+    def worker(gpu_id, data):
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_id)  # the parent already ran cuInit
+        return tf.square(data).numpy()
+    ```
+
+    Use instead:
+    ```python
+    def init_worker(gpu_ids):
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
+
+    ctx = mp.get_context("spawn")
+    pool = ctx.Pool(n, initializer=init_worker, initargs=(queue,))
+    ```
+
+    ## References
+    - [CUDA environment variables](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#env-vars)
+    - [TensorFlow: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)
+    - [JAX: GPU memory allocation](https://docs.jax.dev/en/latest/gpu_memory_allocation.html)
+    """
+
+    code = "GD301"
+    name = "gpu-env-set-after-init"
+    severity = ERROR
+    summary = "GPU environment variable set after the runtime that reads it was initialized"
+    fix_title = "Set the variable before the first GPU call (or before the process that needs it starts)"
+    INVALID = (
+        """\
+import os
+import tensorflow as tf
+
+tf.constant(1.0)
+# ruleid: GD301
+os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+""",
+        """\
+import os
+import torch
+
+def pick(gpu):
+    torch.cuda.is_available()
+    # ruleid: GD301
+    os.environ.update({"CUDA_VISIBLE_DEVICES": str(gpu)})
+""",
+    )
+    VALID = (
+        """\
+import os
+import tensorflow as tf
+
+os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+tf.constant(1.0)
+""",
+        """\
+import os
+import cupy as cp
+
+cp.ones(3)
+os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, _, event, state in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, EnvWrite):
+                continue
+            init_event = too_late(effect.var, state)
+            if init_event is None:
+                continue
+            init = init_event.effect
+            assert isinstance(init, Init)
+            what = "CUDA" if READERS[effect.var] is None else "its runtime"
+            where = " in the parent, before this process was forked," if init_event in flow.entry.inits else ""
+            yield self.finding(
+                effect.site,
+                f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
+                f"({init.api}, line {init.site.row}); the new value is ignored",
+                (Related(init.site, f"{display(init.framework)} initialized here"),),
+            )

@@ -1,0 +1,102 @@
+"""GD302: TensorFlow device configuration after the TensorFlow runtime was initialized."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Init, TfConfig
+from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+
+class TfDeviceConfigAfterInit(Rule):
+    """## What it does
+    Flags `tf.config.experimental.set_memory_growth`, `set_logical_device_configuration`
+    (`set_virtual_device_configuration`), `set_visible_devices` and
+    `tf.config.threading.set_intra_op_parallelism_threads` /
+    `set_inter_op_parallelism_threads` called after the TensorFlow runtime was
+    initialized in this process: after a TensorFlow op, tensor, variable or model, or
+    `list_logical_devices()`. Listing *physical* devices first is fine.
+
+    ## Why is this bad?
+    The runtime fixes its devices and thread pools when it starts. Afterwards these
+    calls raise `RuntimeError: Physical devices cannot be modified after being
+    initialized` (or the virtual/visible-device and parallelism variants), and when that
+    error is caught, TensorFlow keeps the default of allocating almost all GPU memory.
+
+    ## Example
+    ```python
+    x = tf.constant([1.0])
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    ```
+
+    Use instead:
+    ```python
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    x = tf.constant([1.0])
+    ```
+
+    ## References
+    - [TensorFlow: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)
+    - [tf.config.experimental.set_memory_growth](https://www.tensorflow.org/api_docs/python/tf/config/experimental/set_memory_growth)
+    """
+
+    code = "GD302"
+    name = "tf-device-config-after-init"
+    severity = ERROR
+    summary = "TensorFlow device configuration after the runtime was initialized"
+    fix_title = "Configure TensorFlow devices before the first TensorFlow op"
+    INVALID = (
+        """\
+import tensorflow as tf
+
+model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+for gpu in tf.config.list_physical_devices("GPU"):
+    # ruleid: GD302
+    tf.config.experimental.set_memory_growth(gpu, True)
+""",
+        """\
+import tensorflow as tf
+
+def configure():
+    tf.config.list_logical_devices("GPU")
+    # ruleid: GD302
+    tf.config.threading.set_intra_op_parallelism_threads(2)
+""",
+    )
+    VALID = (
+        """\
+import tensorflow as tf
+
+for gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(gpu, True)
+x = tf.constant(1.0)
+""",
+        """\
+import cupy as cp
+import tensorflow as tf
+
+cp.ones(3)
+tf.config.set_visible_devices([], "GPU")
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for _flow, _, event, state in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, TfConfig):
+                continue
+            init_event = state.init_of("tensorflow", "runtime")
+            if init_event is None:
+                continue
+            init = init_event.effect
+            assert isinstance(init, Init)
+            yield self.finding(
+                effect.site,
+                f"{effect.api.rsplit('.', 1)[-1]}() runs after the TensorFlow runtime was "
+                f"initialized ({init.api}, line {init.site.row}); it raises RuntimeError — "
+                f"call it before line {init.site.row}",
+                (Related(init.site, "TensorFlow runtime initialized here"),),
+            )

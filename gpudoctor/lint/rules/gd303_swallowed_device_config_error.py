@@ -1,0 +1,99 @@
+"""GD303: a TensorFlow device-configuration error is caught and ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import TfConfig
+from gpudoctor.lint.findings import WARNING, Finding
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+
+class SwallowedDeviceConfigError(Rule):
+    """## What it does
+    Flags TensorFlow device configuration (`set_memory_growth`,
+    `set_logical_device_configuration`, `set_visible_devices`, the parallelism setters)
+    inside a `try` whose `except RuntimeError` (or `except Exception`, or a bare
+    `except`) handler only prints, logs or passes.
+
+    ## Why is this bad?
+    These calls raise `RuntimeError` exactly when they come too late. Catching and
+    printing the error lets the program continue with TensorFlow's defaults — every
+    process grabbing nearly all GPU memory — which is the failure the configuration was
+    meant to prevent. The TensorFlow guide's example does this; copying it hides the bug.
+
+    ## Example
+    ```python
+    try:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    except RuntimeError as e:
+        print(e)
+    ```
+
+    Use instead:
+    ```python
+    tf.config.experimental.set_memory_growth(gpu, True)  # fails loudly if too late
+    ```
+
+    ## References
+    - [TensorFlow: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)
+    """
+
+    code = "GD303"
+    name = "swallowed-device-config-error"
+    severity = WARNING
+    summary = "TensorFlow device-configuration error caught and ignored"
+    fix_title = "Let the RuntimeError propagate, or re-raise it"
+    INVALID = (
+        """\
+import tensorflow as tf
+
+gpus = tf.config.list_physical_devices("GPU")
+try:
+    # ruleid: GD303
+    tf.config.experimental.set_memory_growth(gpus[0], True)
+except RuntimeError as e:
+    print(e)
+""",
+        """\
+import logging
+import tensorflow as tf
+
+def setup():
+    try:
+        # ruleid: GD303
+        tf.config.set_visible_devices([], "GPU")
+    except Exception:
+        logging.warning("could not hide GPUs")
+""",
+    )
+    VALID = (
+        """\
+import tensorflow as tf
+
+gpus = tf.config.list_physical_devices("GPU")
+try:
+    tf.config.experimental.set_memory_growth(gpus[0], True)
+except RuntimeError:
+    raise SystemExit("configure TensorFlow before using it")
+""",
+        """\
+import tensorflow as tf
+
+try:
+    tf.config.experimental.set_memory_growth(tf.config.list_physical_devices("GPU")[0], True)
+except IndexError:
+    pass
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for _flow, _, event, _state in ctx.points():
+            effect = event.effect
+            if isinstance(effect, TfConfig) and effect.swallowed:
+                yield self.finding(
+                    effect.site,
+                    f"{effect.api.rsplit('.', 1)[-1]}() is wrapped in a try whose handler only "
+                    "reports the RuntimeError; when it comes too late the program silently keeps "
+                    "TensorFlow's allocate-all default",
+                )
