@@ -41,3 +41,12 @@ def test_rule_documents_itself(rule: type[Rule]) -> None:
         assert heading in doc, f"{rule.code} lacks {heading}"
     assert rule.INVALID and rule.VALID
     assert re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", rule.name)
+
+
+def test_docs_rules_md_is_current() -> None:
+    from pathlib import Path
+
+    from gpudoctor.lint.docs import render
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+    assert page.read_text(encoding="utf-8") == render(), "run: python -m gpudoctor.lint.docs > docs/rules.md"
