@@ -43,6 +43,7 @@ class Start:
     daemonic: bool = False
     pool: PoolObj | None = None
     workers: int | None = None
+    started: Site | None = None  # for a Process: its constructor site
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,16 @@ class SetMethod:
 class ThreadStart:
     site: Site
     api: str
+    started: Site | None = None  # constructor site of the thread or thread pool
+
+
+@dataclass(frozen=True)
+class Join:
+    """Threads or a process started at ``started`` (their constructor site) are joined here."""
+
+    started: Site
+    site: Site
+    threads: bool
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,7 @@ class DefaultDevice:
     site: Site
 
 
-Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | EnvWrite | TfConfig
+Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
           | DataLoaderStart | DefaultDevice)
 
 
@@ -114,6 +125,7 @@ class Context:
 
     import_time: bool = False  # module level of the entry module, outside the main guard
     in_loop: bool = False
+    loop: Site | None = None  # the innermost loop statement around the event
     fork_parent: frozenset[Site] = frozenset()  # parent-side branches of these os.fork() calls
     fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
     via: Site | None = None  # the call that led into the function where this happened
@@ -135,6 +147,7 @@ def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[
         out.append(replace(event, ctx=Context(
             import_time=outer.import_time or inner.import_time,
             in_loop=outer.in_loop or inner.in_loop,
+            loop=inner.loop or outer.loop,
             fork_parent=outer.fork_parent | inner.fork_parent,
             fork_child=outer.fork_child | inner.fork_child,
             via=inner.via or call_site,

@@ -9,15 +9,17 @@ spawn or forkserver it starts clean and re-runs the main module's top level.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 from gpudoctor.lint.analysis.events import (
     Child,
     DataLoaderStart,
     DefaultDevice,
+    EnvWrite,
     Event,
     Init,
+    Join,
     SetMethod,
     Start,
     Task,
@@ -35,8 +37,9 @@ class State:
 
     inits: tuple[Event, ...] = ()  # first Init per (framework, level), in order
     method: SetMethod | None = None
-    threads: tuple[Event, ...] = ()
+    threads: tuple[Event, ...] = ()  # ThreadStart events of threads that may still run
     default_cuda: Event | None = None
+    env: tuple[Event, ...] = ()  # EnvWrite events, in order
 
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
@@ -55,14 +58,26 @@ class State:
             known = {(e.effect.framework, e.effect.level) for e in self.inits}  # type: ignore[union-attr]
             if (effect.framework, effect.level) in known:
                 return self
-            return State((*self.inits, event), self.method, self.threads, self.default_cuda)
+            return replace(self, inits=(*self.inits, event))
         if isinstance(effect, SetMethod):
-            return State(self.inits, effect, self.threads, self.default_cuda)
-        if isinstance(effect, ThreadStart) and not self.threads:
-            return State(self.inits, self.method, (event,), self.default_cuda)
+            return replace(self, method=effect)
+        if isinstance(effect, ThreadStart):
+            return replace(self, threads=(*self.threads, event))
+        if isinstance(effect, Join) and effect.threads:
+            live = tuple(e for e in self.threads if e.effect.started != effect.started)  # type: ignore[union-attr]
+            return replace(self, threads=live)
+        if isinstance(effect, EnvWrite):
+            return replace(self, env=(*self.env, event))
         if isinstance(effect, DefaultDevice) and effect.cuda and self.default_cuda is None:
-            return State(self.inits, self.method, self.threads, event)
+            return replace(self, default_cuda=event)
         return self
+
+    def env_value(self, var: str) -> Event | None:
+        """The last write to ``var`` so far."""
+        for event in reversed(self.env):
+            if event.effect.var == var:  # type: ignore[union-attr]
+                return event
+        return None
 
 
 @dataclass
@@ -216,8 +231,11 @@ def _methods(builder: FlowBuilder, cls: object) -> frozenset:
 
 
 def first_gpu_use(child: Flow, framework: str | None = None) -> Event | None:
-    """Return the first GPU init in a child flow (of ``framework`` if given), if any."""
-    for event in child.events:
+    """Return the first GPU init in a child's own code (of ``framework`` if given), if any.
+
+    A spawned child's re-import of the main module (its prelude) is not its own code.
+    """
+    for event in child.events[child.prelude:]:
         effect = event.effect
         if isinstance(effect, Init) and (framework is None or effect.framework == framework):
             return event

@@ -10,6 +10,7 @@ from gpudoctor.lint.analysis.events import (
     Child,
     DataLoaderStart,
     DefaultDevice,
+    Join,
     Send,
     SetMethod,
     Start,
@@ -102,7 +103,7 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
     if kind == P.THREAD:
         return one(ThreadObj(site, _funcs(args.get(1, "target")), args.get(3, "args") or UNKNOWN))
     if kind == P.THREAD_POOL:
-        ev.emit(ThreadStart(site, "thread pool"))
+        ev.emit(ThreadStart(site, "thread pool", site))
         return one(PoolObj(P.THREAD_POOL, None, site, (), UNKNOWN, None))
     if kind == P.DATALOADER:
         return _dataloader(ev, args, node)
@@ -184,6 +185,9 @@ def method(ev: CallEvaluator, atom: Atom, name: str, args: Args, node: cst.Call)
             return one(MpContext(_method(args.get(0, "method")))) if name == "get_context" else UNKNOWN
         return api(ev, kind, args, node, method=atom.method)
     if isinstance(atom, PoolObj):
+        if atom.kind == P.THREAD_POOL and name in ("shutdown", "join"):
+            ev.emit(Join(atom.site, site, threads=True))
+            return UNKNOWN
         tasks = P.EXECUTOR_TASK_METHODS if atom.kind == P.EXECUTOR else P.POOL_TASK_METHODS
         if atom.kind == P.THREAD_POOL and name in P.POOL_TASK_METHODS | {"submit"}:
             children, _ = _task_children(atom, name, args)
@@ -198,14 +202,21 @@ def method(ev: CallEvaluator, atom: Atom, name: str, args: Args, node: cst.Call)
         return UNKNOWN
     if isinstance(atom, ProcessObj) and name == "start":
         children = tuple(Child(f, atom.args, UNKNOWN, "target") for f in atom.targets)
-        ev.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon))
+        ev.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon, started=atom.site))
         return UNKNOWN
+    if isinstance(atom, ProcessObj) and name == "join":
+        ev.emit(Join(atom.site, site, threads=False))
+        return UNKNOWN
+    if isinstance(atom, ThreadObj) and name == "join":
+        ev.emit(Join(atom.site, site, threads=True))
+        return UNKNOWN
+
     if isinstance(atom, QueueObj) and name in ("put", "put_nowait", "send"):
         value = args.get(0, "obj") or UNKNOWN
         ev.emit(Send(site, "pipe" if name == "send" else "queue", value, atom.method))
         return UNKNOWN
     if isinstance(atom, ThreadObj) and name == "start":
-        ev.emit(ThreadStart(site, "threading.Thread"))
+        ev.emit(ThreadStart(site, "threading.Thread", atom.site))
         for func in atom.targets:
             per_position, rest = positions(atom.args)
             ev.inline_child(Child(func, per_position, rest, "thread"), node)

@@ -8,16 +8,18 @@ from dataclasses import replace
 import libcst as cst
 
 from gpudoctor.lint.analysis.calls import CallEvaluator
-from gpudoctor.lint.analysis.events import EnvWrite, Init
+from gpudoctor.lint.analysis.events import EnvWrite, Init, Join
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     ClassRef,
     ForkPid,
     FuncRef,
     ModRef,
+    PoolObj,
     one,
     strings,
 )
+from gpudoctor.lint.knowledge.processes import THREAD_POOL
 from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
 
 Value = frozenset
@@ -197,7 +199,7 @@ class Walker(CallEvaluator):
                 from gpudoctor.lint.analysis.values import elements
 
                 self.bind(node.target, elements(source))
-            env, ended = self.branch(node.body.body, in_loop=True)
+            env, ended = self.branch(node.body.body, in_loop=True, loop=self.site(node))
             outcomes.append((env, False))
             self.env.update({k: self.env.get(k, UNKNOWN) | v for k, v in env.items()})
         self.env.clear()
@@ -264,12 +266,19 @@ class Walker(CallEvaluator):
         return True
 
     def _s_With(self, node: cst.With) -> bool:
+        values = []
         for item in node.items:
             value = self.eval(item.item)
+            values.append(value)
             self.enter_context(item.item, value)
             if item.asname is not None:
                 self.bind(item.asname.name, value)
-        return self.walk_block(node.body.body)
+        ended = self.walk_block(node.body.body)
+        for value in values:  # leaving the block shuts thread pools down (joins their threads)
+            for atom in value:
+                if isinstance(atom, PoolObj) and atom.kind == THREAD_POOL:
+                    self.emit(Join(atom.site, self.site(node), threads=True))
+        return ended
 
     def enter_context(self, expr: cst.BaseExpression, value: Value) -> None:
         """``with cp.cuda.Device(0):`` selects (and so initializes) the device on entry."""

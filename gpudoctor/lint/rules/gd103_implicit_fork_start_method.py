@@ -17,7 +17,7 @@ class ImplicitForkStartMethod(Rule):
     Flags a process start (a `Pool`, a `ProcessPoolExecutor`, `Process.start()`) that
     relies on the platform's default start method in a module that imports a GPU
     framework, when that default is `fork` for the target (Linux up to Python 3.13).
-    It is advisory: it is not reported where GD101 already reports the same start.
+    It is advisory: it is not reported where GD101 or GD105 already reports the same start.
 
     ## Why is this bad?
     The code works only as long as nothing initializes the GPU before the start. One
@@ -56,7 +56,7 @@ class ImplicitForkStartMethod(Rule):
     severity = WARNING
     summary = "Processes started with the implicit fork start method in a GPU module"
     fix_title = 'Choose the start method: multiprocessing.get_context("spawn")'
-    suppressed_by = ("GD101",)
+    suppressed_by = ("GD101", "GD105")
     INVALID = (
         """\
 import multiprocessing as mp

@@ -1,0 +1,221 @@
+"""GD102: a process is forked while threads started by this process may still run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import Start, ThreadStart
+from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule
+
+FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK)
+
+
+class ForkAfterThreadStart(Rule):
+    """## What it does
+    Flags a fork (a `Pool`, `ProcessPoolExecutor` or `Process` under the fork start
+    method, or `os.fork()`) while a thread this process started may still be running:
+    a `threading.Thread` started and not joined, a `ThreadPoolExecutor` or `ThreadPool`
+    not shut down.
+
+    ## Why is this bad?
+    `fork()` copies only the calling thread. Locks held by the other threads at that
+    moment — in the allocator, in logging, in a framework's runtime — stay locked in the
+    child forever, and the child deadlocks the first time it needs one. CPython 3.12+
+    warns: "This process is multi-threaded, use of fork() may lead to deadlocks in the
+    child." GPU runtimes make this worse: they start their own threads.
+
+    ## Example
+    ```python
+    threading.Thread(target=prefetch, daemon=True).start()
+    with mp.Pool(4) as pool:
+        pool.map(work, items)
+    ```
+
+    Use instead:
+    ```python
+    with mp.get_context("spawn").Pool(4) as pool:
+        pool.map(work, items)
+    ```
+
+    ## References
+    - [Python: os.fork and threads](https://docs.python.org/3/library/os.html#os.fork)
+    - [CPython gh-100228](https://github.com/python/cpython/issues/100228)
+    """
+
+    code = "GD102"
+    name = "fork-after-thread-start"
+    severity = WARNING
+    summary = "Process forked while other threads may be running"
+    fix_title = 'Use the spawn start method, or start the processes before the threads'
+    INVALID = (
+        """\
+import multiprocessing as mp
+import threading
+
+def beat():
+    pass
+
+def work(x):
+    return x
+
+if __name__ == "__main__":
+    threading.Thread(target=beat, daemon=True).start()
+    # ruleid: GD102
+    with mp.Pool(2) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+ex = ThreadPoolExecutor(4)
+ex.submit(print, "hi")
+# ruleid: GD102
+pid = os.fork()
+""",
+        """\
+import multiprocessing as mp
+import threading
+
+class Poller(threading.Thread):
+    def run(self):
+        pass
+
+def work(x):
+    return x
+
+def main():
+    Poller().start()
+    p = mp.Process(target=work, args=(1,))
+    # ruleid: GD102
+    p.start()
+""",
+        """\
+import multiprocessing as mp
+from multiprocessing.pool import ThreadPool
+
+def work(x):
+    return x
+
+def main():
+    tp = ThreadPool(2)
+    tp.map(work, [1])
+    # ruleid: GD102
+    pool = mp.get_context("fork").Pool(2)
+    pool.map(work, [1])
+""",
+        """\
+import os
+import threading
+
+def main(jobs):
+    threads = [threading.Thread(target=print, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    # ruleid: GD102
+    if os.fork() == 0:
+        os._exit(0)
+""",
+        """\
+import multiprocessing as mp
+import threading
+
+def work(x):
+    return x
+
+def main():
+    t = threading.Thread(target=print)
+    t.start()
+    # ruleid: GD102
+    with mp.Pool(2) as pool:
+        pool.map(work, [1])
+    t.join()
+    with mp.Pool(2) as pool:
+        pool.map(work, [2])
+""",
+    )
+    VALID = (
+        """\
+import multiprocessing as mp
+import threading
+
+def work(x):
+    return x
+
+if __name__ == "__main__":
+    t = threading.Thread(target=print)
+    t.start()
+    t.join()
+    with mp.Pool(2) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import multiprocessing as mp
+import threading
+
+def work(x):
+    return x
+
+if __name__ == "__main__":
+    threading.Thread(target=print).start()
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+with ThreadPoolExecutor(2) as ex:
+    ex.submit(print, "hi")
+pid = os.fork()
+""",
+        """\
+import multiprocessing as mp
+import threading
+
+def work(x):
+    return x
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        threading.Thread(target=print).start()
+        pool.map(work, [1, 2])
+""",
+        """\
+import threading
+import subprocess
+
+threading.Thread(target=print).start()
+subprocess.run(["echo", "hi"])
+""",
+        """\
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+def main():
+    ex = ThreadPoolExecutor(2)
+    ex.submit(print, "hi")
+    ex.shutdown(wait=True)
+    os.fork()
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, index, event, _ in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, Start) or effect.kind not in FORKING:
+                continue
+            parent = ctx.builder.parent_state(flow, index)
+            method, _ = ctx.builder.resolve_method(effect.method, parent)
+            if method != "fork" or not parent.threads:
+                continue
+            started = parent.threads[0].effect
+            assert isinstance(started, ThreadStart)
+            yield self.finding(
+                effect.site,
+                f"the process is forked while a thread started at line {started.site.row} "
+                f"({started.api}) may still run; locks held by that thread stay locked in the child",
+                (Related(started.site, "thread started here"),),
+            )

@@ -1,0 +1,301 @@
+"""GD401: several workers each let TensorFlow or JAX reserve (nearly) all GPU memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpudoctor.lint.analysis.events import EnvWrite, Event, Init, Join, Start, TfConfig
+from gpudoctor.lint.analysis.flows import Flow, State
+from gpudoctor.lint.analysis.values import strings
+from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules.base import CheckContext, Rule, display
+
+GREEDY = {"tensorflow": "reserves nearly all free GPU memory", "jax": "preallocates 75% of GPU memory"}
+# Settings that bound each process's reservation, per framework (name -> values that cap;
+# None means any value does).
+CAPS: dict[str, dict[str, set[str] | None]] = {
+    "tensorflow": {"TF_FORCE_GPU_ALLOW_GROWTH": {"true", "1"}, "TF_GPU_ALLOCATOR": {"cuda_malloc_async"}},
+    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": {"false", "0"}, "XLA_PYTHON_CLIENT_MEM_FRACTION": None,
+            "XLA_CLIENT_MEM_FRACTION": None, "XLA_PYTHON_CLIENT_ALLOCATOR": {"platform"},
+            "JAX_PLATFORMS": {"cpu"}},
+}
+TF_CAPPING_CONFIG = ("set_memory_growth", "set_logical_device_configuration",
+                     "set_virtual_device_configuration", "set_visible_devices")
+
+
+def _caps(event: Event, framework: str, in_child: bool) -> bool:
+    effect = event.effect
+    if isinstance(effect, EnvWrite):
+        if effect.var == "CUDA_VISIBLE_DEVICES":
+            # In the child, a per-worker device; in the parent only hiding all GPUs helps.
+            return in_child or "" in strings(effect.value)
+        if effect.var not in CAPS[framework]:
+            return False
+        allowed = CAPS[framework][effect.var]
+        values = {v.lower() for v in strings(effect.value)}
+        return allowed is None or not values or bool(values & allowed)
+    if isinstance(effect, TfConfig) and framework == "tensorflow":
+        return effect.api.rsplit(".", 1)[-1] in TF_CAPPING_CONFIG
+    return False
+
+
+def _concurrent_workers(flow: Flow, index: int, start: Start) -> int | None:
+    """How many workers run at once, if more than one (None when unknown but several)."""
+    if start.kind in (P.POOL, P.EXECUTOR, P.SPAWN_LAUNCHER):
+        if start.workers is not None and start.workers < 2:
+            return 0
+        return start.workers
+    if start.kind == P.PROCESS and flow.points[index][0].ctx.loop is not None:
+        loop = flow.points[index][0].ctx.loop
+        for later, _ in flow.points[index + 1:]:
+            effect = later.effect
+            if isinstance(effect, Join) and effect.started == start.started and later.ctx.loop == loop:
+                return 0  # started and joined one at a time
+        return None
+    return 0
+
+
+class UnboundedGpuMemoryPerWorker(Rule):
+    """## What it does
+    Flags a pool, executor or set of processes whose workers run at the same time and
+    each initialize TensorFlow or JAX without bounding their GPU memory: no memory
+    growth or memory limit, no `TF_FORCE_GPU_ALLOW_GROWTH=true`, no
+    `XLA_PYTHON_CLIENT_PREALLOCATE=false` / memory fraction / platform allocator /
+    `JAX_PLATFORMS=cpu` before the worker's first use, and no per-worker
+    `CUDA_VISIBLE_DEVICES`. Reported at the pool constructor or the `.start()`. PyTorch,
+    CuPy and Numba allocate on demand and are not flagged; a forked child of an
+    initialized parent is GD101's case.
+
+    ## Why is this bad?
+    By default TensorFlow reserves nearly all free memory of every visible GPU when it
+    starts, and JAX preallocates 75 % of it. The first worker takes the GPU; the others
+    fail with `CUDA_ERROR_OUT_OF_MEMORY` / `RESOURCE_EXHAUSTED`, or crawl.
+
+    ## Example
+    ```python
+    def work(x):
+        return tf.square(x).numpy()
+
+    with mp.get_context("spawn").Pool(4) as pool:
+        pool.map(work, data)
+    ```
+
+    Use instead:
+    ```python
+    def init_worker():
+        os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+
+    with mp.get_context("spawn").Pool(4, initializer=init_worker) as pool:
+        pool.map(work, data)
+    ```
+
+    ## References
+    - [TensorFlow: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)
+    - [JAX: GPU memory allocation](https://docs.jax.dev/en/latest/gpu_memory_allocation.html)
+    """
+
+    code = "GD401"
+    name = "unbounded-gpu-memory-per-worker"
+    severity = WARNING
+    summary = "Several workers each let TensorFlow or JAX reserve most GPU memory"
+    fix_title = "Bound each worker's GPU memory (memory growth, a memory limit, or its own device)"
+    suppressed_by = ("GD101",)
+    INVALID = (
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def work(x):
+    return tf.square(x).numpy()
+
+if __name__ == "__main__":
+    # ruleid: GD401
+    with mp.get_context("spawn").Pool(4) as pool:
+        pool.map(work, [1.0, 2.0])
+""",
+        """\
+import multiprocessing as mp
+import jax.numpy as jnp
+
+def work(x):
+    return float(jnp.sum(jnp.ones(3) * x))
+
+if __name__ == "__main__":
+    # ruleid: GD401
+    with mp.get_context("spawn").Pool() as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing as mp
+import tensorflow as tf
+
+def predict(path):
+    model = tf.keras.models.load_model(path)
+    return model.predict([[1.0]])
+
+def main(paths):
+    # ruleid: GD401
+    with ProcessPoolExecutor(max_workers=3, mp_context=mp.get_context("spawn")) as ex:
+        return list(ex.map(predict, paths))
+""",
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def fold(i):
+    tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=fold, args=(i,)) for i in range(4)]
+    for p in procs:
+        # ruleid: GD401
+        p.start()
+    for p in procs:
+        p.join()
+""",
+        """\
+import multiprocessing as mp
+import os
+import tensorflow as tf
+
+def work(x):
+    return tf.square(x).numpy()
+
+if __name__ == "__main__":
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    # ruleid: GD401
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [1.0])
+""",
+        """\
+import multiprocessing as mp
+import jax
+
+def work(x):
+    return jax.device_put(x)
+
+def main():
+    # ruleid: GD401
+    pool = mp.Pool(processes=8)
+    pool.map(work, range(8))
+""",
+    )
+    VALID = (
+        """\
+import multiprocessing as mp
+import os
+import tensorflow as tf
+
+def init():
+    os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+
+def work(x):
+    return tf.square(x).numpy()
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(4, initializer=init) as pool:
+        pool.map(work, [1.0])
+""",
+        """\
+import multiprocessing as mp
+import os
+import jax.numpy as jnp
+
+def work(x):
+    return float(jnp.sum(jnp.ones(3) * x))
+
+if __name__ == "__main__":
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def work(x):
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return tf.square(x).numpy()
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(work, [1.0])
+""",
+        """\
+import multiprocessing as mp
+import tensorflow as tf
+
+def work(x):
+    return tf.square(x).numpy()
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(1) as pool:
+        pool.map(work, [1.0, 2.0])
+""",
+        """\
+import multiprocessing as mp
+import torch
+
+def work(x):
+    return torch.ones(3, device="cuda").sum().item()
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(4) as pool:
+        pool.map(work, [1, 2])
+""",
+        """\
+import multiprocessing as mp
+import os
+
+def worker(gpu):
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    import tensorflow as tf
+    tf.constant(1.0)
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=worker, args=(g,)) for g in range(2)]
+    for p in procs:
+        p.start()
+""",
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        for flow, index, event, _ in ctx.points():
+            effect = event.effect
+            if not isinstance(effect, Start):
+                continue
+            workers = _concurrent_workers(flow, index, effect)
+            if workers == 0:
+                continue
+            child = ctx.builder.child_of(flow, event)
+            if child is None:
+                continue
+            hit = self._greedy_init(child, ctx.builder.parent_state(flow, index))
+            if hit is None:
+                continue
+            init = hit.effect
+            assert isinstance(init, Init)
+            count = f"{workers} workers" if workers else "several workers"
+            yield self.finding(
+                effect.site,
+                f"{count} run at once and each initializes {display(init.framework)}, which "
+                f"{GREEDY[init.framework]} by default; the workers will run out of GPU memory",
+                (Related(init.site, f"each worker initializes {display(init.framework)} here"),),
+            )
+
+    def _greedy_init(self, child: Flow, parent: State) -> Event | None:
+        seen: list[Event] = list(parent.env)
+        for event in child.events:
+            effect = event.effect
+            if isinstance(effect, Init) and effect.framework in GREEDY and effect.level == "runtime":
+                in_child = [e for e in seen if e not in parent.env]
+                capped = any(_caps(e, effect.framework, False) for e in parent.env) or any(
+                    _caps(e, effect.framework, True) for e in in_child)
+                return None if capped else event
+            seen.append(event)
+        return None
