@@ -30,7 +30,7 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     from gpudoctor.lint.rules.registry import all_rules
 
     project = Project(settings.project_root)
-    analyzer = Analyzer(project)
+    analyzer = Analyzer(project, frozenset(files))
     builder = FlowBuilder(analyzer, settings.default_start_method)
     # Every rule runs, so that an advisory rule stays quiet where the rule that supersedes
     # it fired, even when that one is not selected; selection filters the output.

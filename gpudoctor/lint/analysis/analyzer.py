@@ -34,6 +34,11 @@ Value = frozenset
 MAX_DEPTH = 24
 MAX_SUMMARIES = 20_000
 MAX_EVENTS = 400
+# Following imports is what finds a pool built in a helper module, but on a large code
+# base it would walk the whole import graph. Import-time effects are followed this many
+# imports deep, and at most this many modules that were not asked for are analysed.
+MAX_IMPORT_DEPTH = 3
+MAX_EXTRA_MODULES = 100
 
 
 @dataclass
@@ -58,8 +63,11 @@ class ModuleState:
 class Analyzer:
     """Walks modules and functions on demand and remembers every result."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, linted: frozenset[Path] = frozenset()) -> None:
         self.project = project
+        self.linted = frozenset(p.resolve() for p in linted)
+        self._extra_left = MAX_EXTRA_MODULES
+        self._import_depth = 0
         self._modules: dict[Path, ModuleState | ParseFailure] = {}
         self._summaries: dict[tuple[object, ...], tuple[list[Event], Value]] = {}
         self._stack: list[tuple[object, ...]] = []
@@ -73,6 +81,13 @@ class Analyzer:
         key = path.resolve()
         if key in self._modules:
             return self._modules[key]
+        if key not in self.linted:
+            if self._extra_left <= 0 or not self.project.may_matter(key):
+                # Not analysed: names from it stay unknown (no effect assumed).
+                failure = ParseFailure(str(key), "not analysed", 1, 0)
+                self._modules[key] = failure
+                return failure
+            self._extra_left -= 1
         parsed = self.project.parsed(key)
         if isinstance(parsed, ParseFailure):
             self._modules[key] = parsed
@@ -106,7 +121,13 @@ class Analyzer:
         return one(ModuleObj(str(target)))
 
     def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:
-        state = self.module(path)
+        if self._import_depth >= MAX_IMPORT_DEPTH:
+            return
+        self._import_depth += 1
+        try:
+            state = self.module(path)
+        finally:
+            self._import_depth -= 1
         if isinstance(state, ParseFailure) or state.walking:
             return
         walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,19 +23,78 @@ class ParseFailure:
 
 
 class ParsedModule:
-    """A parsed file with the source positions of its nodes."""
+    """A parsed file; source positions are computed only if a finding needs one.
+
+    Computing positions costs several times the parse itself, and most modules the
+    analysis reads (imported helpers) never get a finding.
+    """
 
     def __init__(self, path: str, module: cst.Module) -> None:
         self.path = path
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.module = wrapper.module
-        self._positions = wrapper.resolve(PositionProvider)
+        self._wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.module = self._wrapper.module
+        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
 
-    def site(self, node: cst.CSTNode) -> Site:
-        span: CodeRange | None = self._positions.get(node)
+    def site(self, node: cst.CSTNode) -> LazySite:
+        return LazySite(self, node)
+
+    def resolve(self, node: cst.CSTNode) -> Site:
+        if self._positions is None:
+            self._positions = self._wrapper.resolve(PositionProvider)
+        span = self._positions.get(node)
         if span is None:
             return Site(self.path, 1, 0, 1, 0)
         return Site(self.path, span.start.line, span.start.column, span.end.line, span.end.column)
+
+
+class LazySite:
+    """Where a node is: compared by identity now, turned into rows and columns on demand."""
+
+    __slots__ = ("_module", "_node", "_site")
+
+    def __init__(self, module: ParsedModule, node: cst.CSTNode) -> None:
+        self._module = module
+        self._node = node
+        self._site: Site | None = None
+
+    @property
+    def path(self) -> str:
+        return self._module.path
+
+    def concrete(self) -> Site:
+        if self._site is None:
+            self._site = self._module.resolve(self._node)
+        return self._site
+
+    @property
+    def row(self) -> int:
+        return self.concrete().row
+
+    @property
+    def col(self) -> int:
+        return self.concrete().col
+
+    @property
+    def end_row(self) -> int:
+        return self.concrete().end_row
+
+    @property
+    def end_col(self) -> int:
+        return self.concrete().end_col
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LazySite) and self._node is other._node
+
+    def __hash__(self) -> int:
+        return id(self._node)
+
+    def __repr__(self) -> str:
+        return f"LazySite({self.path}, {type(self._node).__name__})"
+
+
+def concrete(site: Site | LazySite) -> Site:
+    """Return a plain Site for reporting."""
+    return site.concrete() if isinstance(site, LazySite) else site
 
 
 def read_text(path: Path) -> str | ParseFailure:

@@ -10,6 +10,7 @@ from typing import ClassVar
 from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 from gpudoctor.lint.analysis.events import Event
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
+from gpudoctor.lint.analysis.source import concrete
 from gpudoctor.lint.findings import ERROR, Finding, Related, Site
 from gpudoctor.lint.knowledge.registry import DISPLAY
 
@@ -75,7 +76,8 @@ class Rule:
 
     def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
                 severity: str | None = None) -> Finding:
-        return Finding(self.code, self.name, message, severity or self.severity, site, related,
+        plain = tuple(Related(concrete(r.site), r.message) for r in related)
+        return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,
                        self.fix_title)
 
     @classmethod
