@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 # Import name -> what the report calls it.
 FRAMEWORKS = ("tensorflow", "cupy", "torch", "jax", "numba", "pycuda")
@@ -39,7 +40,7 @@ def _read(dist: metadata.Distribution, suffix: str) -> str | None:
     for path in dist.files or ():
         if str(path).replace("\\", "/").endswith(suffix):
             try:
-                return path.locate().read_text(errors="replace")  # type: ignore[union-attr]
+                return Path(str(path.locate())).read_text(errors="replace")
             except OSError:
                 return None
     return None
@@ -89,11 +90,9 @@ def _cupy(dist: metadata.Distribution) -> Framework:
     # A source build links whatever CUDA it found; only the module knows, and
     # importing cupy does not initialize CUDA, so a child may ask it.
     fact = _child_fact("import cupy; print(cupy.cuda.runtime.runtimeGetVersion())")
-    cuda = None
-    if fact and fact.isdigit():
-        cuda = f"{int(fact) // 1000}.{(int(fact) % 1000) // 10}"
-    return Framework("cupy", True, dist.version, name, cuda, True,
-                     f"CUDA runtime {cuda}" if cuda else "CUDA runtime unknown")
+    runtime = f"{int(fact) // 1000}.{(int(fact) % 1000) // 10}" if fact and fact.isdigit() else None
+    return Framework("cupy", True, dist.version, name, runtime, True,
+                     f"CUDA runtime {runtime}" if runtime else "CUDA runtime unknown")
 
 
 def _torch(dist: metadata.Distribution) -> Framework:

@@ -5,6 +5,25 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gpudoctor.probe.units import parse_size
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
 
 def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``probe`` subcommand to the top-level parser."""
@@ -13,8 +32,30 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
         help="report this machine's GPUs and frameworks, or supervise a command",
         description="Report this machine's GPUs, frameworks and defaults, or run "
         "COMMAND under supervision and explain a hang, crash or OOM.",
+        epilog="Example: gpudoctor probe --timeout 300 --hang-after 30 -- python train.py",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    run = parser.add_argument_group("supervising a command (after --)")
+    run.add_argument("--timeout", type=_seconds, metavar="S",
+                     help="stop the command after S seconds (default: no deadline)")
+    run.add_argument("--hang-after", type=_seconds, default=30.0, metavar="S",
+                     help="call a process hung after S seconds waiting with no CPU progress; "
+                     "when the whole tree is hung, stop it (default: 30)")
+    run.add_argument("--grace", type=_seconds, default=3.0, metavar="S",
+                     help="seconds between SIGTERM and SIGKILL when stopping the tree (default: 3)")
+    run.add_argument("--memory-limit", type=_size, metavar="SIZE",
+                     help="stop the command when its processes' resident memory together "
+                     "exceeds SIZE, e.g. 8GiB (default: no limit)")
+    run.add_argument("--output-limit", type=_size, default=64 * 1024, metavar="SIZE",
+                     help="keep this much of the head and of the tail of stdout and stderr "
+                     "each for the diagnosis (default: 64KiB)")
+    run.add_argument("--sample-interval", type=_seconds, default=0.05, metavar="S",
+                     help="seconds between GPU memory samples (default: 0.05; the per-process "
+                     "GPU list and RSS are read every 0.5 s)")
+    run.add_argument("--no-native-stacks", dest="native_stacks", action="store_false",
+                     help="do not use py-spy for native stacks of hung processes")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the command to supervise")
     parser.set_defaults(handler=_run)
     return parser
 

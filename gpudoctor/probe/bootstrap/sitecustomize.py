@@ -11,7 +11,9 @@ skip it). It then
 * registers ``faulthandler`` on signal ``GPUDOCTOR_DUMP_SIGNAL`` (SIGRTMIN+5 by
   default: real-time signals are rarely used by programs and, unlike SIGUSR1, not
   claimed by common libraries) writing to ``GPUDOCTOR_STACKS/<pid>.txt``, so the
-  supervisor can dump the Python stacks of a hung process;
+  supervisor can dump the Python stacks of a hung process; its events carry the
+  file's descriptor so the supervisor can check the program has not closed (and
+  reused) it before sending the signal;
 * runs the ``sitecustomize`` that this one shadows, if any.
 
 It must never change what the program does: it imports only the standard library,
@@ -26,6 +28,11 @@ import json
 import os
 import sys
 import time
+
+# typing is not imported at run time: this file runs at the start of every process.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
 _STACKS = os.environ.get("GPUDOCTOR_STACKS")
@@ -108,12 +115,14 @@ def _runtimes() -> list[str]:
     return found
 
 
-def _safe(function):  # type: ignore[no-untyped-def]
-    def run(*args, **kwargs):  # type: ignore[no-untyped-def]
+def _safe(function: Callable[..., None]) -> Callable[..., None]:
+    """Run ``function`` swallowing its errors: instrumentation must never break the program."""
+
+    def run(*args: object, **kwargs: object) -> None:
         try:
-            return function(*args, **kwargs)
-        except Exception:  # instrumentation must never break the program
-            return None
+            function(*args, **kwargs)
+        except Exception:
+            return
 
     return run
 
@@ -125,8 +134,15 @@ def _register_dump() -> None:
         return
     for old in _stack_file:
         old.close()  # type: ignore[attr-defined]
-    _stack_file[:] = [open(os.path.join(_STACKS, f"{os.getpid()}.txt"), "w")]
-    faulthandler.register(int(_SIGNAL), file=_stack_file[0], all_threads=True, chain=False)
+    _stack_file.clear()
+    stack_file = open(os.path.join(_STACKS, f"{os.getpid()}.txt"), "w")
+    faulthandler.register(int(_SIGNAL), file=stack_file, all_threads=True, chain=False)
+    _stack_file.append(stack_file)
+
+
+def _dump_fd() -> int | None:
+    """Return the descriptor faulthandler writes to, so the supervisor can check it first."""
+    return _stack_file[0].fileno() if _stack_file else None  # type: ignore[attr-defined]
 
 
 @_safe
@@ -144,7 +160,7 @@ def _after_fork_in_child() -> None:
         threads_at_fork=_at_fork.get("threads"),
         runtimes_at_fork=_at_fork.get("runtimes"),
         fork_t=_at_fork.get("t"),
-        dump_signal=_SIGNAL is not None,
+        dump_fd=_dump_fd(),
     )
 
 
@@ -161,7 +177,7 @@ def _wrap_os_exit() -> None:
         _record_exit(code, "os._exit")
         real(code)
 
-    os._exit = _exit
+    os._exit = _exit  # type: ignore[assignment]
 
 
 @_safe
@@ -175,7 +191,7 @@ def _start() -> None:
                   for a in argv)
     _register_dump()
     _write("start", how="spawn" if spawned else "exec", argv=argv[:16],
-           dump_signal=_SIGNAL is not None)
+           dump_fd=_dump_fd())
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     _wrap_os_exit()
     import atexit

@@ -1,0 +1,142 @@
+"""Recognize the frameworks' known error strings in a command's output.
+
+Each pattern cites its row of ``shared/ERROR_STRINGS.md`` (the collected strings and
+their sources); the two without a row come from DESIGN.md's verified facts. A
+``context`` pattern explains the environment but is never the cause of a failure
+(TensorFlow's "failed call to cuInit: CUDA_ERROR_NO_DEVICE" on every CPU host).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Kinds, strongest first.
+CAUSE, WARNING, CONTEXT = "cause", "warning", "context"
+
+# Categories the diagnosis explains.
+FORK_AFTER_INIT = "fork-after-init"
+GPU_OOM = "gpu-oom"
+CONFIG_AFTER_INIT = "config-after-init"
+DAEMONIC = "process-in-daemonic-worker"
+MULTITHREADED_FORK = "multithreaded-fork"
+CUDA_ERROR = "cuda-error"
+NO_DRIVER = "no-driver"
+OTHER_TOOL = "other-tool"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One known error string."""
+
+    row: int | None  # row of shared/ERROR_STRINGS.md
+    framework: str
+    kind: str
+    category: str
+    regex: re.Pattern[str]
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Match:
+    """A pattern found on one line of output."""
+
+    pattern: Pattern
+    line: str
+
+
+def _p(row: int | None, framework: str, kind: str, category: str, regex: str, meaning: str) -> Pattern:
+    return Pattern(row, framework, kind, category, re.compile(regex), meaning)
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    _p(1, "PyTorch", CAUSE, FORK_AFTER_INIT, r"Cannot re-initialize CUDA in forked subprocess",
+       "a forked child used CUDA after its parent had touched CUDA"),
+    _p(3, "PyTorch", CAUSE, FORK_AFTER_INIT,
+       r"CUDA error \(3\): initialization error|THCudaCheck FAIL .*error=3 : initialization error",
+       "a forked child used CUDA after its parent had initialized it"),
+    _p(5, "PyTorch", CAUSE, GPU_OOM, r"CUDA out of memory\. Tried to allocate",
+       "PyTorch ran out of GPU memory"),
+    _p(7, "JAX", WARNING, FORK_AFTER_INIT,
+       r"os\.fork\(\) was called\. os\.fork\(\) is incompatible with multithreaded code, "
+       r"and JAX is multithreaded",
+       "the process forked after JAX started its backend: children are likely to hang"),
+    _p(8, "JAX", CAUSE, GPU_OOM, r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
+       "JAX/XLA ran out of GPU memory"),
+    _p(9, "JAX", CAUSE, GPU_OOM, r"RESOURCE_EXHAUSTED: Failed to allocate request for",
+       "JAX/XLA ran out of GPU memory"),
+    _p(10, "XLA/TensorFlow", CONTEXT, GPU_OOM,
+       r"ran out of memory trying to allocate .*(is not a failure|not a failure, but)",
+       "the BFC allocator was short of memory but did not fail"),
+    _p(11, "JAX", CONTEXT, NO_DRIVER,
+       r"Unable to initialize backend 'cuda'|operation cuInit\(0\) failed: CUDA_ERROR_NO_DEVICE",
+       "JAX found no usable GPU and fell back to the CPU"),
+    _p(12, "CuPy", CAUSE, FORK_AFTER_INIT, r"cudaErrorInitializationError",
+       "CuPy could not use CUDA in this process: typically a fork child of a process "
+       "that had initialized CUDA"),
+    _p(13, "CuPy", CAUSE, GPU_OOM, r"Out of memory allocating [\d,]+ bytes",
+       "CuPy ran out of GPU memory"),
+    _p(14, "TensorFlow", CAUSE, FORK_AFTER_INIT,
+       r"Failed setting context: CUDA_ERROR_NOT_INITIALIZED",
+       "TensorFlow aborted in a forked child of a process that had initialized CUDA"),
+    _p(15, "TensorFlow", WARNING, FORK_AFTER_INIT,
+       r"could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED",
+       "TensorFlow silently fell back to the CPU in a forked child of a process that "
+       "had initialized CUDA"),
+    _p(16, "TensorFlow", CONTEXT, NO_DRIVER, r"failed call to cuInit",
+       "TensorFlow found no usable GPU (normal on a CPU-only host)"),
+    _p(17, "TensorFlow", CAUSE, GPU_OOM, r"OOM when allocating tensor with shape",
+       "TensorFlow ran out of memory for a tensor"),
+    _p(18, "TensorFlow", CAUSE, GPU_OOM,
+       r"failed to allocate .* from device: CUDA_ERROR_OUT_OF_MEMORY",
+       "TensorFlow could not allocate GPU memory: another process holds it"),
+    _p(19, "TensorFlow", CAUSE, GPU_OOM,
+       r"CUDA runtime implicit initialization on GPU:\d+ failed\. Status: out of memory"
+       r"|failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY",
+       "TensorFlow could not even create its CUDA context: the GPU's memory is taken"),
+    _p(20, "TensorFlow", CAUSE, CONFIG_AFTER_INIT,
+       r"(Physical|Virtual|Visible) devices cannot be modified after being initialized"
+       r"|(Intra|Inter) op parallelism cannot be modified after initialization"
+       r"|Cannot set memory growth on device when virtual devices configured",
+       "TensorFlow device configuration ran after TensorFlow had initialized"),
+    _p(22, "Numba", CAUSE, FORK_AFTER_INIT, r"CUDA initialized before forking",
+       "a forked child used numba.cuda after its parent had initialized CUDA"),
+    _p(23, "CPython", WARNING, MULTITHREADED_FORK,
+       r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks",
+       "a process forked while it had several threads"),
+    _p(24, "PyCUDA", CAUSE, FORK_AFTER_INIT, r"cuInit failed: initialization error",
+       "a forked child could not initialize CUDA after its parent had"),
+    _p(25, "Chainer", CAUSE, FORK_AFTER_INIT,
+       r"The CUDA context has been already initialized\. MultiprocessParallelUpdater",
+       "CUDA was initialized before Chainer forked its workers"),
+    _p(26, "nvidia-ml-py", CONTEXT, NO_DRIVER, r"NVML Shared Library Not Found",
+       "no NVIDIA driver library on this host"),
+    _p(27, "nvidia-ml-py", CONTEXT, NO_DRIVER, r"NVMLError_DriverNotLoaded",
+       "the NVIDIA kernel driver is not loaded"),
+    _p(29, "pynvml", CONTEXT, OTHER_TOOL, r"The pynvml package is deprecated",
+       "the deprecated pynvml package is installed next to nvidia-ml-py"),
+    _p(30, "pytest-timeout", CONTEXT, OTHER_TOOL, r"Timeout \(>[\d.]+s\) from pytest-timeout",
+       "pytest-timeout stopped a test that ran too long"),
+    _p(None, "CPython", CAUSE, DAEMONIC, r"daemonic processes are not allowed to have children",
+       "a Pool worker tried to start a process of its own (DESIGN.md, verified fact)"),
+    _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
+       "CuPy needs a newer (or any) NVIDIA driver (DESIGN.md, verified fact)"),
+    # Generic boilerplate last: a specific row above explains the same line better.
+    _p(4, "PyTorch", CAUSE, CUDA_ERROR, r"(RuntimeError|AcceleratorError): CUDA error: ",
+       "PyTorch reported a CUDA error"),
+)
+
+
+def find(text: str) -> list[Match]:
+    """Return the known strings in ``text``, at most one match per line, in line order."""
+    matches: list[Match] = []
+    seen: set[tuple[int | None, str, str]] = set()
+    for line in text.splitlines():
+        for pattern in PATTERNS:
+            if pattern.regex.search(line):
+                key = (pattern.row, pattern.meaning, line.strip())
+                if key not in seen:
+                    seen.add(key)
+                    matches.append(Match(pattern, line.strip()[:500]))
+                break
+    return matches

@@ -1,0 +1,82 @@
+"""Read the events the bootstrap wrote and index them per process."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """How a process of the tree came to be, from its own events."""
+
+    how: str  # "fork", "spawn", "exec"
+    parent: int | None
+    t: float | None  # seconds since the command started
+    threads_at_fork: int | None = None
+    runtimes_at_fork: tuple[str, ...] = ()
+    dump_fd: int | None = None  # where faulthandler writes; None: the stack signal is unsafe
+
+
+def read(path: Path, start_epoch: float) -> list[Event]:
+    """Return the events in file order, times made relative to ``start_epoch``.
+
+    A process killed mid-write can leave a partial last line; it is skipped.
+    """
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return []
+    events: list[Event] = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
+            event["t"] = round(event["t"] - start_epoch, 4)
+            events.append(event)
+    return events
+
+
+def _fd(event: Event) -> int | None:
+    value = event.get("dump_fd")
+    return value if isinstance(value, int) else None
+
+
+def origins(events: list[Event]) -> dict[int, Origin]:
+    """Return each process's origin; a later exec'd start overrides a fork child record."""
+    found: dict[int, Origin] = {}
+    for event in events:
+        pid = event.get("pid")
+        if not isinstance(pid, int):
+            continue
+        if event["event"] == "fork-child":
+            found[pid] = Origin(
+                "fork",
+                event.get("ppid"),
+                event.get("t"),
+                event.get("threads_at_fork"),
+                tuple(event.get("runtimes_at_fork") or ()),
+                _fd(event),
+            )
+        elif event["event"] == "start":
+            found[pid] = Origin(event.get("how", "exec"), event.get("ppid"), event.get("t"),
+                                dump_fd=_fd(event))
+    return found
+
+
+def exit_codes(events: list[Event]) -> dict[int, int | None]:
+    """Return the exit code each process recorded (None: exited through Python, code unknown)."""
+    codes: dict[int, int | None] = {}
+    for event in events:
+        if event["event"] == "exit" and isinstance(event.get("pid"), int):
+            code = event.get("code")
+            # os._exit records the code; an atexit record after it must not erase it.
+            if codes.get(event["pid"]) is None:
+                codes[event["pid"]] = code if isinstance(code, int) else None
+    return codes

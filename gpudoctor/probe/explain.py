@@ -1,0 +1,173 @@
+"""Write the diagnosis in plain words, citing the evidence behind each claim."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
+from gpudoctor.probe.units import format_size
+
+if TYPE_CHECKING:
+    from gpudoctor.probe.diagnose import ProcessVerdict
+    from gpudoctor.probe.supervise import ProcessRun, RunRecord
+
+_RUNTIME_NAMES = {
+    "tensorflow": "TensorFlow",
+    "torch.cuda": "PyTorch CUDA",
+    "numba.cuda": "Numba CUDA",
+    "pycuda": "PyCUDA",
+    "cuda-driver": "the CUDA driver (cuInit had run)",
+    "cuda-context": "a current CUDA context",
+}
+
+_FIX_FORK = ('Fix: start the workers with the spawn or forkserver start method '
+             '(multiprocessing.get_context("spawn")), or initialize the GPU framework '
+             'only inside the workers, never in the parent before it forks.')
+
+
+def signal_name(number: int) -> str:
+    """Return "SIGABRT" for 6; "signal 70" for numbers without a name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def runtime_names(runtimes: Sequence[str]) -> str:
+    """Say which runtimes were initialized: "TensorFlow and JAX (cpu backend)"."""
+    names = [
+        f"JAX ({r.split(':', 1)[1]} backend)" if r.startswith("jax:") else _RUNTIME_NAMES.get(r, r)
+        for r in runtimes
+    ]
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def stall(track: ProcessRun) -> str:
+    """Describe a stalled process: how long, and what the kernel says it waits in."""
+    where = f" in the kernel's {track.wchan}" if track.wchan else ""
+    lock = " (a lock or condition variable)" if track.wchan and "futex" in track.wchan else ""
+    return f"waiting{where}{lock} with no CPU progress for {track.stalled_for:.1f} s"
+
+
+def _pids(processes: Sequence[ProcessVerdict]) -> str:
+    return ", ".join(str(p.pid) for p in processes)
+
+
+def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    hung = [p for p in judged if p.verdict == "hung"]
+    forked = [p for p in hung if p.start == "fork"]
+    lines = [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
+             f"{run.limits.hang_after:g} s: {_pids(hung)}."]
+    by_parent: dict[tuple[int | None, tuple[str, ...]], list[ProcessVerdict]] = {}
+    for p in forked:
+        by_parent.setdefault((p.ppid, p.runtimes_at_fork), []).append(p)
+    for (parent, runtimes), children in by_parent.items():
+        threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
+        what = []
+        if runtimes:
+            what.append(f"{runtime_names(runtimes)} initialized")
+        if threads:
+            counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
+                else str(threads[0])
+            what.append(f"{counts} native threads")
+        had = " and ".join(what) or "no GPU runtime initialized"
+        when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
+        lines.append(f"{_pids(children)} were forked{when} from pid {parent}, which had "
+                     f"{had} at the fork.")
+        if runtimes or threads[-1:] > [1]:
+            lines.append("A fork child is a copy of the parent's memory with only the thread "
+                         "that called fork: the runtime's thread pools (and any lock another "
+                         "thread held) are gone, so work handed to them never completes.")
+    blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})
+    blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in})
+    for where in blocked[:3]:
+        lines.append(f"Blocked in {where}.")
+    waiting = [p for p in hung if p.start != "fork"]
+    if forked and waiting:
+        lines.append(f"{_pids(waiting)} wait(s) for them (e.g. Pool.map waiting for results).")
+    if any(p.runtimes_at_fork or (p.threads_at_fork or 0) > 1 for p in forked):
+        lines.append(_FIX_FORK)
+    return lines
+
+
+def _memory(run: RunRecord) -> list[str]:
+    """Cite the GPU memory peaks, and which processes held the memory."""
+    peaks = run.peaks
+    lines: list[str] = []
+    tree = {p.pid for p in run.processes} | {run.root_pid}
+    for device, used in sorted(peaks.device_used.items()):
+        total = peaks.device_total.get(device) or 0
+        share = f" ({100 * used / total:.0f}%)" if total else ""
+        lines.append(f"GPU {device} memory peaked at {format_size(used)} of "
+                     f"{format_size(total)}{share}.")
+        held = [(pid, b) for (d, pid), b in peaks.process_gpu.items() if d == device]
+        ours = [f"pid {pid} {format_size(b)}" for pid, b in held if pid in tree]
+        others = [f"pid {pid} {format_size(b)}" for pid, b in held if pid not in tree]
+        if ours:
+            lines.append(f"  held by this command: {', '.join(ours)}.")
+        if others:
+            lines.append(f"  held by other processes: {', '.join(others)}.")
+    lines += list(peaks.pid_namespace_notes)
+    if not lines and peaks.nvml_reason:
+        lines.append(f"No GPU memory evidence: {peaks.nvml_reason}.")
+    return lines
+
+
+def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
+    found = [m for m in matches if m.pattern.kind == kind]
+    return [f"{label}{m.pattern.meaning} (ERROR_STRINGS row {m.pattern.row or '-'}): {m.line}"
+            for m in found[:5]]
+
+
+def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
+    forked = [p for p in judged if p.start == "fork" and p.runtimes_at_fork]
+    if not forked:
+        return []
+    p = forked[0]
+    return [f"{len(forked)} process(es) were forked from a parent with "
+            f"{runtime_names(p.runtimes_at_fork)} initialized (e.g. pid {p.pid} from {p.ppid}).",
+            _FIX_FORK]
+
+
+def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
+            matches: Sequence[Match]) -> str:
+    """Return the whole explanation: the verdict's reason first, evidence after."""
+    lines: list[str] = []
+    root = next((p for p in judged if p.start == "root"), None)
+    if verdict == "hung":
+        lines += _hung(run, judged)
+    elif run.stop_reason == "memory-limit":
+        total = sum(p.rss_peak or 0 for p in judged)
+        lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
+                     f"{format_size(run.limits.memory_limit)} (sum of peaks {format_size(total)}); "
+                     "gpudoctor stopped it.")
+    elif run.stop_reason == "timeout":
+        lines.append(f"Still running after --timeout {run.limits.timeout:g} s and not hung "
+                     "(its processes were using CPU); gpudoctor stopped it.")
+    elif run.stop_reason == "interrupted":
+        name = signal_name(run.signal_received or signal.SIGINT)
+        lines.append(f"Interrupted by {name} after {run.duration:.1f} s; the tree was stopped.")
+    elif root is not None:
+        lines.append(f"The command {root.explanation}.")
+    # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
+    bad = [p for p in judged if p.start != "root" and (
+        p.verdict in ("crashed", "oom") or (p.verdict == "killed" and p.exit_code == -9))]
+    for p in bad[:5]:
+        lines.append(f"pid {p.pid} ({p.start}) {p.explanation}.")
+    lines += _matched(matches, CAUSE, "Cause: ")
+    if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != "hung":
+        lines += _forks_from_initialized(judged)
+    if verdict == "oom" or any(m.pattern.category == GPU_OOM for m in matches):
+        lines += _memory(run)
+    lines += _matched(matches, WARNING, "Warning: ")
+    lines += _matched(matches, CONTEXT, "Context (not the cause): ")
+    lines += [f"Note: {note}" for note in run.notes]
+    if verdict == "failed" and not any(m.pattern.kind == CAUSE for m in matches):
+        last = [line for line in run.stderr.strip().splitlines() if line.strip()]
+        if last:
+            lines.append(f"Last line of stderr: {last[-1].strip()[:300]}")
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Start a supervised command: resolve it, build its environment, start the watchdog."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudoctor.errors import GpudoctorError
+from gpudoctor.probe import bootstrap, watchdog
+from gpudoctor.probe.tree import TOKEN_VAR
+
+# faulthandler's stack-dump signal in the supervised processes. A real-time signal:
+# programs rarely use them, and SIGUSR1/SIGUSR2 are taken by common servers and
+# profilers. Its default action kills, so it is only sent to processes whose
+# bootstrap reported that the handler is installed.
+DUMP_SIGNAL = signal.SIGRTMIN + 5
+
+
+@dataclass(frozen=True)
+class Workdir:
+    """Where the bootstrap of one run writes its events and stack dumps."""
+
+    root: Path
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def stacks(self) -> Path:
+        return self.root / "stacks"
+
+
+def resolve(command: list[str]) -> list[str]:
+    """Check the command can be started; raise GpudoctorError with a clear message if not."""
+    if not command:
+        raise GpudoctorError("no command given after '--'")
+    program = command[0]
+    if os.sep in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise GpudoctorError(f"command not found or not executable: {program}")
+        return command
+    found = shutil.which(program)
+    if found is None:
+        raise GpudoctorError(f"command not found: {program} (not on PATH)")
+    return command
+
+
+def child_environment(workdir: Workdir, token: str) -> dict[str, str]:
+    """Return the command's environment: ours plus the bootstrap and its settings."""
+    env = dict(os.environ)
+    here = str(Path(bootstrap.__file__).parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    env["GPUDOCTOR_EVENTS"] = str(workdir.events)
+    env["GPUDOCTOR_STACKS"] = str(workdir.stacks)
+    env["GPUDOCTOR_DUMP_SIGNAL"] = str(int(DUMP_SIGNAL))
+    env[TOKEN_VAR] = token
+    # Output goes to a pipe, where Python buffers it: unbuffered, a hung or killed
+    # program shows as much output as it would have on a terminal.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def start_watchdog(token: str) -> subprocess.Popen[bytes]:
+    """Start the process that kills the tree if the supervisor dies without cleaning up."""
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", watchdog.__file__, token],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def stop_watchdog(process: subprocess.Popen[bytes]) -> None:
+    """Tell the watchdog the tree is gone, and wait for it."""
+    try:
+        assert process.stdin is not None
+        process.stdin.write(b"done\n")
+        process.stdin.close()
+    except (OSError, ValueError):
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

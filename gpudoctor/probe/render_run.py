@@ -1,0 +1,71 @@
+"""Show a supervised run's diagnosis: JSON for machines, rich text for people."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from gpudoctor.probe.diagnose import Diagnosis
+from gpudoctor.probe.supervise import RunRecord
+from gpudoctor.probe.units import format_size
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow",
+           "failed": "red"}
+
+
+def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
+    """Return the document ``gpudoctor probe --json -- COMMAND`` prints."""
+    return {
+        "command": list(run.command),
+        "verdict": diagnosis.verdict,
+        "exit_code": diagnosis.exit_code,
+        "explanation": diagnosis.explanation,
+        "stop_reason": run.stop_reason,
+        "duration": run.duration,
+        "processes": [
+            {
+                **{k: v for k, v in asdict(p).items() if k != "gpu_memory_peak"},
+                "gpu_memory_peak": {str(d): b for d, b in p.gpu_memory_peak.items()},
+            }
+            for p in diagnosis.processes
+        ],
+        "matches": [
+            {
+                "row": m.pattern.row,
+                "framework": m.pattern.framework,
+                "kind": m.pattern.kind,
+                "category": m.pattern.category,
+                "line": m.line,
+            }
+            for m in diagnosis.matches
+        ],
+        "events": run.events,
+        "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
+        "notes": list(run.notes),
+    }
+
+
+def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
+    """Print the verdict, the explanation and a line per process."""
+    from rich.markup import escape
+
+    style = _STYLES.get(diagnosis.verdict, "bold")
+    console.rule("gpudoctor probe")
+    console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  exit code "
+                  f"{diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})")
+    console.print(escape(diagnosis.explanation))
+    console.print()
+    for p in diagnosis.processes:
+        command = " ".join(p.cmdline)[:80] if p.cmdline else ""
+        fork = ""
+        if p.start == "fork":
+            fork = (f", forked with {p.threads_at_fork} threads, runtimes: "
+                    f"{', '.join(p.runtimes_at_fork) or 'none'}")
+        console.print(f"  pid {p.pid} ({p.start}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
+                      f"{escape(p.explanation)}{fork}, peak RSS {format_size(p.rss_peak)}"
+                      f"{' ' + escape(command) if command else ''}")
+        if p.blocked_in:
+            console.print(f"    blocked in {escape(p.blocked_in)}")

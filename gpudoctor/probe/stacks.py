@@ -1,0 +1,196 @@
+"""Dump the stacks of live processes: Python stacks by signal, native ones with py-spy."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+_PY_SPY_TIMEOUT = 20.0
+
+# Frames that say nothing about *why* a thread waits: the wait primitives themselves.
+_BORING = re.compile(
+    r"^(0x[0-9a-f]+|__\w+|pthread_\w+|std::|syscall|sem_\w+|futex|do_futex|epoll_wait|poll|select"
+    r"|absl::[\w:]*Mutex|absl::[\w:]*Futex|absl::[\w:]*Waiter|nsync::)"
+)
+_BORING_LIBRARIES = ("libc.so", "libpthread", "ld-linux", "libstdc++")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A process's stack dump and where its main thread is blocked."""
+
+    text: str
+    source: str  # "py-spy" (native + Python frames) or "faulthandler" (Python frames)
+    blocked_in: str | None
+
+
+def find_py_spy() -> str | None:
+    """Return the py-spy executable: on PATH or next to this interpreter (a venv)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float = 2.0) -> dict[int, str]:
+    """Signal each process's faulthandler and return the Python stacks it wrote.
+
+    ``fds`` maps each PID to the descriptor its bootstrap registered. A process is
+    signalled only while that descriptor still is its stack file: a program that
+    closed it may have reused the number for one of its own files.
+    """
+    files = {pid: directory / f"{pid}.txt" for pid in fds}
+    pids = {pid for pid, fd in fds.items() if _points_to(pid, fd, files[pid])}
+    before = {pid: _size(files[pid]) for pid in pids}
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = time.monotonic() + wait
+    pending = set(pids)
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pending = {pid for pid in pending if _size(files[pid]) <= before[pid]}
+    found: dict[int, str] = {}
+    for pid in pids - pending:
+        with open(files[pid], errors="replace") as f:
+            f.seek(before[pid])
+            found[pid] = f.read()
+    return found
+
+
+def _points_to(pid: int, fd: int, path: Path) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}") == str(path)
+    except OSError:
+        return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def native_stacks(
+    pids: set[int], py_spy: str, started: Callable[[int], None]
+) -> tuple[dict[int, str], str | None]:
+    """Run ``py-spy dump --native`` on every pid at once; return the dumps and an error.
+
+    ``started`` is told each py-spy PID so the tree tracker never mistakes it for
+    part of the supervised command.
+    """
+    running: dict[int, subprocess.Popen[str]] = {}
+    for pid in pids:
+        process = subprocess.Popen(
+            [py_spy, "dump", "--native", "--pid", str(pid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        started(process.pid)
+        running[pid] = process
+    found: dict[int, str] = {}
+    error: str | None = None
+    deadline = time.monotonic() + _PY_SPY_TIMEOUT
+    for pid, process in running.items():
+        try:
+            output, _ = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            error = "py-spy timed out"
+            continue
+        if process.returncode == 0 and "Thread" in output:
+            found[pid] = output
+        else:
+            error = output.strip().splitlines()[-1] if output.strip() else "py-spy failed"
+    return found, error
+
+
+def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:
+    """Return the frame lines of the main (or signal-handling, or first) thread."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if header.match(line):
+            blocks.append((line, []))
+        elif blocks and line.startswith(" ") and line.strip():
+            blocks[-1][1].append(line.strip())
+    for title, frames in blocks:
+        if "MainThread" in title or title.startswith("Current thread"):
+            return frames
+    return blocks[0][1] if blocks else []
+
+
+def _is_library(where: str) -> bool:
+    """Tell a library frame from the user's own code, by the file py-spy/faulthandler name."""
+    path = where.rsplit(":", 1)[0]
+    if os.path.isabs(path):
+        libraries = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+        # The supervised interpreter need not be ours: also know the usual layouts.
+        return any(path.startswith(prefix + os.sep) for prefix in libraries) or bool(
+            re.search(r"/(site|dist)-packages/|/lib/python\d\.\d+/", path))
+    # py-spy shortens paths under sys.path: "tensorflow/python/ops/x.py", "threading.py".
+    top = path.split("/", 1)[0]
+    return "/" in path or top.removesuffix(".py") in sys.stdlib_module_names
+
+
+def _describe(native: str | None, python: list[str]) -> str | None:
+    """Join the blocking native frame, the innermost Python frame and the user's frame."""
+    parts = [native] if native else []
+    if python:
+        parts.append(f"Python {python[0]}")
+        user = next((frame for frame in python if not _is_library(frame.split(" (", 1)[-1][:-1])), None)
+        if user and user != python[0]:
+            parts.append(f"in your code {user}")
+    return ", ".join(parts) or None
+
+
+def blocked_in_native(text: str) -> str | None:
+    """Name the innermost telling native frame of a py-spy dump, with its Python callers."""
+    frames = _main_thread_block(text, re.compile(r"^Thread \d+"))
+    native: str | None = None
+    python: list[str] = []
+    for frame in frames:
+        found = re.match(r"^(.*) \(([^()]*)\)$", frame)
+        if found is None:
+            continue
+        name, where = found.groups()
+        if re.search(r":\d+$", where):
+            python.append(f"{name} ({where})")
+        elif not python and native is None and not _BORING.match(name) \
+                and not where.startswith(_BORING_LIBRARIES):
+            native = name
+    return _describe(native, python)
+
+
+def blocked_in_python(text: str) -> str | None:
+    """Name the innermost frame of a faulthandler dump, and the user's own innermost frame."""
+    frames = _main_thread_block(text, re.compile(r"^(Current thread|Thread) 0x"))
+    python: list[str] = []
+    for frame in frames:
+        found = re.match(r'^File "(.*)", line (\d+) in (.*)$', frame)
+        if found:
+            path, line, function = found.groups()
+            python.append(f"{function} ({path}:{line})")
+    return _describe(None, python)
+
+
+def combine(python: str | None, native: str | None) -> Stack | None:
+    """Prefer the native dump (it shows where C++ blocks); fall back to Python stacks."""
+    if native:
+        return Stack(native, "py-spy", blocked_in_native(native))
+    if python:
+        return Stack(python, "faulthandler", blocked_in_python(python))
+    return None

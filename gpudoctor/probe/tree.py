@@ -1,0 +1,168 @@
+"""Follow the process tree of a supervised command: who belongs, what each is doing.
+
+Membership survives reparenting: the supervisor is a child subreaper, so an orphan
+whose parent died is reparented to it and recognized by the run token in its
+environment (a setsid'd or double-forked descendant keeps the token unless it
+scrubs its environment).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+TOKEN_VAR = "GPUDOCTOR_RUN"
+
+# How much CPU a waiting process may still burn (signal handlers, timers) and count
+# as making no progress: a fixed slack plus a fraction of the wall time waited.
+_CPU_SLACK = 0.05
+_CPU_FRACTION = 0.02
+
+
+@dataclass
+class Track:
+    """What the supervisor has seen of one process so far (mutable while it runs)."""
+
+    pid: int
+    ppid: int
+    cmdline: tuple[str, ...]
+    first_seen: float
+    last_seen: float
+    alive: bool = True
+    exit_code: int | None = None  # from waitpid, or a zombie's /proc stat
+    state: str = ""
+    wchan: str | None = None
+    threads: int = 0
+    rss: int = 0
+    rss_peak: int = 0
+    cpu: float = 0.0
+    anchor_time: float = 0.0  # when the CPU time last moved by more than the slack
+    anchor_cpu: float = 0.0
+    killed_by_supervisor: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def stalled_for(self, now: float) -> float:
+        """Return for how long this process has waited without CPU progress (0 if it runs)."""
+        if not self.alive or self.state not in (psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP):
+            return 0.0
+        return now - self.anchor_time
+
+
+def _wchan(pid: int) -> str | None:
+    """Return the kernel function the process sleeps in ("futex_do_wait"), if readable."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return text if text and text != "0" else None
+
+
+def zombie_exit_code(pid: int) -> int | None:
+    """Read a zombie's exit status from /proc/<pid>/stat (field 52) before its parent reaps it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if len(fields) < 50 or fields[0] != "Z":
+        return None
+    status = int(fields[49])
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+
+
+def _cmdline(process: psutil.Process) -> tuple[str, ...]:
+    try:
+        return tuple(process.cmdline())
+    except psutil.Error:  # a zombie has no command line any more
+        return ()
+
+
+class Tree:
+    """The set of processes belonging to one supervised command."""
+
+    def __init__(self, root: int, token: str, tools: set[int]) -> None:
+        self.root = root
+        self.token = token
+        self.tools = tools  # our own helpers (watchdog, py-spy): never part of the tree
+        self.tracks: dict[int, Track] = {}
+        self._me = os.getpid()
+
+    def _belongs(self, pid: int, ppid: int, members: set[int]) -> bool:
+        if pid == self.root or pid in self.tracks or ppid in members:
+            return pid not in self.tools
+        if ppid != self._me or pid in self.tools:
+            return False
+        try:  # reparented to us as subreaper: ours only if it carries our token
+            return bool(psutil.Process(pid).environ().get(TOKEN_VAR) == self.token)
+        except psutil.Error:
+            return False
+
+    def members(self) -> set[int]:
+        """Return the PIDs of the tree now, walking down from the supervisor."""
+        parents: dict[int, list[int]] = {}
+        for process in psutil.process_iter(["ppid"]):
+            parents.setdefault(process.info["ppid"] or 0, []).append(process.pid)
+        members: set[int] = set()
+        queue = [(child, self._me) for child in parents.get(self._me, [])]
+        while queue:
+            pid, ppid = queue.pop()
+            if not self._belongs(pid, ppid, members):
+                continue
+            members.add(pid)
+            queue += [(child, pid) for child in parents.get(pid, [])]
+        return members
+
+    def _observe(self, pid: int, now: float) -> None:
+        try:
+            process = psutil.Process(pid)
+            with process.oneshot():
+                state = process.status()
+                track = self.tracks.get(pid)
+                if track is None:
+                    track = Track(pid, process.ppid(), _cmdline(process), now, now, anchor_time=now)
+                    self.tracks[pid] = track
+                    fresh = True
+                else:
+                    fresh = False
+                track.last_seen, track.state = now, state
+                if state == psutil.STATUS_ZOMBIE:  # exited; its parent has not reaped it yet
+                    if track.exit_code is None:
+                        track.exit_code = zombie_exit_code(pid)
+                    return
+                times = process.cpu_times()
+                track.threads = process.num_threads()
+                track.rss = process.memory_info().rss
+        except psutil.Error:
+            return
+        track.wchan = _wchan(pid)
+        track.cpu = times.user + times.system
+        track.rss_peak = max(track.rss_peak, track.rss)
+        allowed = _CPU_SLACK + _CPU_FRACTION * (now - track.anchor_time)
+        if fresh or track.cpu - track.anchor_cpu > allowed:
+            track.anchor_time, track.anchor_cpu = now, track.cpu
+
+    def scan(self, now: float | None = None) -> set[int]:
+        """Observe every member; mark the ones that disappeared; return the live PIDs."""
+        now = time.monotonic() if now is None else now
+        members = self.members()
+        for pid in members:
+            self._observe(pid, now)
+        for pid, track in self.tracks.items():
+            if pid not in members:
+                track.alive = False
+        return {p for p in members if self.tracks.get(p) and self.tracks[p].state != "zombie"}
+
+    def record_exit(self, pid: int, code: int) -> None:
+        """Store an exit status the supervisor reaped itself (even of a process never scanned)."""
+        track = self.tracks.get(pid)
+        if track is None:
+            now = time.monotonic()
+            track = self.tracks[pid] = Track(pid, self._me, (), now, now, anchor_time=now)
+        track.exit_code = code
+        track.alive = False

@@ -1,0 +1,88 @@
+"""The real TensorFlow-CPU freeze: one op in the parent, then fork workers that run ops.
+
+Verified on CPU-only machines (DESIGN.md "Facts"): a 1000x1000 matmul in the parent
+starts TensorFlow's intra-op pool; fork workers then wait forever for pool threads
+that do not exist in them. Small (64x64) matrices do not hang, nor does importing
+TensorFlow alone. The spawn start method is the fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.probe.helpers import gpudoctor_json, running, script
+
+pytestmark = [
+    pytest.mark.tensorflow,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow"),
+]
+
+FREEZE = """\
+import multiprocessing
+import sys
+
+import tensorflow as tf
+
+
+def work(i):
+    return float(tf.reduce_sum(tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))))
+
+
+if __name__ == "__main__":
+    tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))
+    with multiprocessing.get_context(sys.argv[1]).Pool(2) as pool:
+        print(pool.map(work, range(4)))
+"""
+
+TIMEOUT = 90
+
+
+def _run(tmp_path: Path, method: str) -> tuple[int, dict, float]:
+    source = script(tmp_path, "freeze.py", FREEZE)
+    started = time.monotonic()
+    code, doc, _ = gpudoctor_json(
+        ["--timeout", str(TIMEOUT), "--hang-after", "3", "--", sys.executable, str(source), method],
+        timeout=TIMEOUT + 60,
+    )
+    return code, doc, time.monotonic() - started
+
+
+def test_fork_after_tensorflow_op_is_diagnosed_as_hung(tmp_path: Path) -> None:
+    code, doc, took = _run(tmp_path, "fork")
+    assert took < TIMEOUT
+    assert (code, doc["verdict"], doc["stop_reason"]) == (1, "hung", "hung")
+    workers = [p for p in doc["processes"] if p["start"] == "fork"]
+    assert len(workers) == 2
+    root_pid = next(p["pid"] for p in doc["processes"] if p["start"] == "root")
+    for worker in workers:
+        assert worker["verdict"] == "hung"
+        assert worker["ppid"] == root_pid
+        assert worker["runtimes_at_fork"] == ["tensorflow"]
+        assert worker["threads_at_fork"] > 1
+        assert worker["stack"]
+    explanation = doc["explanation"]
+    threads = sorted({w["threads_at_fork"] for w in workers})
+    assert f"from pid {root_pid}, which had TensorFlow initialized and {threads[0]}" in explanation
+    assert "native threads at the fork" in explanation
+    assert "Blocked in " in explanation
+    if any(w["stack_source"] == "py-spy" for w in workers):
+        # The native frames show the intra-op pool the worker waits for.
+        assert any(name in explanation for name in ("parallelFor", "parallel_for", "ThreadPool"))
+    assert "in your code work (freeze.py:" in explanation
+    assert 'multiprocessing.get_context("spawn")' in explanation
+    assert running([p["pid"] for p in doc["processes"]]) == []
+
+
+def test_spawn_start_method_is_ok(tmp_path: Path) -> None:
+    code, doc, took = _run(tmp_path, "spawn")
+    assert took < TIMEOUT
+    assert (code, doc["verdict"], doc["exit_code"]) == (0, "ok", 0), doc["explanation"]
+    assert all(p["verdict"] != "hung" for p in doc["processes"])
+    assert any(p["start"] == "spawn" for p in doc["processes"])
+    assert running([p["pid"] for p in doc["processes"]]) == []
