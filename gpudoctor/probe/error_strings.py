@@ -1,7 +1,7 @@
 """Recognize the frameworks' known error strings in a command's output.
 
-Each pattern cites its row of ``shared/ERROR_STRINGS.md`` (the collected strings and
-their sources); the two without a row come from DESIGN.md's verified facts. A
+Each pattern cites its row of ``docs/error-strings.md`` (the collected strings and
+their sources); the two without a row were verified on real machines. A
 ``context`` pattern explains the environment but is never the cause of a failure
 (TensorFlow's "failed call to cuInit: CUDA_ERROR_NO_DEVICE" on every CPU host).
 """
@@ -29,7 +29,7 @@ OTHER_TOOL = "other-tool"
 class Pattern:
     """One known error string."""
 
-    row: int | None  # row of shared/ERROR_STRINGS.md
+    row: int | None  # row of docs/error-strings.md
     framework: str
     kind: str
     category: str
@@ -118,9 +118,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(30, "pytest-timeout", CONTEXT, OTHER_TOOL, r"Timeout \(>[\d.]+s\) from pytest-timeout",
        "pytest-timeout stopped a test that ran too long"),
     _p(None, "CPython", CAUSE, DAEMONIC, r"daemonic processes are not allowed to have children",
-       "a Pool worker tried to start a process of its own (DESIGN.md, verified fact)"),
+       "a Pool worker tried to start a process of its own (verified)"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
-       "CuPy needs a newer (or any) NVIDIA driver (DESIGN.md, verified fact)"),
+       "CuPy needs a newer (or any) NVIDIA driver (verified)"),
     # Generic boilerplate last: a specific row above explains the same line better.
     _p(4, "PyTorch", CAUSE, CUDA_ERROR, r"(RuntimeError|AcceleratorError): CUDA error: ",
        "PyTorch reported a CUDA error"),

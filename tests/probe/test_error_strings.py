@@ -1,4 +1,4 @@
-"""The error-string table recognizes the lines collected in shared/ERROR_STRINGS.md."""
+"""The error-string table recognizes the lines collected in docs/error-strings.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The real TensorFlow-CPU freeze: one op in the parent, then fork workers that run ops.
 
-Verified on CPU-only machines (DESIGN.md "Facts"): a 1000x1000 matmul in the parent
+Verified on CPU-only machines: a 1000x1000 matmul in the parent
 starts TensorFlow's intra-op pool; fork workers then wait forever for pool threads
 that do not exist in them. Small (64x64) matrices do not hang, nor does importing
 TensorFlow alone. The spawn start method is the fix.
