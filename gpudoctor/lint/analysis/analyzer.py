@@ -54,10 +54,24 @@ class ModuleState:
     classes: list[ClassRef] = field(default_factory=list)
     walking: bool = True
 
+    _import_events: list[Event] | None = None
+
     @property
     def import_events(self) -> list[Event]:
-        """What importing the module does: its top level, without the ``__main__`` block."""
-        return [e for e in self.events if e.ctx.import_time]
+        """What importing the module does: its top level, without the ``__main__`` block.
+
+        Python runs a module once per process, so an effect reached through several
+        imports counts once.
+        """
+        if self._import_events is None or self.walking:
+            seen: set[int] = set()
+            events = []
+            for event in self.events:
+                if event.ctx.import_time and id(event.effect) not in seen:
+                    seen.add(id(event.effect))
+                    events.append(event)
+            self._import_events = _compress(events)
+        return self._import_events
 
 
 class Analyzer:
@@ -128,8 +142,9 @@ class Analyzer:
             state = self.module(path)
         finally:
             self._import_depth -= 1
-        if isinstance(state, ParseFailure) or state.walking:
+        if isinstance(state, ParseFailure) or state.walking or state.path in walker.imported:
             return
+        walker.imported.add(state.path)
         walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node)))
 
     def import_star(self, walker: Walker, value: Value) -> None:

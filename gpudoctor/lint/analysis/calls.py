@@ -33,6 +33,7 @@ from gpudoctor.lint.analysis.values import (
     strings,
 )
 from gpudoctor.lint.knowledge import processes
+from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.registry import api_table
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, TF_CONFIG
 
@@ -221,7 +222,7 @@ class CallEvaluator(ExprEvaluator):
         elif args.positional:
             names.update(strings(args.positional[0]))
             value = args.positional[1] if len(args.positional) > 1 else UNKNOWN
-        for name in sorted(names):
+        for name in sorted(names & READERS.keys()):
             self.emit(EnvWrite(name, value, self.site(node)))
 
     def builtin(self, name: str, args: Args, node: cst.Call) -> Value:

@@ -54,6 +54,7 @@ class ExprEvaluator:
         self.events: list[Event] = []
         self.returns: set[Atom] = set()
         self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
+        self.imported: set[str] = set()  # project modules whose import effects are spliced
 
     # -- helpers -------------------------------------------------------------------------
     def site(self, node: cst.CSTNode) -> Site:

@@ -19,6 +19,7 @@ from gpudoctor.lint.analysis.values import (
     one,
     strings,
 )
+from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
 from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
 
@@ -96,7 +97,7 @@ class Walker(CallEvaluator):
             return
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                for name in sorted(strings(self.eval(element.slice.value))):
+                for name in sorted(strings(self.eval(element.slice.value)) & READERS.keys()):
                     self.emit(EnvWrite(name, value, self.site(target)))
 
     # -- branches ------------------------------------------------------------------------

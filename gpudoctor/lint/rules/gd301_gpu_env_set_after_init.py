@@ -7,24 +7,8 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
 from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.rules.base import CheckContext, Rule, display
-
-# Which initialization makes a variable too late: None means any CUDA driver init.
-READERS: dict[str, str | None] = {
-    "CUDA_VISIBLE_DEVICES": None,
-    "CUDA_DEVICE_ORDER": None,
-    "TF_FORCE_GPU_ALLOW_GROWTH": "tensorflow",
-    "TF_GPU_ALLOCATOR": "tensorflow",
-    "XLA_PYTHON_CLIENT_PREALLOCATE": "jax",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION": "jax",
-    "XLA_CLIENT_MEM_FRACTION": "jax",
-    "XLA_PYTHON_CLIENT_ALLOCATOR": "jax",
-    "JAX_PLATFORMS": "jax",
-    "CUPY_GPU_MEMORY_LIMIT": "cupy",
-    "PYTORCH_CUDA_ALLOC_CONF": "torch",
-    "PYTORCH_NVML_BASED_CUDA_CHECK": "torch",
-}
-
 
 def too_late(var: str, state: State) -> Event | None:
     """Return the init event after which writing ``var`` has no effect in this process."""
