@@ -77,9 +77,13 @@ def render(report: MachineReport, console: Console) -> None:
     console.print(f"  {h.python} ({escape(h.executable)}), default start method "
                   f"[bold]{h.start_method}[/] (available: {', '.join(h.start_methods)})")
     console.print("[bold]Environment[/]")
-    for name, value in h.env.items():
-        shown = "[dim]unset[/]" if value is None else escape(repr(value))
-        console.print(f"  {name}={shown}")
+    set_vars = {name: value for name, value in h.env.items() if value is not None}
+    for name, value in set_vars.items():
+        console.print(f"  {name}={escape(repr(value))}")
+    unset = [name for name in h.env if name not in set_vars]
+    if unset:
+        label = "none of the GPU variables is set" if not set_vars else "not set"
+        console.print(f"  [dim]{label}: {', '.join(unset)}[/]")
     console.print("[bold]Host[/]")
     limit = format_size(h.cgroup_memory_limit) if h.cgroup_memory_limit else "none"
     console.print(f"  memory {format_size(h.memory_available)} available of "

@@ -191,7 +191,7 @@ torch.ones(1, device="cuda")
             init = init_event.effect
             assert isinstance(init, Init)
             what = "CUDA" if READERS[effect.var] is None else "its runtime"
-            where = " in the parent, before this process was forked," if init_event in flow.entry.inits else ""
+            where = " in the parent before this process was forked" if init_event in flow.entry.inits else ""
             yield self.finding(
                 effect.site,
                 f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
