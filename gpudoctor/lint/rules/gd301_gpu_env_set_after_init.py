@@ -10,6 +10,7 @@ from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.rules.base import CheckContext, Rule, display
 
+
 def too_late(var: str, state: State) -> Event | None:
     """Return the init event after which writing ``var`` has no effect in this process."""
     if var not in READERS:
