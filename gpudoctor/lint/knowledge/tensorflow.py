@@ -51,6 +51,13 @@ TABLE = (
     _api("tensorflow.config.experimental.set_virtual_device_configuration", TF_CONFIG, GUIDE),
     _api("tensorflow.config.threading.set_intra_op_parallelism_threads", TF_CONFIG, CONFIG),
     _api("tensorflow.config.threading.set_inter_op_parallelism_threads", TF_CONFIG, CONFIG),
+    # TensorFlow's implementation modules: user code reaches the runtime through the public
+    # API; walking TensorFlow's own source must not turn its internals into "inits".
+    _api("tensorflow.python.*", INERT, "implementation modules, not the public API"),
+    _api("tensorflow.core.*", INERT, "implementation modules, not the public API"),
+    _api("tensorflow.compiler.*", INERT, "implementation modules, not the public API"),
+    _api("tensorflow.tsl.*", INERT, "implementation modules, not the public API"),
+    _api("tensorflow.lite.*", INERT, "TensorFlow Lite runs without the TensorFlow runtime"),
     # Inert: decorators, context managers, type objects, settings that do not build the runtime.
     _api("tensorflow.config.*", INERT, CONFIG),
     _api("tensorflow.device", INERT, "tf.device only records a placement scope"),
