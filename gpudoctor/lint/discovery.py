@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
@@ -43,7 +43,7 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, object]]) -> bool
     return False
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, excluded: Callable[[Path], bool]) -> Iterator[Path]:
     specs: list[tuple[Path, object]] = []
     for parent in reversed((root, *root.parents)):
         spec = _gitignore_spec(parent)
@@ -59,17 +59,22 @@ def _walk(root: Path) -> Iterator[Path]:
             if name not in DEFAULT_EXCLUDES
             and not name.endswith(".egg-info")
             and not _ignored(here / name, True, specs)
+            and not excluded(here / name)
         )
         for name in sorted(filenames):
             candidate = here / name
-            if name.endswith(PY_SUFFIXES) and not _ignored(candidate, False, specs):
+            if name.endswith(PY_SUFFIXES) and not _ignored(candidate, False, specs) \
+                    and not excluded(candidate):
                 yield candidate
 
 
-def discover(paths: Sequence[str]) -> list[Path]:
+def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: False,
+             force_exclude: bool = False) -> list[Path]:
     """Return the files to lint, in a stable order, each once.
 
-    Files named explicitly are always linted; directories are walked.
+    Directories are walked, skipping what ``excluded`` says; files named explicitly are
+    linted even when excluded, unless ``force_exclude`` (what pre-commit needs, since it
+    names every changed file).
     """
     found: dict[Path, None] = {}
     for raw in paths or ["."]:
@@ -77,8 +82,8 @@ def discover(paths: Sequence[str]) -> list[Path]:
         if not path.exists():
             raise GpudoctorError(f"{raw}: no such file or directory")
         if path.is_dir():
-            for item in _walk(path):
+            for item in _walk(path, excluded):
                 found.setdefault(item, None)
-        else:
+        elif not (force_exclude and excluded(path)):
             found.setdefault(path, None)
     return list(found)

@@ -57,7 +57,9 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
             ctx = CheckContext(state, flows, builder, analyzer)
             for rule in rules:
                 raw.extend(rule.check(ctx))
-    result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules})
+    texts = {Path(state.path): project.text(Path(state.path)) for state, _ in modules.values()}
+    texts = {path: text for path, text in texts.items() if isinstance(text, str)}
+    result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules}, texts)
     return result
 
 
@@ -73,8 +75,10 @@ def _guard(path: Path, result: LintResult) -> Iterator[None]:
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
-          suppressed_by: dict[str, tuple[str, ...]]) -> list[Finding]:
-    """Keep findings in checked files and selected codes, once each, with display paths."""
+          suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str]) -> list[Finding]:
+    """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection."""
+    from gpudoctor.lint import noqa
+
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:
         if Path(finding.site.path).resolve() not in display:
@@ -84,14 +88,45 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         if kept is None or (kept.severity != "error" and finding.severity == "error"):
             unique[key] = finding
     at_site = {(f.code, f.site.path, f.site.row, f.site.col) for f in unique.values()}
+    directives = {path: noqa.parse(text) for path, text in texts.items()}
+    used: set[tuple[Path, int, str]] = set()
     out = []
     for (code, path, row, col), finding in unique.items():
-        if code not in settings.selection:
-            continue
         if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
             continue
-        out.append(_relabel(finding, display))
-    return sorted(out, key=lambda f: f.sort_key)
+        resolved = Path(path).resolve()
+        found = directives.get(resolved)
+        if found is not None and found.suppresses(row, code):
+            used.add((resolved, row, code))
+            continue
+        if not _selected(code, resolved, settings):
+            continue
+        out.append(finding)
+    out.extend(_unused_noqa(directives, used, settings))
+    return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
+
+
+def _selected(code: str, path: Path, settings: Settings) -> bool:
+    if code not in settings.selection:
+        return False
+    return not any(code.startswith(prefix) for prefix in settings.ignored_codes(path))
+
+
+def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]],
+                 settings: Settings) -> list[Finding]:
+    from gpudoctor.lint.rules.gd001_unused_noqa import UnusedNoqa
+
+    rule = UnusedNoqa()
+    out = []
+    for path, found in directives.items():
+        if found.whole_file or not _selected(rule.code, path, settings):  # type: ignore[attr-defined]
+            continue
+        for row, directive in found.lines.items():  # type: ignore[attr-defined]
+            stale = sorted(c for c in directive.codes or () if c.startswith("GD") and (path, row, c) not in used)
+            if stale:
+                site = Site(str(path), row, directive.col, row, directive.end_col)
+                out.append(rule.finding(site, f"unused noqa directive for {', '.join(stale)}"))
+    return out
 
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:

@@ -10,7 +10,7 @@ from typing import Any
 
 TARGET_VERSIONS = ("py310", "py311", "py312", "py313", "py314")
 PLATFORMS = ("linux", "darwin", "win32")
-OUTPUT_FORMATS = ("concise", "full", "json")
+OUTPUT_FORMATS = ("concise", "full", "json", "sarif", "github")
 
 
 def _codes(value: str) -> list[str]:
@@ -50,6 +50,12 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--output-format", choices=OUTPUT_FORMATS, default="concise",
         help="how findings are printed (default: concise)",
+    )
+    parser.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--statistics", action="store_true", help="print the number of findings per rule code")
+    parser.add_argument(
+        "--force-exclude", action="store_true",
+        help="apply the configured exclude patterns to files named on the command line too",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument(

@@ -13,44 +13,44 @@ from gpudoctor.lint.selection import build_selection
 
 def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
+    from gpudoctor.lint.config import FileConfig, parse_table
     from gpudoctor.lint.rules.registry import all_rules
 
+    rules = all_rules()
+    known = [r.code for r in rules]
     start = Path(paths[0]) if paths else Path.cwd()
     pyproject = S.find_pyproject(start.resolve())
+    config = parse_table(S.read_pyproject(pyproject), pyproject, known) if pyproject else FileConfig()
     root = pyproject.parent if pyproject else Path.cwd()
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
+    elif config.target_version:
+        minor = S.parse_target_version(config.target_version, config.origin)
     else:
-        minor = _minor_from(pyproject) or S.running_minor()
-    rules = all_rules()
-    selection = build_selection(
-        [r.code for r in rules],
-        [r.code for r in rules if r.default_enabled],
-        select=args.select, extend_select=args.extend_select, ignore=args.ignore,
-    )
-    return S.Settings(selection, minor, args.platform or "linux", root)
-
-
-def _minor_from(pyproject: Path | None) -> int | None:
-    if pyproject is None:
-        return None
-    data = S.read_pyproject(pyproject)
-    project = data.get("project")
-    spec = project.get("requires-python") if isinstance(project, dict) else None
-    return S.minor_from_requires_python(spec) if isinstance(spec, str) else None
+        spec = config.requires_python
+        minor = (S.minor_from_requires_python(spec) if spec else None) or S.running_minor()
+    # Two layers, as in ruff: the file's select/extend-select/ignore, then the command line's.
+    from_file = build_selection(known, [r.code for r in rules if r.default_enabled],
+                                select=config.select, extend_select=config.extend_select,
+                                ignore=config.ignore, origin=config.origin)
+    selection = build_selection(known, sorted(from_file.enabled), select=args.select,
+                                extend_select=args.extend_select, ignore=args.ignore)
+    return S.Settings(selection, minor, args.platform or config.platform or "linux", root,
+                      exclude=config.exclude, per_file_ignores=config.per_file_ignores)
 
 
 def run_lint(args: argparse.Namespace) -> int:
     """Run ``gpudoctor lint`` and return its exit code."""
     from gpudoctor.lint.discovery import discover
     from gpudoctor.lint.engine import lint_paths
-    from gpudoctor.lint.reporters import get_reporter
+    from gpudoctor.lint.reporters import get_reporter, statistics
 
     paths = list(args.paths) or ["."]
     settings = build_settings(args, paths)
-    files = discover(paths)
+    files = discover(paths, settings.excluded, force_exclude=args.force_exclude)
     result = lint_paths(files, settings)
-    sys.stdout.write(get_reporter(args.output_format)(result.findings))
+    text = statistics(result.findings) if args.statistics else get_reporter(args.output_format)(result.findings)
+    _write(text, args.output_file)
     for message in result.internal_errors:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
     if result.internal_errors:
@@ -58,6 +58,20 @@ def run_lint(args: argparse.Namespace) -> int:
     if result.findings and not args.exit_zero:
         return 1
     return 0
+
+
+def _write(text: str, output_file: str | None) -> None:
+    if output_file is None:
+        sys.stdout.write(text)
+        return
+    target = Path(output_file)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp")
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(target)
+    except OSError as exc:
+        raise GpudoctorError(f"cannot write {output_file}: {exc.strerror or exc}") from exc
 
 
 def run_rule(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
@@ -22,6 +23,29 @@ class Settings:
     target_minor: int
     platform: str
     project_root: Path
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def _relative(self, path: Path) -> str | None:
+        try:
+            return path.resolve().relative_to(self.project_root.resolve()).as_posix()
+        except ValueError:
+            return None
+
+    def excluded(self, path: Path) -> bool:
+        """True if ``path`` matches the configured ``exclude`` patterns (gitignore syntax)."""
+        if not self.exclude:
+            return False
+        rel = self._relative(path)
+        return rel is not None and _spec(self.exclude).match_file(rel + ("/" if path.is_dir() else ""))
+
+    def ignored_codes(self, path: Path) -> set[str]:
+        """Codes (and prefixes) that ``per-file-ignores`` switches off for ``path``."""
+        rel = self._relative(path)
+        if rel is None:
+            return set()
+        return {code for pattern, codes in self.per_file_ignores if _spec((pattern,)).match_file(rel)
+                for code in codes}
 
     @property
     def default_start_method(self) -> str:
@@ -33,6 +57,13 @@ class Settings:
         if self.platform != "linux":
             return "spawn"
         return "forkserver" if self.target_minor >= 14 else "fork"
+
+
+@lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def parse_target_version(value: str, origin: str) -> int:

@@ -175,3 +175,16 @@ def test_recursion_and_deep_nesting_do_not_crash(lint_source) -> None:  # type: 
             a(3)
     """ + nested)
     assert findings == []
+
+
+def test_one_line_compound_statements_are_walked(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        import cupy as cp
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        if __name__ == "__main__":
+            cp.ones(3)
+            with mp.Pool(2) as pool: pool.map(work, range(3))
+    """)
+    assert ("GD101", 8) in codes_at(findings)

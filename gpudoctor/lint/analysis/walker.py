@@ -54,6 +54,8 @@ class Walker(CallEvaluator):
     def walk_statement(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.SimpleStatementLine):
             return any(self.walk_small(small) for small in node.body)
+        if isinstance(node, cst.BaseSmallStatement):  # the body of ``if x: a(); b()``
+            return self.walk_small(node)
         handler = getattr(self, f"_s_{type(node).__name__}", None)
         if handler is not None:
             return bool(handler(node))

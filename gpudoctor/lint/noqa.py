@@ -1,0 +1,62 @@
+"""``# noqa`` comments: which codes each line suppresses, and which suppressions were used.
+
+Compatible with ruff and flake8: ``# noqa`` alone suppresses everything on its line,
+``# noqa: GD101, GD201`` only those codes; ``# gpudoctor: noqa`` anywhere in a file
+suppresses the whole file. Comments are found with the tokenizer, so a "# noqa" inside a
+string does not count.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+FILE_NOQA = re.compile(r"#\s*gpudoctor:\s*noqa\b", re.I)
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One ``# noqa`` comment: its position and codes (None for a bare ``# noqa``)."""
+
+    row: int
+    col: int
+    end_col: int
+    codes: frozenset[str] | None
+
+
+@dataclass(frozen=True)
+class FileDirectives:
+    whole_file: bool
+    lines: dict[int, Directive]
+
+    def suppresses(self, row: int, code: str) -> bool:
+        if self.whole_file:
+            return True
+        directive = self.lines.get(row)
+        return directive is not None and (directive.codes is None or code in directive.codes)
+
+
+def parse(text: str) -> FileDirectives:
+    """Collect the noqa directives of a source text (an unreadable text has none)."""
+    lines: dict[int, Directive] = {}
+    whole = False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type != tokenize.COMMENT:
+                continue
+            if FILE_NOQA.search(token.string):
+                whole = True
+                continue
+            match = NOQA.search(token.string)
+            if match is None:
+                continue
+            raw = match.group("codes")
+            codes = frozenset(c.upper() for c in re.split(r"[\s,]+", raw) if c) if raw else None
+            row, col = token.start
+            lines[row] = Directive(row, col + match.start(), col + match.end(), codes)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return FileDirectives(whole, lines)

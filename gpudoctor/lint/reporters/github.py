@@ -1,0 +1,29 @@
+"""GitHub Actions workflow commands: one ``::error``/``::warning`` annotation per finding."""
+
+from __future__ import annotations
+
+from gpudoctor.lint.findings import Finding
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(findings: list[Finding]) -> str:
+    lines = []
+    for f in findings:
+        level = "error" if f.severity == "error" else "warning"
+        props = ",".join((
+            f"file={_escape_property(f.site.path)}",
+            f"line={f.site.row}",
+            f"col={f.site.col + 1}",
+            f"endLine={f.site.end_row}",
+            f"endColumn={f.site.end_col + 1}",
+            f"title={_escape_property(f'{f.code} {f.name}')}",
+        ))
+        lines.append(f"::{level} {props}::{_escape_data(f'{f.code} {f.message}')}")
+    return "".join(line + "\n" for line in lines)

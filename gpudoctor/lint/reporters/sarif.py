@@ -1,0 +1,77 @@
+"""SARIF 2.1.0, for GitHub code scanning and other SARIF consumers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+
+from gpudoctor import __version__
+from gpudoctor.lint.findings import Finding, Site
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def _location(site: Site) -> dict[str, object]:
+    return {
+        "physicalLocation": {
+            "artifactLocation": {"uri": PurePath(site.path).as_posix()},
+            "region": {
+                "startLine": site.row,
+                "startColumn": site.col + 1,
+                "endLine": max(site.end_row, site.row),
+                "endColumn": site.end_col + 1 if site.end_row > site.row or site.end_col > site.col
+                else site.col + 2,
+            },
+        }
+    }
+
+
+def _rules() -> list[dict[str, object]]:
+    from gpudoctor.lint.rules.registry import all_rules
+
+    described = []
+    for rule in all_rules():
+        doc = rule.documentation()
+        described.append({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": doc.split("## Why is this bad?")[0].replace("## What it does", "").strip()},
+            "help": {"text": rule.fix_title or rule.summary, "markdown": doc},
+            "defaultConfiguration": {"level": "error" if rule.severity == "error" else "warning"},
+        })
+    return described
+
+
+def render(findings: list[Finding]) -> str:
+    rules = _rules()
+    index = {rule["id"]: i for i, rule in enumerate(rules)}
+    results = []
+    for f in findings:
+        result: dict[str, object] = {
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": "error" if f.severity == "error" else "warning",
+            "message": {"text": f.message},
+            "locations": [_location(f.site)],
+        }
+        if f.related:
+            result["relatedLocations"] = [
+                {"id": i, **_location(r.site), "message": {"text": r.message}}
+                for i, r in enumerate(f.related)
+            ]
+        results.append(result)
+    document = {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "gpudoctor",
+                "version": __version__,
+                "informationUri": "https://pypi.org/project/gpudoctor/",
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,0 +1,59 @@
+"""Suppressions: ``# noqa``, ``# noqa: CODE``, ``# gpudoctor: noqa``, and unused ones (GD001)."""
+
+from __future__ import annotations
+
+from tests.conftest import codes_at
+
+BASE = """\
+import multiprocessing as mp
+import cupy as cp
+
+x = cp.arange(4)
+
+def work(i):
+    return float(cp.sum(cp.arange(i)))
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:{comment}
+        pool.map(work, range(3))
+"""
+
+
+def test_noqa_with_code(lint_source) -> None:  # type: ignore[no-untyped-def]
+    assert codes_at(lint_source(BASE.format(comment="  # noqa: GD101"))) == set()
+
+
+def test_bare_noqa(lint_source) -> None:  # type: ignore[no-untyped-def]
+    assert codes_at(lint_source(BASE.format(comment="  # noqa"))) == set()
+
+
+def test_noqa_for_another_code_does_not_suppress(lint_source) -> None:  # type: ignore[no-untyped-def]
+    found = codes_at(lint_source(BASE.format(comment="  # noqa: GD201")))
+    assert ("GD101", 10) in found and ("GD001", 10) in found
+
+
+def test_other_tools_codes_are_not_reported_unused(lint_source) -> None:  # type: ignore[no-untyped-def]
+    found = codes_at(lint_source(BASE.format(comment="  # noqa: GD101, E501")))
+    assert found == set()
+
+
+def test_file_level_noqa(lint_source) -> None:  # type: ignore[no-untyped-def]
+    assert lint_source("# gpudoctor: noqa\n" + BASE.format(comment="")) == []
+
+
+def test_noqa_inside_a_string_does_not_count(lint_source) -> None:  # type: ignore[no-untyped-def]
+    source = BASE.format(comment="").replace("with mp.Pool(2) as pool:", 'with mp.Pool(2) as pool: s = "# noqa"')
+    source = source.replace('s = "# noqa"\n        pool.map', 's = "# noqa"; pool.map')
+    assert ("GD101", 10) in codes_at(lint_source(source))
+
+
+def test_unused_noqa_is_reported_at_the_comment(lint_source) -> None:  # type: ignore[no-untyped-def]
+    source = "import multiprocessing as mp\nmp.get_context('spawn')  # noqa: GD101\n"
+    (finding,) = lint_source(source)
+    assert (finding.code, finding.site.row, finding.site.col) == ("GD001", 2, 25)
+    assert "GD101" in finding.message
+
+
+def test_unused_noqa_can_be_ignored(lint_source) -> None:  # type: ignore[no-untyped-def]
+    source = "import multiprocessing as mp\nmp.get_context('spawn')  # noqa: GD101\n"
+    assert lint_source(source, select=["GD1"]) == []

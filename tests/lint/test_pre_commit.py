@@ -1,0 +1,51 @@
+"""The hook as users meet it: the real pre-commit installs it from this repository and runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lint.test_cli import BAD
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "gpudoctor-lint", "--all-files"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+def test_hook_fails_on_the_bug_and_passes_once_fixed(tmp_path: Path) -> None:
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "user-repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "dev@example.invalid")
+    _git(repo, "config", "user.name", "dev")
+    (repo / "train.py").write_text(BAD)
+    (repo / "notes.txt").write_text("not python\n")
+    _git(repo, "add", ".")
+
+    failed = _try_repo(repo, tmp_path / "pre-commit-home")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "gpudoctor lint" in failed.stdout and "Failed" in failed.stdout
+    assert "train.py:10:10: GD101 the Pool forks its worker processes" in failed.stdout
+
+    (repo / "train.py").write_text(BAD.replace("mp.Pool(2)", 'mp.get_context("spawn").Pool(2)'))
+    _git(repo, "add", ".")
+    passed = _try_repo(repo, tmp_path / "pre-commit-home")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "Passed" in passed.stdout
