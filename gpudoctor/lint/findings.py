@@ -28,6 +28,24 @@ class Related:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Replace the text from ``start`` to ``end`` (row 1-based, column 0-based) by ``content``."""
+
+    content: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change that removes the finding; ``unsafe`` ones may change behaviour (ruff's split)."""
+
+    message: str
+    applicability: str  # "safe" or "unsafe"
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem at one place, with the places that caused it."""
 
@@ -38,6 +56,7 @@ class Finding:
     site: Site
     related: tuple[Related, ...] = field(default=())
     fix_hint: str | None = None
+    fix: Fix | None = None
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:

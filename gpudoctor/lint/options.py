@@ -57,6 +57,12 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
         "--force-exclude", action="store_true",
         help="apply the configured exclude patterns to files named on the command line too",
     )
+    parser.add_argument("--fix", action="store_true", help="apply safe fixes")
+    parser.add_argument(
+        "--unsafe-fixes", action="store_true",
+        help="also apply (with --fix) or show (with --diff) fixes that may change behaviour",
+    )
+    parser.add_argument("--diff", action="store_true", help="print the fixes as a diff; change no file")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings",

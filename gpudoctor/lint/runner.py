@@ -49,7 +49,13 @@ def run_lint(args: argparse.Namespace) -> int:
     settings = build_settings(args, paths)
     files = discover(paths, settings.excluded, force_exclude=args.force_exclude)
     result = lint_paths(files, settings)
+    if args.diff:
+        return _show_diff(result.findings, args.unsafe_fixes)
+    if args.fix:
+        result = _fix(result, files, settings, args.unsafe_fixes)
     text = statistics(result.findings) if args.statistics else get_reporter(args.output_format)(result.findings)
+    if args.output_format in ("concise", "full") and not args.statistics:
+        text += _fix_hint(result.findings, args)
     _write(text, args.output_file)
     for message in result.internal_errors:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
@@ -58,6 +64,51 @@ def run_lint(args: argparse.Namespace) -> int:
     if result.findings and not args.exit_zero:
         return 1
     return 0
+
+
+def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]
+    from gpudoctor.lint.fixes import apply
+
+    fix_plan = apply.plan(findings, unsafe)
+    sys.stdout.write(apply.diff(fix_plan))
+    for path in fix_plan.refused:
+        print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
+    noun = "fix" if len(fix_plan.fixed) == 1 else "fixes"
+    print(f"Would fix {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
+          f"({len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}) with {noun} above.",
+          file=sys.stderr)
+    return 1 if fix_plan.texts else 0
+
+
+def _fix(result, files, settings, unsafe: bool):  # type: ignore[no-untyped-def]
+    """Apply fixes, then lint again so that what is reported is what is left."""
+    from gpudoctor.lint.engine import lint_paths
+    from gpudoctor.lint.fixes import apply
+
+    fix_plan = apply.plan(result.findings, unsafe)
+    apply.write(fix_plan)
+    for path in fix_plan.refused:
+        print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
+    if fix_plan.texts:
+        print(f"Fixed {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
+              f"in {len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}.", file=sys.stderr)
+        return lint_paths(files, settings)
+    return result
+
+
+def _fix_hint(findings: list, args: argparse.Namespace) -> str:  # type: ignore[type-arg]
+    from gpudoctor.lint.fixes.apply import eligible
+
+    safe = sum(1 for f in findings if eligible(f, unsafe=False))
+    hidden = sum(1 for f in findings if eligible(f, unsafe=True)) - safe
+    lines = []
+    if safe and not args.fix:
+        lines.append(f"{safe} fixable with `--fix`.")
+    if hidden and not args.unsafe_fixes:
+        lines.append(f"{hidden} more fixable with `--fix --unsafe-fixes` (may change behaviour; see --diff).")
+    elif hidden and not args.fix:
+        lines.append(f"{hidden} fixable with `--fix --unsafe-fixes`.")
+    return "".join(line + "\n" for line in lines)
 
 
 def _write(text: str, output_file: str | None) -> None:

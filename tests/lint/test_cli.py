@@ -40,7 +40,7 @@ def test_findings_exit_1_with_concise_lines(project: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "bad.py:10:10: GD101 the Pool forks its worker processes after CuPy initialized CUDA" in out
     assert "(line 4: cupy.arange)" in out
-    assert out.strip().endswith("Found 1 finding.")
+    assert "\nFound 1 finding.\n1 more fixable with `--fix --unsafe-fixes`" in out
 
 
 def test_clean_file_exits_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,7 +63,8 @@ def test_json_contract(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert item["end_location"]["row"] == 10
     assert item["related"][0] == {"filename": "bad.py", "location": {"row": 4, "column": 5},
                                   "message": "CuPy initialized here (cupy.arange)"}
-    assert item["fix"] is None
+    assert item["fix"]["applicability"] == "unsafe"
+    assert item["fix"]["edits"][0]["content"] == 'mp.get_context("spawn").Pool(2)'
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

@@ -28,7 +28,15 @@ def as_dict(finding: Finding) -> dict[str, object]:
             {"filename": r.site.path, "location": _location(r.site), "message": r.message}
             for r in finding.related
         ],
-        "fix": None,
+        "fix": None if finding.fix is None else {
+            "applicability": finding.fix.applicability,
+            "message": finding.fix.message,
+            "edits": [
+                {"content": e.content, "location": {"row": e.start[0], "column": e.start[1] + 1},
+                 "end_location": {"row": e.end[0], "column": e.end[1] + 1}}
+                for e in finding.fix.edits
+            ],
+        },
         "url": None,
     }
 

@@ -11,7 +11,7 @@ from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 from gpudoctor.lint.analysis.events import Event
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
 from gpudoctor.lint.analysis.source import concrete
-from gpudoctor.lint.findings import ERROR, Finding, Related, Site
+from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
 from gpudoctor.lint.knowledge.registry import DISPLAY
 
 
@@ -35,6 +35,23 @@ class CheckContext:
         for flow in self.all_flows():
             for index, (event, state) in enumerate(flow.points):
                 yield flow, index, event, state
+
+    def spawn_fix(self, flow: Flow, event: Event) -> Fix | None:
+        """The unsafe fix that switches this process start to spawn, where it is safe to offer."""
+        from pathlib import Path
+
+        from gpudoctor.lint.analysis.events import Start
+        from gpudoctor.lint.fixes.spawn_context import spawn_fix
+
+        import_time = {
+            e.effect.site for f in self.flows if f.kind == "module" for e in f.events
+            if isinstance(e.effect, Start) and e.ctx.import_time
+        }
+        effect = event.effect
+        path = getattr(getattr(effect, "site", None), "path", None)
+        state = self.analyzer.module(Path(path)) if path else None
+        states = {path: state} if isinstance(state, ModuleState) else {}
+        return spawn_fix(event, self.builder.child_of(flow, event), states, import_time)
 
     def frameworks_of(self, path: str) -> set[str]:
         from pathlib import Path
@@ -75,10 +92,10 @@ class Rule:
         raise NotImplementedError
 
     def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
-                severity: str | None = None) -> Finding:
+                severity: str | None = None, fix: Fix | None = None) -> Finding:
         plain = tuple(Related(concrete(r.site), r.message) for r in related)
         return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,
-                       self.fix_title)
+                       self.fix_title, fix)
 
     @classmethod
     def documentation(cls) -> str:

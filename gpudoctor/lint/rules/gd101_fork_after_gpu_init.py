@@ -184,9 +184,9 @@ if __name__ == "__main__":
             received = received_gpu_objects(child)
             if use is None and not received:
                 continue
-            yield self._finding(effect, init, use, received)
+            yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event))
 
-    def _finding(self, start: Start, init_event, use_event, received: list[str]) -> Finding:  # type: ignore[no-untyped-def]
+    def _finding(self, start: Start, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw = use_event.effect.framework if use_event is not None else received[0]
@@ -200,4 +200,4 @@ if __name__ == "__main__":
             related.append(Related(init_event.ctx.via, "through this call"))
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
-        return self.finding(start.site, message, tuple(related))
+        return self.finding(start.site, message, tuple(related), fix=fix)

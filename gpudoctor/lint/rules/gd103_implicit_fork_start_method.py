@@ -133,4 +133,5 @@ if __name__ == "__main__":
                 effect.site,
                 f"{KINDS[effect.kind]} uses the default start method, fork, in a module that "
                 f"imports {names}; any GPU initialization before this line will break the workers",
+                fix=ctx.spawn_fix(flow, event),
             )

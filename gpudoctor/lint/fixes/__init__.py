@@ -1,0 +1,1 @@
+"""Autofixes: edits computed by the rules, applied (or shown as a diff) by ``apply``."""

@@ -1,0 +1,95 @@
+"""Autofix: the spawn fix for GD101/GD103 is unsafe, re-parses, is idempotent, and is refused
+where it would break the program."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from gpudoctor.cli import main
+
+SOURCE = '''\
+"""Train."""
+from __future__ import annotations
+
+from multiprocessing import Pool
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing as mp
+
+import torch
+
+
+def work(i):
+    return torch.ones(i).cuda().sum().item()
+
+
+def main():
+    torch.cuda.is_available()
+    with Pool(2) as pool:
+        pool.map(work, range(3))
+    with ProcessPoolExecutor(2) as ex:
+        list(ex.map(work, range(3)))
+    p = mp.Process(target=work, args=(1,))
+    p.start()
+    with mp.get_context("fork").Pool(2) as pool:
+        pool.map(work, range(3))
+    with Pool(2) as pool:
+        pool.map(lambda i: torch.ones(i).cuda(), range(3))
+'''
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "train.py").write_text(SOURCE)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_fix_alone_applies_no_unsafe_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--fix", "train.py"]) == 1
+    assert (repo / "train.py").read_text() == SOURCE
+    assert "4 more fixable with `--fix --unsafe-fixes`" in capsys.readouterr().out
+
+
+def test_diff_shows_and_changes_nothing(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--diff", "--unsafe-fixes", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert (repo / "train.py").read_text() == SOURCE
+    assert '+    with multiprocessing.get_context("spawn").Pool(2) as pool:' in out
+    assert '+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as ex:' in out
+    assert '+    p = mp.get_context("spawn").Process(target=work, args=(1,))' in out
+    assert '+    with mp.get_context("spawn").Pool(2) as pool:' in out
+    assert "+import multiprocessing\n" in out
+    assert "lambda" not in "".join(line for line in out.splitlines() if line.startswith("+"))
+
+
+def test_unsafe_fix_is_applied_reparses_and_is_idempotent(repo: Path) -> None:
+    assert main(["lint", "--fix", "--unsafe-fixes", "train.py"]) == 1  # the lambda pool remains
+    fixed = (repo / "train.py").read_text()
+    cst.parse_module(fixed)
+    assert fixed.count('get_context("spawn")') == 4
+    assert fixed.index("import multiprocessing\n") < fixed.index("from multiprocessing import Pool")
+    assert main(["lint", "--fix", "--unsafe-fixes", "train.py"]) == 1
+    assert (repo / "train.py").read_text() == fixed
+    assert main(["lint", "--select", "GD104", "train.py"]) == 0
+
+
+def test_no_fix_where_spawn_would_start_processes_at_import(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "script.py").write_text(
+        "import multiprocessing as mp\nimport cupy as cp\n\ndef work(i):\n    return cp.arange(i)\n\n"
+        "cp.ones(2)\nwith mp.Pool(2) as pool:\n    pool.map(work, range(2))\n"
+    )
+    assert main(["lint", "--output-format", "json", "script.py"]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "GD101" and finding["fix"] is None
+
+
+def test_json_carries_the_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--output-format", "json", "train.py"])
+    fixes = [f["fix"] for f in json.loads(capsys.readouterr().out) if f["fix"]]
+    assert len(fixes) == 4 and {f["applicability"] for f in fixes} == {"unsafe"}
+    edit = fixes[0]["edits"][-1]
+    assert set(edit) == {"content", "location", "end_location"}
