@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.calls import CallEvaluator
+from gpudoctor.lint.analysis.conditions import handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.events import EnvWrite, Init, Join
+from gpudoctor.lint.analysis.imports import ImportWalker
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     ClassRef,
@@ -21,27 +22,12 @@ from gpudoctor.lint.analysis.values import (
 )
 from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
-from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
 
 Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort"})
-SWALLOWED = frozenset({"RuntimeError", "Exception", "BaseException"})
-LOGGING_CALLS = ("print", "log", "logger", "logging", "warnings", "warn", "LOG", "_log")
 
 
-def _is_main_guard(test: cst.BaseExpression) -> bool:
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    target = test.comparisons[0]
-    if not isinstance(target.operator, cst.Equal):
-        return False
-    sides = (test.left, target.comparator)
-    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
-    mains = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
-    return bool(names and mains)
-
-
-class Walker(CallEvaluator):
+class Walker(ImportWalker):
     """Interpret a block of statements, in order, emitting events."""
 
     def walk_block(self, body: Sequence[cst.CSTNode]) -> bool:
@@ -128,12 +114,8 @@ class Walker(CallEvaluator):
         self.env.update(merged)
         return False
 
-    def _body(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-        body = getattr(node, "body", None)
-        return getattr(body, "body", ()) if body is not None else ()
-
     def _s_If(self, node: cst.If) -> bool:
-        if _is_main_guard(node.test):
+        if is_main_guard(node.test):
             if self.module_level:
                 self.merge([self.branch(node.body.body, import_time=False)], fallthrough=False)
             return False
@@ -219,7 +201,7 @@ class Walker(CallEvaluator):
         return self._loop(node, bind_target=False)
 
     def _s_Try(self, node: cst.Try) -> bool:
-        swallow = any(self.handler_swallows(h) for h in node.handlers)
+        swallow = any(handler_swallows(h) for h in node.handlers)
         self.swallowing += swallow
         ended = self.walk_block(node.body.body)
         self.swallowing -= swallow
@@ -236,37 +218,6 @@ class Walker(CallEvaluator):
         return ended
 
     _s_TryStar = _s_Try
-
-    def handler_swallows(self, handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
-        """True if the handler catches RuntimeError and only logs, prints or passes."""
-        caught = handler.type
-        names: list[str] = []
-        if caught is None:
-            names = ["BaseException"]
-        else:
-            parts = caught.elements if isinstance(caught, cst.Tuple) else [caught]
-            for part in parts:
-                expr = part.value if isinstance(part, cst.Element) else part
-                if isinstance(expr, (cst.Name, cst.Attribute)):
-                    names.append(expr.value if isinstance(expr, cst.Name) else expr.attr.value)
-        if not SWALLOWED.intersection(names):
-            return False
-        return all(self._only_reports(stmt) for stmt in handler.body.body)
-
-    def _only_reports(self, stmt: cst.CSTNode) -> bool:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            return False
-        for small in stmt.body:
-            if isinstance(small, cst.Pass):
-                continue
-            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis):
-                continue
-            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                head = cst.helpers.get_full_name_for_node(small.value.func) or ""
-                if head.split(".")[0] in LOGGING_CALLS or head.startswith("self.log"):
-                    continue
-            return False
-        return True
 
     def _s_With(self, node: cst.With) -> bool:
         values = []
@@ -333,45 +284,3 @@ class Walker(CallEvaluator):
         if self.module_level:
             self.module.classes.append(cls)
         return False
-
-    # -- imports -------------------------------------------------------------------------
-    def do_import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
-            self.note_framework(dotted)
-            self.initializing_import(dotted, node)
-            bound = self.analyzer.import_module(self, dotted, 0, node)
-            if alias.asname is not None:
-                self.bind(alias.asname.name, bound)
-            else:
-                head = dotted.split(".")[0]
-                self.env[head] = self.analyzer.import_module(self, head, 0, None)
-
-    def do_import_from(self, node: cst.ImportFrom) -> None:
-        level = len(node.relative)
-        base = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
-        base = base or ""
-        self.note_framework(base)
-        module_value = self.analyzer.import_module(self, base, level, node)
-        if isinstance(node.names, cst.ImportStar):
-            self.analyzer.import_star(self, module_value)
-            return
-        for alias in node.names:
-            name = cst.helpers.get_full_name_for_node(alias.name) or ""
-            full = f"{base}.{name}" if base else name
-            self.initializing_import(full, node)
-            value = self.attribute(module_value, name, node) if module_value else UNKNOWN
-            if not value and not level:
-                value = one(ModRef(full))
-            target = alias.asname.name if alias.asname is not None else alias.name
-            self.bind(target, value)
-
-    def note_framework(self, dotted: str) -> None:
-        framework = framework_of_module(dotted)
-        if framework is not None:
-            self.module.frameworks.add(framework)
-
-    def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
-        api = initializing_import(dotted)
-        if api is not None:
-            self.emit(Init(api.framework, "runtime", f"import {dotted}", self.site(node)))

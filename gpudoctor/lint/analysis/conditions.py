@@ -1,0 +1,52 @@
+"""Conditions the walker recognises by shape: the main guard, handlers that only report."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+SWALLOWED = frozenset({"RuntimeError", "Exception", "BaseException"})
+LOGGING_CALLS = ("print", "log", "logger", "logging", "warnings", "warn", "LOG", "_log")
+
+
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    sides = (test.left, target.comparator)
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    mains = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
+    return bool(names and mains)
+
+
+def handler_swallows(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+    """True if the handler catches RuntimeError and only logs, prints or passes."""
+    caught = handler.type
+    names: list[str] = []
+    if caught is None:
+        names = ["BaseException"]
+    else:
+        parts = caught.elements if isinstance(caught, cst.Tuple) else [caught]
+        for part in parts:
+            expr = part.value if isinstance(part, cst.Element) else part
+            if isinstance(expr, (cst.Name, cst.Attribute)):
+                names.append(expr.value if isinstance(expr, cst.Name) else expr.attr.value)
+    if not SWALLOWED.intersection(names):
+        return False
+    return all(_only_reports(stmt) for stmt in handler.body.body)
+
+def _only_reports(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Pass):
+            continue
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis):
+            continue
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            head = cst.helpers.get_full_name_for_node(small.value.func) or ""
+            if head.split(".")[0] in LOGGING_CALLS or head.startswith("self.log"):
+                continue
+        return False
+    return True

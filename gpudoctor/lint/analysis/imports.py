@@ -1,0 +1,55 @@
+"""Import statements: bind names, run project modules' top levels, note GPU frameworks."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.calls import CallEvaluator
+from gpudoctor.lint.analysis.events import Init
+from gpudoctor.lint.analysis.values import UNKNOWN, ModRef, one
+from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
+
+
+class ImportWalker(CallEvaluator):
+    """``import`` and ``from ... import`` in the order they run."""
+
+    def do_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
+            self.note_framework(dotted)
+            self.initializing_import(dotted, node)
+            bound = self.analyzer.import_module(self, dotted, 0, node)
+            if alias.asname is not None:
+                self.bind(alias.asname.name, bound)
+            else:
+                head = dotted.split(".")[0]
+                self.env[head] = self.analyzer.import_module(self, head, 0, None)
+
+    def do_import_from(self, node: cst.ImportFrom) -> None:
+        level = len(node.relative)
+        base = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
+        base = base or ""
+        self.note_framework(base)
+        module_value = self.analyzer.import_module(self, base, level, node)
+        if isinstance(node.names, cst.ImportStar):
+            self.analyzer.import_star(self, module_value)
+            return
+        for alias in node.names:
+            name = cst.helpers.get_full_name_for_node(alias.name) or ""
+            full = f"{base}.{name}" if base else name
+            self.initializing_import(full, node)
+            value = self.attribute(module_value, name, node) if module_value else UNKNOWN
+            if not value and not level:
+                value = one(ModRef(full))
+            target = alias.asname.name if alias.asname is not None else alias.name
+            self.bind(target, value)
+
+    def note_framework(self, dotted: str) -> None:
+        framework = framework_of_module(dotted)
+        if framework is not None:
+            self.module.frameworks.add(framework)
+
+    def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
+        api = initializing_import(dotted)
+        if api is not None:
+            self.emit(Init(api.framework, "runtime", f"import {dotted}", self.site(node)))
