@@ -53,7 +53,14 @@ def run_lint(args: argparse.Namespace) -> int:
         return _show_diff(result.findings, args.unsafe_fixes)
     if args.fix:
         result = _fix(result, files, settings, args.unsafe_fixes)
-    text = statistics(result.findings) if args.statistics else get_reporter(args.output_format)(result.findings)
+    if args.statistics:
+        text = statistics(result.findings)
+    elif args.output_format == "full":
+        from gpudoctor.lint.reporters.full import render
+
+        text = render(result.findings, color=_use_color(args.output_file))
+    else:
+        text = get_reporter(args.output_format)(result.findings)
     if args.output_format in ("concise", "full") and not args.statistics:
         text += _fix_hint(result.findings, args)
     _write(text, args.output_file)
@@ -109,6 +116,15 @@ def _fix_hint(findings: list, args: argparse.Namespace) -> str:  # type: ignore[
     elif hidden and not args.fix:
         lines.append(f"{hidden} fixable with `--fix --unsafe-fixes`.")
     return "".join(line + "\n" for line in lines)
+
+
+def _use_color(output_file: str | None) -> bool:
+    """Colour only for a terminal, and never when NO_COLOR is set (no-color.org)."""
+    import os
+
+    if output_file is not None or os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
 
 
 def _write(text: str, output_file: str | None) -> None:

@@ -154,3 +154,15 @@ def test_full_format_shows_frames_related_lines_and_help(project: Path, capsys: 
     assert "10 |     with mp.Pool(2) as pool:" in out
     assert "4 | x = cp.arange(4)" in out and "CuPy initialized here (cupy.arange)" in out
     assert '= help: Use the spawn start method: multiprocessing.get_context("spawn")' in out
+
+
+def test_full_format_colour_only_on_request_or_terminal(project: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["lint", "--output-format", "full", "bad.py"]) == 1
+    assert "\x1b[" not in capsys.readouterr().out  # piped: plain
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["lint", "--output-format", "full", "bad.py"]) == 1
+    assert "\x1b[1;31mGD101 [error]\x1b[0m" in capsys.readouterr().out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["lint", "--output-format", "full", "bad.py"]) == 1
+    assert "\x1b[" not in capsys.readouterr().out

@@ -32,15 +32,26 @@ def _frame(site: Site, label: str) -> list[str]:
     ]
 
 
-def render(findings: list[Finding]) -> str:
+STYLES = {"error": "1;31", "warning": "1;33", "caret": "31", "related": "36", "help": "32", "dim": "2"}
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\x1b[{STYLES[style]}m{text}\x1b[0m" if color else text
+
+
+def render(findings: list[Finding], color: bool = False) -> str:
+    """Render findings; ``color`` adds ANSI colours (the caller decides: a terminal, no NO_COLOR)."""
     out: list[str] = []
     for finding in findings:
-        out.append(f"{finding.code} [{finding.severity}] {finding.message}")
-        out.extend(_frame(finding.site, finding.name))
+        head = _paint(f"{finding.code} [{finding.severity}]", finding.severity, color)
+        out.append(f"{head} {finding.message}")
+        frame = _frame(finding.site, finding.name)
+        out.extend(frame[:-1] + [_paint(frame[-1], "caret", color)])
         for related in finding.related:
-            out.extend(_frame(related.site, related.message))
+            frame = _frame(related.site, related.message)
+            out.extend(frame[:-1] + [_paint(frame[-1], "related", color)])
         if finding.fix_hint:
-            out.append(f"  = help: {finding.fix_hint}")
+            out.append(_paint(f"  = help: {finding.fix_hint}", "help", color))
         out.append("")
     out.append(summary(findings))
     return "\n".join(out) + "\n"
