@@ -7,9 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.settings import Settings
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.source import ParseFailure
 
 
 @dataclass
@@ -30,7 +35,8 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     from gpudoctor.lint.rules.registry import all_rules
 
     project = Project(settings.project_root)
-    analyzer = Analyzer(project, frozenset(files))
+    gated = {path for path in files if project.may_matter(path)}
+    analyzer = Analyzer(project, frozenset(gated))
     builder = FlowBuilder(analyzer, settings.default_start_method)
     # Every rule runs, so that an advisory rule stays quiet where the rule that supersedes
     # it fired, even when that one is not selected; selection filters the output.
@@ -41,13 +47,15 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     modules: dict[Path, tuple[ModuleState, list[Flow]]] = {}
     # Phase 1: every module as a script, so that every known caller of a function is seen.
     for path in files:
-        if not project.may_matter(path):
+        if path not in gated:
+            failure = _unparseable_gpu_file(project, path)
+            if failure is not None:
+                raw.append(UnparseableFile().finding(_site_of(failure), failure.message))
             continue
         with _guard(path, result):
             state = analyzer.module(path)
             if isinstance(state, ParseFailure):
-                site = Site(str(path.resolve()), state.row, state.col, state.row, state.col)
-                raw.append(UnparseableFile().finding(site, state.message))
+                raw.append(UnparseableFile().finding(_site_of(state), state.message))
                 continue
             modules[path] = (state, [builder.module_flow(state)])
     # Phase 2: functions nobody calls, on their own; then the rules.
@@ -61,6 +69,21 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     texts = {path: text for path, text in texts.items() if isinstance(text, str)}
     result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules}, texts)
     return result
+
+
+def _site_of(failure: ParseFailure) -> Site:
+    return Site(str(Path(failure.path).resolve()), failure.row, failure.col, failure.row, failure.col)
+
+
+def _unparseable_gpu_file(project: Project, path: Path) -> ParseFailure | None:
+    """A file that uses a GPU framework but cannot matter otherwise still gets GD000."""
+    from gpudoctor.lint.analysis.project import USES_GPU
+    from gpudoctor.lint.analysis.source import ParseFailure, syntax_failure
+
+    text = project.text(path)
+    if isinstance(text, ParseFailure) or not USES_GPU.search(text):
+        return None
+    return syntax_failure(str(path.resolve()), text)
 
 
 @contextmanager

@@ -43,6 +43,8 @@ def parse(text: str) -> FileDirectives:
     """Collect the noqa directives of a source text (an unreadable text has none)."""
     lines: dict[int, Directive] = {}
     whole = False
+    if "noqa" not in text:
+        return FileDirectives(False, lines)  # tokenizing is the expensive part; skip it
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type != tokenize.COMMENT:

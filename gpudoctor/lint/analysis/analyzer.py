@@ -96,7 +96,7 @@ class Analyzer:
         if key in self._modules:
             return self._modules[key]
         if key not in self.linted:
-            if self._extra_left <= 0 or not self.project.may_matter(key):
+            if self._extra_left <= 0 or not self.project.worth_following(key):
                 # Not analysed: names from it stay unknown (no effect assumed).
                 failure = ParseFailure(str(key), "not analysed", 1, 0)
                 self._modules[key] = failure

@@ -6,7 +6,7 @@ callee's events in at the call, with the call's context merged in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
 from gpudoctor.lint.findings import Site
@@ -139,17 +139,22 @@ class Event:
 
 def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[Event]:
     """Re-home a callee's events at a call made in context ``outer``."""
-    if outer == Context() and call_site is None:
-        return events
+    default = outer == _DEFAULT
     out = []
     for event in events:
         inner = event.ctx
-        out.append(replace(event, ctx=Context(
-            import_time=outer.import_time or inner.import_time,
-            in_loop=outer.in_loop or inner.in_loop,
-            loop=inner.loop or outer.loop,
-            fork_parent=outer.fork_parent | inner.fork_parent,
-            fork_child=outer.fork_child | inner.fork_child,
-            via=inner.via or call_site,
+        if default and (inner.via is not None or call_site is None):
+            out.append(event)  # nothing to add: the common case, kept cheap
+            continue
+        out.append(Event(event.effect, Context(
+            outer.import_time or inner.import_time,
+            outer.in_loop or inner.in_loop,
+            inner.loop or outer.loop,
+            outer.fork_parent | inner.fork_parent,
+            outer.fork_child | inner.fork_child,
+            inner.via or call_site,
         )))
     return out
+
+
+_DEFAULT = Context()

@@ -7,12 +7,24 @@ from pathlib import Path
 
 from gpudoctor.lint.analysis.source import ParsedModule, ParseFailure, parse, read_text
 
-# A file that mentions none of these cannot start a process, touch a GPU or configure
-# one, so it is never parsed (unless a file that can matter imports it).
-GATE = re.compile(
-    r"multiprocess|concurrent\.futures|ProcessPool|fork|Process|Pool|DataLoader|"
-    r"tensorflow|keras|cupy|torch|jax|numba|pycuda|CUDA_|XLA_|TF_|environ|putenv|Thread"
+# What a file must mention for a rule to report anything in it: a process or thread start,
+# a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
+ACTS = re.compile(
+    r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
+    r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|set_memory_growth|"
+    r"set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
+    r"noqa:\s*GD|gpudoctor:"
 )
+# What an imported module must mention for a GPU-using importer to matter: it starts
+# processes (the importer's GPU work may run in them) or configures the GPU (after the
+# importer initialized it).
+STARTS = re.compile(
+    r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
+    r"set_memory_growth|set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
+    r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|TF_FORCE_GPU|TF_GPU_ALLOCATOR|XLA_|CUPY_GPU|PYTORCH_CUDA"
+)
+# What a module must mention for its code to have effects worth following into it.
+USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
 
 
@@ -54,22 +66,32 @@ class Project:
         return None
 
     def may_matter(self, path: Path) -> bool:
-        """Cheap text gate: could this file, or a project module it imports, matter?"""
-        return self._may_matter(path.resolve(), set())
+        """Cheap text gate for a file to lint: can a finding be reported in it?
 
-    def _may_matter(self, path: Path, seen: set[Path]) -> bool:
-        if path in self._gate:
-            return self._gate[path]
-        seen.add(path)
+        Yes if it starts processes or configures the GPU itself, or if it uses a GPU
+        framework and imports a project module that does (its pool may run this file's
+        GPU work). Everything else is never parsed.
+        """
+        path = path.resolve()
+        if path not in self._gate:
+            text = self.text(path)
+            if isinstance(text, ParseFailure):
+                self._gate[path] = True  # reported as GD000
+            else:
+                self._gate[path] = ACTS.search(text) is not None or (
+                    USES_GPU.search(text) is not None
+                    and any(self._starts(dep) for dep in self._imports(path, text)))
+        return self._gate[path]
+
+    def worth_following(self, path: Path) -> bool:
+        """Should the analysis walk a module it reached through an import?"""
         text = self.text(path)
-        if isinstance(text, ParseFailure):
-            verdict = True  # reported as GD000
-        else:
-            verdict = GATE.search(text) is not None or any(
-                dep not in seen and self._may_matter(dep, seen) for dep in self._imports(path, text)
-            )
-        self._gate[path] = verdict
-        return verdict
+        return not isinstance(text, ParseFailure) and (
+            ACTS.search(text) is not None or USES_GPU.search(text) is not None)
+
+    def _starts(self, path: Path) -> bool:
+        text = self.text(path)
+        return not isinstance(text, ParseFailure) and STARTS.search(text) is not None
 
     def _imports(self, path: Path, text: str) -> list[Path]:
         found = []
