@@ -166,3 +166,9 @@ def test_full_format_colour_only_on_request_or_terminal(project: Path, capsys: p
     monkeypatch.setenv("NO_COLOR", "1")
     assert main(["lint", "--output-format", "full", "bad.py"]) == 1
     assert "\x1b[" not in capsys.readouterr().out
+
+
+def test_declared_source_encoding_is_honoured(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "latin1.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9'\n")
+    assert main(["lint", "latin1.py"]) == 0
+    assert "All checks passed!" in capsys.readouterr().out

@@ -98,7 +98,10 @@ def concrete(site: Site | LazySite) -> Site:
 
 
 def read_text(path: Path) -> str | ParseFailure:
-    """Return the file's text, or a failure naming what is wrong with it."""
+    """Return the file's text (PEP 263 encoding declarations honoured), or why it has none."""
+    import io
+    import tokenize
+
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -106,10 +109,16 @@ def read_text(path: Path) -> str | ParseFailure:
     if b"\x00" in raw:
         return ParseFailure(str(path), "file contains a null byte", 1, 0)
     try:
-        return raw.decode("utf-8-sig")
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        return ParseFailure(str(path), f"cannot read file: {exc.msg}", 1, 0)
+    try:
+        return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         row = raw[: exc.start].count(b"\n") + 1
-        return ParseFailure(str(path), f"file is not valid UTF-8 ({exc.reason})", row, 0)
+        return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
+    except LookupError:
+        return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
 
 
 def syntax_failure(path: str, text: str) -> ParseFailure | None:
