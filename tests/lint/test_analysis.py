@@ -188,3 +188,24 @@ def test_one_line_compound_statements_are_walked(lint_source) -> None:  # type: 
             with mp.Pool(2) as pool: pool.map(work, range(3))
     """)
     assert ("GD101", 8) in codes_at(findings)
+
+
+def test_literal_flags_choose_the_branch(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing as mp
+        from multiprocessing.pool import ThreadPool
+        import cupy as cp
+        def pool_class(use_processes):
+            if not use_processes:
+                return ThreadPool
+            return mp.Pool
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        def main():
+            cp.ones(3)
+            with pool_class(False)(2) as pool:
+                pool.map(work, range(3))
+            with pool_class(True)(2) as pool:
+                pool.map(work, range(3))
+    """)
+    assert {f.site.row for f in findings if f.code == "GD101"} == {15}

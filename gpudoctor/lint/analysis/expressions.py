@@ -10,6 +10,7 @@ from gpudoctor.lint.analysis.events import Context, Effect, Event
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
+    Bool,
     ClassRef,
     Container,
     FuncRef,
@@ -23,6 +24,7 @@ from gpudoctor.lint.analysis.values import (
     gpu_objects,
     one,
     positions,
+    truth,
 )
 from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge.registry import api_table
@@ -93,7 +95,16 @@ class ExprEvaluator:
 
     # -- leaves --------------------------------------------------------------------------
     def _e_Name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False"):
+            return one(Bool(node.value == "True"))
         return self.lookup(node.value)
+
+    def _e_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
+        value = self.eval(node.expression)
+        known = truth(value)
+        if isinstance(node.operator, cst.Not) and known is not None:
+            return one(Bool(not known))
+        return UNKNOWN
 
     def _e_SimpleString(self, node: cst.SimpleString) -> Value:
         value = node.evaluated_value

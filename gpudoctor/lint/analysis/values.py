@@ -31,6 +31,11 @@ class Int:
 
 
 @dataclass(frozen=True)
+class Bool:
+    value: bool
+
+
+@dataclass(frozen=True)
 class GpuObj:
     """A device-resident object (CuPy array, CUDA tensor, TF tensor or model, ...)."""
 
@@ -150,7 +155,7 @@ class ForkPid:
     site: Site
 
 
-Atom = (ModRef | ModuleObj | Str | Int | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
+Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
         | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | ForkPid)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
@@ -206,6 +211,15 @@ def _flatten(items: frozenset[Atom], depth: int = 2) -> set[Atom]:
         else:
             out.add(atom)
     return out
+
+
+def truth(value: frozenset[Atom]) -> bool | None:
+    """True or False when the value is surely that boolean; None when it is not known."""
+    if len(value) == 1:
+        (atom,) = value
+        if isinstance(atom, Bool):
+            return atom.value
+    return None
 
 
 def strings(value: frozenset[Atom]) -> set[str]:

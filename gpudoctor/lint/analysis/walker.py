@@ -19,6 +19,7 @@ from gpudoctor.lint.analysis.values import (
     PoolObj,
     one,
     strings,
+    truth,
 )
 from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
@@ -122,7 +123,15 @@ class Walker(ImportWalker):
         if isinstance(node.test, cst.Name) and node.test.value == "TYPE_CHECKING":
             return False
         sides = self.fork_sides(node.test)
-        self.eval(node.test)
+        known = truth(self.eval(node.test))
+        if known is not None and not sides[0]:
+            # A condition on a literal flag (``helper(False)``): only one branch runs.
+            if known:
+                return self.walk_block(node.body.body)
+            orelse = node.orelse
+            if isinstance(orelse, cst.If):
+                return self._s_If(orelse)
+            return self.walk_block(orelse.body.body) if orelse is not None else False
         outcomes = [self.branch(node.body.body, **sides[0])]
         if "fork_child" in sides[0] and outcomes[0][1]:
             # The child's branch ends (os._exit): what follows runs in the parent only.
