@@ -209,3 +209,23 @@ def test_literal_flags_choose_the_branch(lint_source) -> None:  # type: ignore[n
                 pool.map(work, range(3))
     """)
     assert {f.site.row for f in findings if f.code == "GD101"} == {15}
+
+
+def test_short_circuit_on_a_literal_flag(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import multiprocessing
+        import multiprocessing.dummy
+        import cupy as cp
+        FORCE = None
+        def pool_class(use_processes):
+            if not use_processes or FORCE:
+                return multiprocessing.dummy.Pool
+            return multiprocessing.Pool
+        def work(i):
+            return float(cp.sum(cp.arange(i)))
+        def main():
+            cp.ones(3)
+            with pool_class(False)(2) as pool:
+                pool.map(work, range(3))
+    """)
+    assert [f for f in findings if f.code in ("GD101", "GD103")] == []

@@ -217,7 +217,12 @@ class ExprEvaluator:
         return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
 
     def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
-        return self.eval(node.left) | self.eval(node.right)
+        left, right = self.eval(node.left), self.eval(node.right)
+        known = truth(left)
+        if known is not None:  # short-circuit on a literal flag
+            decides = known if isinstance(node.operator, cst.Or) else not known
+            return left if decides else right
+        return left | right
 
     def _e_IfExp(self, node: cst.IfExp) -> Value:
         self.eval(node.test)
