@@ -14,6 +14,9 @@ from gpudoctor.lint.rules.registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
 
+# The pytest plugin's tests drive inner pytest runs.
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture
 def lint_source(tmp_path: Path) -> Callable[..., list[Finding]]:

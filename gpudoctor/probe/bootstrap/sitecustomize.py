@@ -16,6 +16,10 @@ skip it). It then
   reused) it before sending the signal;
 * runs the ``sitecustomize`` that this one shadows, if any.
 
+Imported under another name (``gpudoctor.probe.bootstrap.sitecustomize``, as the
+pytest plugin does for ``initialized_runtimes`` and ``native_threads``) it does
+nothing at import.
+
 It must never change what the program does: it imports only the standard library,
 detects GPU runtimes only by looking at modules already in ``sys.modules``, never
 loads a CUDA library, starts no thread, and swallows its own errors.
@@ -57,7 +61,7 @@ def _write(event: str, **fields: object) -> None:
         os.close(fd)
 
 
-def _threads() -> int | None:
+def native_threads() -> int | None:
     """Return the number of native threads of this process (Python's and the libraries')."""
     try:
         with open("/proc/self/status") as status:
@@ -88,7 +92,7 @@ def _cuda_driver() -> list[str]:
     return ["cuda-driver", "cuda-context"] if context.value else ["cuda-driver"]
 
 
-def _runtimes() -> list[str]:
+def initialized_runtimes() -> list[str]:
     """Name the GPU runtimes this process has initialized, from sys.modules alone."""
     found: list[str] = []
     modules = sys.modules
@@ -148,7 +152,7 @@ def _dump_fd() -> int | None:
 @_safe
 def _before_fork() -> None:
     _at_fork.clear()
-    _at_fork.update(threads=_threads(), runtimes=_runtimes(), t=time.time())
+    _at_fork.update(threads=native_threads(), runtimes=initialized_runtimes(), t=time.time())
     _write("fork-parent", threads=_at_fork["threads"], runtimes=_at_fork["runtimes"])
 
 
@@ -218,5 +222,6 @@ def _chain() -> None:
               f"{type(error).__name__}: {error}", file=sys.stderr)
 
 
-_start()
-_chain()
+if __name__ == "sitecustomize":  # run by site.py, not imported as a library
+    _start()
+    _chain()

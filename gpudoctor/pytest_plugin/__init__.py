@@ -1,0 +1,165 @@
+"""gpudoctor's pytest plugin: GPU-memory budgets, fork safety and hang diagnosis as assertions.
+
+Registered through the ``pytest11`` entry point. Markers: ``fork_safe``,
+``hang_timeout``, ``gpu_memory_limit``, ``gpu_memory_leak_limit``; fixtures:
+``gpu_monitor``, ``isolated``. Measurement happens during the test's call (in a
+watcher process and fork hooks); the verdict is given in
+``pytest_runtest_makereport``, with a one-line reason and a named report section.
+
+A test that uses none of them costs a marker lookup: everything else (psutil,
+NVML, the probe) is imported only when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan, plan_for
+
+if TYPE_CHECKING:
+    from gpudoctor.pytest_plugin.isolation import Isolated
+    from gpudoctor.pytest_plugin.item_watch import ItemWatch
+    from gpudoctor.pytest_plugin.monitor import GpuMonitor
+
+INTERVAL_INI = "gpudoctor_sample_interval"
+
+
+@dataclasses.dataclass
+class _State:
+    """What the plugin learns over the session."""
+
+    interval: float = 0.5
+    nvml_reason: str | None = None  # once NVML failed, it fails for every later test
+    not_checked: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+_STATE = pytest.StashKey[_State]()
+_WATCH = pytest.StashKey["ItemWatch"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(INTERVAL_INI, "seconds between NVML readings of the GPU memory of a test's processes "
+                  "(each reading lists the GPU's processes, ~5 ms under a driver-wide lock; default: 0.5)",
+                  default="0.5")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in DOCS:
+        config.addinivalue_line("markers", line)
+    try:
+        interval = float(config.getini(INTERVAL_INI))
+    except ValueError:
+        raise pytest.UsageError(f"{INTERVAL_INI} in the pytest configuration must be a number of seconds, "
+                                f"got {config.getini(INTERVAL_INI)!r}") from None
+    config.stash[_STATE] = _State(interval=interval)
+    if config.pluginmanager.hasplugin("timeout"):
+        from gpudoctor.pytest_plugin import timeout_interop
+
+        config.pluginmanager.register(timeout_interop, "gpudoctor-timeout")
+
+
+def _watch(item: pytest.Item) -> ItemWatch:
+    """Return the item's watch, creating it on first use."""
+    watch = item.stash.get(_WATCH, None)
+    if watch is None:
+        from gpudoctor.pytest_plugin.item_watch import ItemWatch
+
+        watch = item.stash[_WATCH] = ItemWatch(item.config.stash[_STATE].interval)
+    return watch
+
+
+def _with_outer_deadline(item: pytest.Item, plan: Plan) -> Plan:
+    """Keep pytest-timeout's deadline when it is shorter than the marker's."""
+    if plan.hang is None or not item.config.pluginmanager.hasplugin("gpudoctor-timeout"):
+        return plan
+    from gpudoctor.pytest_plugin.timeout_interop import OUTER_TIMEOUT
+
+    outer = item.stash.get(OUTER_TIMEOUT, None)
+    if outer is None or outer >= plan.hang.seconds:
+        return plan
+    return dataclasses.replace(plan, hang=dataclasses.replace(plan.hang, seconds=outer))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        plan = plan_for(item)
+    except MarkerError as error:
+        pytest.fail(f"invalid marker: {error}", pytrace=False)
+    if plan is None and _WATCH not in item.stash:
+        return (yield)
+    plan = _with_outer_deadline(item, plan or Plan())
+    watch = _watch(item)
+    state = item.config.stash[_STATE]
+    gpu = plan.needs_gpu and state.nvml_reason is None
+    if plan.hang is not None or gpu:
+        watch.start_watcher(gpu)
+    if plan.needs_gpu and watch.client is None and watch.error is None:
+        watch.error = state.nvml_reason
+    if gpu and watch.client is not None and watch.gpu:
+        state.nvml_reason = watch.nvml_reason
+    with watch.call(plan):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    watch = item.stash.get(_WATCH, None)
+    if call.when != "call" or watch is None or watch.record is None:
+        return report
+    from gpudoctor.pytest_plugin.judge import apply, judge
+
+    judgement = judge(watch.record)
+    if judgement.not_checked:
+        item.config.stash[_STATE].not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
+    apply(report, call.excinfo, judgement)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    finally:
+        watch = item.stash.get(_WATCH, None)
+        if watch is not None:
+            watch.close()
+            del item.stash[_WATCH]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    for reason, nodeids in state.not_checked.items():
+        tests = "1 test" if len(nodeids) == 1 else f"{len(nodeids)} tests"
+        terminalreporter.write_line(f"gpudoctor: GPU memory markers were not checked ({tests}): {reason}")
+
+
+@pytest.fixture
+def gpu_monitor(request: pytest.FixtureRequest) -> GpuMonitor:
+    """Sample the GPU memory of the test's processes; read it with ``peak()`` and ``per_process()``."""
+    from gpudoctor.pytest_plugin.monitor import GpuMonitor
+
+    watch = _watch(request.node)
+    state = request.config.stash[_STATE]
+    if state.nvml_reason is None:
+        watch.start_watcher(gpu=True)
+        if watch.client is not None:
+            state.nvml_reason = watch.nvml_reason
+    else:
+        watch.error = state.nvml_reason
+    return GpuMonitor(watch)
+
+
+@pytest.fixture
+def isolated(tmp_path: Any) -> Isolated:
+    """Run a picklable callable in a sandboxed fresh interpreter: ``isolated(f, *args, timeout=60)``."""
+    from gpudoctor.pytest_plugin.isolation import Isolated
+
+    return Isolated(tmp_path)

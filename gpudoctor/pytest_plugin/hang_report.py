@@ -1,0 +1,56 @@
+"""The report of a test that outlived its hang_timeout: the diagnosis, then every stack."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpudoctor.pytest_plugin.checks import Failure
+
+_STACK_LINES = 60
+# Frames of pytest, pluggy and the interpreter's start, in faulthandler's and py-spy's layouts.
+_PYTEST_FRAME = re.compile(r"[/(](_pytest|pluggy)/|pytest/__main__\.py|<frozen runpy>")
+
+
+def _process_line(process: dict[str, Any]) -> str:
+    start = "test process" if process["start"] == "root" else process["start"]
+    where = f"; blocked in {process['blocked_in']}" if process.get("blocked_in") else ""
+    verdict, explanation = process["verdict"], process["explanation"]
+    if process["start"] == "root" and verdict == "killed":  # never killed: it is pytest itself
+        verdict, explanation = "busy", "still using CPU at the deadline"
+    return f"pid {process['pid']} ({start}) {verdict}: {explanation}{where}"
+
+
+def _stack(text: str) -> str:
+    """Drop pytest's own frames (a forked worker's stack holds them too), keep the innermost."""
+    lines = text.rstrip().splitlines()
+    kept = [line for line in lines if not _PYTEST_FRAME.search(line)]
+    if len(kept) < len(lines):
+        kept.append(f"    ({len(lines) - len(kept)} frames of pytest itself not shown)")
+    if len(kept) <= _STACK_LINES:
+        return "\n".join(kept)
+    return "\n".join(kept[:_STACK_LINES] + [f"    ... {len(kept) - _STACK_LINES} more lines"])
+
+
+def hang_failure(seconds: float, document: dict[str, Any], killed: list[int], pools: list[int]) -> Failure:
+    """Fail a test that outlived its hang_timeout, with the diagnosis and every stack."""
+    processes = [p for p in document.get("processes", []) if p.get("verdict") != "ok" or p.get("stack")]
+    hung = [p for p in processes if p.get("verdict") == "hung"]
+    if document.get("verdict") == "hung":
+        summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p['pid']) for p in hung)}"
+        explanation = document.get("explanation", "")
+    else:
+        summary = "no process was waiting: the test was still busy (slow, or looping)"
+        explanation = "No process of the test waited without CPU progress: it was running, not deadlocked."
+    reason = f"hang_timeout: still running after {seconds:g} s; {summary}"
+    lines = [explanation, ""]
+    lines += [_process_line(p) for p in processes]
+    if pools:
+        lines.append(f"terminated the test's multiprocessing pool(s): workers {', '.join(map(str, pools))}")
+    if killed:
+        lines.append(f"killed by gpudoctor: pid {', '.join(map(str, killed))}")
+    for process in processes:
+        if process.get("stack"):
+            lines += ["", f"--- stack of pid {process['pid']} ({process.get('stack_source')}) ---",
+                      _stack(process["stack"])]
+    return Failure(reason, ("gpudoctor hang_timeout", "\n".join(lines)))

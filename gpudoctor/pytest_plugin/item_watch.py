@@ -1,0 +1,155 @@
+"""Everything the plugin does around one test's call, and what it recorded there.
+
+Created by the call hook for a marked test, or earlier by the ``gpu_monitor``
+fixture (whose sampling then starts at the fixture's setup). The call's record is
+judged later, in ``pytest_runtest_makereport``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudoctor.probe import events, launch
+from gpudoctor.pytest_plugin.instrument import instrumented
+from gpudoctor.pytest_plugin.interrupt import interruptible
+from gpudoctor.pytest_plugin.markers import Plan
+from gpudoctor.pytest_plugin.pools import terminate_pools
+from gpudoctor.pytest_plugin.watch_client import WatcherClient, WatcherError
+
+
+class HangExpired(pytest.fail.Exception):  # type: ignore[misc,name-defined]
+    """Raised in the test's main thread when its hang_timeout passes.
+
+    A pytest outcome, not an Exception: a test's ``except Exception`` does not swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What one test's call left behind for the checks."""
+
+    plan: Plan
+    root: int
+    since: float  # monotonic time the call started
+    events: list[dict[str, Any]]
+    final: dict[str, Any] | None  # the watcher's last answer; None without a watcher
+    watcher_error: str | None
+    interrupted: bool
+    stopped_pools: tuple[int, ...] = field(default=())
+
+
+class ItemWatch:
+    """The watcher, the instrumentation and the interrupt of one test."""
+
+    def __init__(self, interval: float) -> None:
+        root = Path(tempfile.mkdtemp(prefix="gpudoctor-test-")).resolve()
+        self.workdir = launch.Workdir(root)
+        self.token = secrets.token_hex(8)
+        self.interval = interval
+        self.client: WatcherClient | None = None
+        self.error: str | None = None
+        self.gpu = False
+        self.record: CallRecord | None = None
+
+    def start_watcher(self, gpu: bool) -> None:
+        """Start the watcher unless it runs already (the first caller decides about NVML)."""
+        if self.client is not None or self.error is not None:
+            return
+        self.gpu = gpu
+        try:
+            self.client = WatcherClient(self.workdir, self.token, gpu, self.interval)
+        except WatcherError as error:
+            self.error = str(error)
+
+    @property
+    def nvml_reason(self) -> str | None:
+        """Return why GPU memory is not measured, or None when it is."""
+        if self.error is not None:
+            return self.error
+        if self.client is None or not self.gpu:
+            return "GPU memory was not sampled"
+        reason = self.client.ready.get("nvml")
+        return reason if isinstance(reason, str) else None
+
+    def sample(self) -> dict[str, Any] | None:
+        """Return every GPU reading so far, taking one now if the watcher still runs."""
+        if self.client is None:
+            return None
+        if self.client.final is not None:
+            return self.client.final
+        try:
+            return self.client.request({"cmd": "sample"})
+        except WatcherError as error:
+            self.error = str(error)
+            return None
+
+    @contextmanager
+    def call(self, plan: Plan) -> Iterator[None]:
+        """Watch the test's call as ``plan`` asks, then record what happened."""
+        expired: list[bool] = []
+
+        def raise_expired() -> None:
+            expired.append(True)
+            assert plan.hang is not None
+            raise HangExpired(f"hang_timeout: still running after {plan.hang.seconds:g} s", pytrace=False)
+
+        with ExitStack() as stack:
+            interrupt = stack.enter_context(interruptible(raise_expired)) if plan.hang else None
+            dump_fd = stack.enter_context(instrumented(self.workdir, self.token)) \
+                if plan.needs_instrumentation else -1
+            start_epoch, since = time.time(), time.monotonic()
+            self._begin(plan, dump_fd, start_epoch)
+            try:
+                yield
+            finally:
+                try:
+                    if interrupt is not None:
+                        interrupt.disarm()
+                finally:  # even when the interrupt landed just as the test returned
+                    self._end(plan, since, start_epoch, bool(expired))
+
+    def _begin(self, plan: Plan, dump_fd: int, start_epoch: float) -> None:
+        if self.client is None:
+            return
+        try:
+            if plan.hang is not None:
+                self.client.request({"cmd": "arm", "seconds": plan.hang.seconds,
+                                     "hang_after": plan.hang.stall_threshold,
+                                     "native_stacks": plan.hang.native_stacks,
+                                     "dump_fd": dump_fd, "start_epoch": start_epoch})
+            if self.gpu:
+                self.client.request({"cmd": "sample"})  # the baseline of the leak check
+        except WatcherError as error:
+            self.error = str(error)
+
+    def _end(self, plan: Plan, since: float, start_epoch: float, interrupted: bool) -> None:
+        recorded = events.read(self.workdir.events, start_epoch)
+        stopped: list[int] = []
+        if interrupted:
+            born = {e["pid"] for e in recorded if e.get("event") in ("fork-child", "start")}
+            stopped = terminate_pools(born)
+        final = None
+        if self.client is not None:
+            try:
+                final = self.client.finish()
+            except WatcherError as error:
+                self.error = str(error)
+        self.record = CallRecord(plan, os.getpid(), since, recorded, final, self.error, interrupted,
+                                 tuple(stopped))
+
+    def close(self) -> None:
+        """Stop the watcher if it still runs and delete the scratch directory."""
+        if self.client is not None and self.client.final is None:
+            self.client.close()
+        shutil.rmtree(self.workdir.root, ignore_errors=True)

@@ -1,0 +1,68 @@
+"""Apply the checks to a test's call report: fail it, or say why a check could not run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpudoctor.pytest_plugin import checks, hang_report, memory
+from gpudoctor.pytest_plugin.item_watch import CallRecord, HangExpired
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The failures of one test, and why its GPU memory markers went unchecked (if so)."""
+
+    failures: tuple[checks.Failure, ...]
+    not_checked: str | None
+
+
+def _memory(record: CallRecord) -> tuple[list[checks.Failure], str | None]:
+    plan, final = record.plan, record.final
+    if not plan.needs_gpu:
+        return [], None
+    if final is None:
+        return [], record.watcher_error or "GPU memory was not sampled"
+    if final.get("nvml"):
+        return [], str(final["nvml"])
+    use = memory.analyse(final.get("rounds") or [], record.since, record.root, final.get("processes") or {})
+    if use.hidden:
+        return [], "NVML does not report per-process GPU memory here (MIG or WDDM)"
+    notes = [n for n in final.get("notes") or [] if "PID namespace" in n]
+    if notes and not use.processes:
+        return [], notes[0]
+    return checks.memory_failures(plan, use), None
+
+
+def judge(record: CallRecord) -> Judgement:
+    """Check everything the test's markers asked for."""
+    failures: list[checks.Failure] = []
+    plan, final = record.plan, record.final or {}
+    if plan.hang is not None and (final.get("hang") or record.interrupted):
+        document = final.get("hang") or {"verdict": "unknown", "explanation": record.watcher_error or ""}
+        failures.append(hang_report.hang_failure(plan.hang.seconds, document, list(final.get("killed") or []),
+                                                 list(record.stopped_pools)))
+    if plan.fork_safe is not None:
+        fork = checks.fork_failure(plan.fork_safe, record.events, record.root)
+        if fork is not None:
+            failures.append(fork)
+    found, not_checked = _memory(record)
+    return Judgement(tuple(failures + found), not_checked)
+
+
+def apply(report: Any, excinfo: Any, judgement: Judgement) -> None:
+    """Turn a passed (or hang-interrupted) call report into a failure with our sections.
+
+    A test that failed on its own keeps its own error; the evidence is added to it.
+    """
+    if not judgement.failures or report.skipped:
+        return
+    ours = excinfo is None or excinfo.errisinstance(HangExpired)
+    for failure in judgement.failures:
+        report.sections.append(failure.section)
+    if not ours and report.failed:
+        return
+    reasons = [f.reason for f in judgement.failures]
+    more = f" (and {len(reasons) - 1} more, see below)" if len(reasons) > 1 else ""
+    report.outcome = "failed"
+    report.longrepr = reasons[0] + more

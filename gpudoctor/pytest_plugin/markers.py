@@ -1,0 +1,143 @@
+"""The plugin's markers: their documentation for ``pytest --markers``, and their arguments.
+
+Standard library and ``gpudoctor.probe.units`` only: this module is imported at
+pytest startup, so it must cost nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gpudoctor.probe.units import parse_size
+
+FORK_SAFE = "fork_safe"
+HANG_TIMEOUT = "hang_timeout"
+MEMORY_LIMIT = "gpu_memory_limit"
+LEAK_LIMIT = "gpu_memory_leak_limit"
+NAMES = (FORK_SAFE, HANG_TIMEOUT, MEMORY_LIMIT, LEAK_LIMIT)
+
+# One line each, as pytest shows them: "name(args): what it does".
+DOCS = (
+    f"{FORK_SAFE}(threads=False): fail the test if, while it ran, any process of its tree "
+    "forked while it had a GPU runtime (or TensorFlow's runtime and its thread pools) "
+    "initialized; threads=True also fails a fork from a process with more than one native thread. "
+    "The report names the fork site and the runtimes.",
+    f"{HANG_TIMEOUT}(seconds, hang_after=None, native_stacks=True): after SECONDS, dump the stacks "
+    "of the test process and of all its child processes, explain the hang (gpudoctor's "
+    "diagnosis), kill the children and fail the test; the session goes on.",
+    f"{MEMORY_LIMIT}(size): fail the test if the GPU memory its processes hold together "
+    '(NVML, sampled) exceeds SIZE, e.g. "2 GiB"; not checked without NVML.',
+    f"{LEAK_LIMIT}(size): fail the test if its processes hold more than SIZE more GPU memory "
+    'at its end than at its start, e.g. "64 MiB"; not checked without NVML.',
+)
+
+
+class MarkerError(ValueError):
+    """A marker was given arguments it cannot take; the message names the marker."""
+
+
+class _Marker(Protocol):
+    name: str
+    args: tuple[Any, ...]
+    kwargs: Any
+
+
+@dataclass(frozen=True)
+class ForkSafe:
+    """``fork_safe``: which forks count as unsafe."""
+
+    threads: bool = False
+
+
+@dataclass(frozen=True)
+class HangTimeout:
+    """``hang_timeout``: the deadline of the test's call, and how to judge a stall."""
+
+    seconds: float
+    hang_after: float | None = None  # stalled this long counts as hung; default: half the deadline
+    native_stacks: bool = True
+
+    @property
+    def stall_threshold(self) -> float:
+        """Return how long a process must wait without CPU progress to be called hung."""
+        return self.hang_after if self.hang_after is not None else self.seconds / 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one test asked the plugin to check."""
+
+    fork_safe: ForkSafe | None = None
+    hang: HangTimeout | None = None
+    memory_limit: int | None = None
+    leak_limit: int | None = None
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.memory_limit is not None or self.leak_limit is not None
+
+    @property
+    def needs_instrumentation(self) -> bool:
+        return self.fork_safe is not None or self.hang is not None
+
+
+def _bind(marker: _Marker, names: tuple[str, ...], required: int) -> dict[str, Any]:
+    """Match a marker's positional and keyword arguments to ``names``; raise MarkerError."""
+    if len(marker.args) > len(names):
+        raise MarkerError(f"{marker.name} takes at most {len(names)} positional argument(s)")
+    bound = dict(zip(names, marker.args, strict=False))
+    for key, value in marker.kwargs.items():
+        if key not in names:
+            raise MarkerError(f"{marker.name} has no argument {key!r} (it takes {', '.join(names)})")
+        if key in bound:
+            raise MarkerError(f"{marker.name} got {key!r} twice")
+        bound[key] = value
+    missing = [n for n in names[:required] if n not in bound]
+    if missing:
+        raise MarkerError(f"{marker.name} needs {', '.join(missing)}, e.g. @pytest.mark.{marker.name}"
+                          f"({'30' if marker.name == HANG_TIMEOUT else repr('2 GiB')})")
+    return bound
+
+
+def _size(marker: _Marker) -> int:
+    value = _bind(marker, ("size",), 1)["size"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return parse_size(str(value))
+    except ValueError as error:
+        raise MarkerError(f"{marker.name}: {error}") from None
+
+
+def _seconds(marker: _Marker, value: Any, what: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise MarkerError(f"{marker.name}: {what} must be a number of seconds, got {value!r}") from None
+    if seconds <= 0:
+        raise MarkerError(f"{marker.name}: {what} must be more than 0 seconds, got {value!r}")
+    return seconds
+
+
+def _hang(marker: _Marker) -> HangTimeout:
+    bound = _bind(marker, ("seconds", "hang_after", "native_stacks"), 1)
+    seconds = _seconds(marker, bound["seconds"], "seconds")
+    after = bound.get("hang_after")
+    return HangTimeout(seconds, None if after is None else _seconds(marker, after, "hang_after"),
+                       bool(bound.get("native_stacks", True)))
+
+
+def plan_for(item: Any) -> Plan | None:
+    """Return what ``item``'s markers ask for, or None when it carries none of them."""
+    found = {name: item.get_closest_marker(name) for name in NAMES}
+    if not any(found.values()):
+        return None
+    fork, hang = found[FORK_SAFE], found[HANG_TIMEOUT]
+    limit, leak = found[MEMORY_LIMIT], found[LEAK_LIMIT]
+    return Plan(
+        fork_safe=None if fork is None else ForkSafe(bool(_bind(fork, ("threads",), 0).get("threads", False))),
+        hang=None if hang is None else _hang(hang),
+        memory_limit=None if limit is None else _size(limit),
+        leak_limit=None if leak is None else _size(leak),
+    )

@@ -1,0 +1,145 @@
+"""``hang_timeout``: stacks of the whole tree, the probe's diagnosis, children killed, session goes on."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.plugin.conftest import needs_tensorflow
+from tests.probe.helpers import running
+
+# Nothing is left: checked from inside the session, right after the hung test.
+NOTHING_LEFT = """
+
+def test_nothing_left_behind():
+    import psutil
+    alive = [p.pid for p in psutil.Process().children(recursive=True)
+             if p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+"""
+
+TENSORFLOW_FREEZE = """\
+import multiprocessing
+
+import pytest
+import tensorflow as tf
+
+
+def work(i):
+    return float(tf.reduce_sum(tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))))
+
+
+@pytest.mark.hang_timeout(5)
+def test_fork_pool_after_an_op():
+    tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))
+    print(multiprocessing.get_context("fork").Pool(2).map(work, range(4)))
+""" + NOTHING_LEFT
+
+
+def _call_seconds(output: str, name: str) -> float:
+    found = re.search(rf"^([0-9.]+)s call +\S+::{name}$", output, re.MULTILINE)
+    assert found, output
+    return float(found.group(1))
+
+
+@needs_tensorflow
+def test_tensorflow_fork_pool_hang_is_diagnosed_and_cleaned_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_freeze=TENSORFLOW_FREEZE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--durations=2", "--durations-min=0",
+                                           timeout=240)
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "hang_timeout: still running after 5 s; * process(es) hung: pid *",
+        "*- gpudoctor hang_timeout -*",
+        "Hung: * process(es) waited with no CPU progress for at least 2.5 s: *",
+        "* were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
+        "Blocked in *in your code work (test_freeze.py:8).",
+        "* wait(s) for them (e.g. Pool.map waiting for results).",
+        'Fix: start the workers with the spawn or forkserver start method*',
+        "pid * (test process) hung: *in your code test_fork_pool_after_an_op (*test_freeze.py:14)",
+        "pid * (fork) hung: *",
+        "terminated the test's multiprocessing pool(s): workers *",
+        "--- stack of pid * (faulthandler) ---",
+    ])
+    workers = [int(pid) for pid in re.findall(r"^pid (\d+) \(fork\) hung", output, re.MULTILINE)]
+    assert len(workers) == 2
+    # A worker's own stack: it waits in the TensorFlow op it was given, in the test's function.
+    worker_stack = output.split(f"--- stack of pid {workers[0]} ")[1].split("--- stack of pid")[0]
+    assert "work (" in worker_stack and "test_freeze.py:8" in worker_stack
+    assert _call_seconds(output, "test_fork_pool_after_an_op") < 30
+    assert running(workers) == []
+
+
+CHILD_SLEEPS = """\
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.hang_timeout(3, hang_after=1)
+def test_waits_for_a_sleeping_child():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    print("CHILD", child.pid)
+    child.wait()
+
+
+@pytest.mark.hang_timeout(1)
+def test_busy_loop():
+    while True:
+        pass
+""" + NOTHING_LEFT
+
+
+def test_child_is_dumped_and_killed_and_the_session_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sleepy=CHILD_SLEEPS)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1, failed=2)
+    output = result.stdout.str()
+    child = int(re.search(r"CHILD (\d+)", output).group(1))  # type: ignore[union-attr]
+    result.stdout.fnmatch_lines([
+        "hang_timeout: still running after 3 s; 2 process(es) hung: pid *",
+        f"pid {child} (exec) hung: *",
+        f"killed by gpudoctor: pid {child}",
+        f"--- stack of pid {child} (*) ---",
+        "*sleep*",
+        "hang_timeout: still running after 1 s; no process was waiting: the test was still busy (slow, or looping)",
+        "No process of the test waited without CPU progress: it was running, not deadlocked.",
+    ])
+    assert running([child]) == []
+
+
+PYTEST_TIMEOUT = """\
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.timeout(2)
+@pytest.mark.hang_timeout(60)
+def test_shorter_pytest_timeout_wins():
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+@pytest.mark.timeout(1)
+def test_pytest_timeout_alone():
+    time.sleep(30)
+"""
+
+
+def test_pytest_timeout_hands_its_timer_over(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_timeout")
+    pytester.makepyfile(test_both=PYTEST_TIMEOUT)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_shorter_pytest_timeout_wins _*",
+        "hang_timeout: still running after 2 s; *",
+        "*_ test_pytest_timeout_alone _*",
+        "*Failed: Timeout (>1.0s) from pytest-timeout.*",
+    ])
+    assert "Timeout (>2.0s) from pytest-timeout" not in result.stdout.str()

@@ -1,0 +1,80 @@
+"""The plugin's pure parts: marker arguments, memory summaries, stack trimming."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpudoctor.pytest_plugin import hang_report, memory
+from gpudoctor.pytest_plugin.markers import ForkSafe, HangTimeout, MarkerError, Plan, plan_for
+
+MIB = 1 << 20
+
+
+@dataclass
+class Marker:
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Item:
+    markers: dict[str, Marker]
+
+    def get_closest_marker(self, name: str) -> Marker | None:
+        return self.markers.get(name)
+
+
+def _item(*markers: Marker) -> Item:
+    return Item({m.name: m for m in markers})
+
+
+def test_no_marker_means_no_plan() -> None:
+    assert plan_for(_item()) is None
+
+
+def test_marker_arguments_become_a_plan() -> None:
+    plan = plan_for(_item(Marker("fork_safe", kwargs={"threads": True}), Marker("hang_timeout", (30,)),
+                          Marker("gpu_memory_limit", ("2 GiB",)), Marker("gpu_memory_leak_limit", (64 * MIB,))))
+    assert plan == Plan(ForkSafe(threads=True), HangTimeout(30.0), 2 << 30, 64 * MIB)
+    assert plan.hang is not None and plan.hang.stall_threshold == 15.0
+    assert HangTimeout(30.0, hang_after=3.0).stall_threshold == 3.0
+
+
+def test_sizes_follow_the_probe_units() -> None:
+    plan = plan_for(_item(Marker("gpu_memory_limit", ("1.5GB",))))
+    assert plan is not None and plan.memory_limit == 1_500_000_000
+    with pytest.raises(MarkerError, match="gpu_memory_limit: not a size"):
+        plan_for(_item(Marker("gpu_memory_limit", ("lots",))))
+
+
+def test_peak_is_what_the_processes_held_at_the_same_time() -> None:
+    rounds = [
+        [0.0, {"0:10": 0}],  # before the window
+        [1.0, {"0:10": 100 * MIB}],
+        [2.0, {"0:10": 10 * MIB, "0:11": 200 * MIB}],
+        [3.0, {"0:10": 300 * MIB}],
+    ]
+    use = memory.analyse(rounds, since=1.0, root=10, info={"11": {"ppid": 10, "cmdline": ["worker"]}})
+    assert use.peak == 300 * MIB  # not 300 + 200: those were never held together
+    assert (use.at_start, use.at_end, use.leaked) == (100 * MIB, 300 * MIB, 200 * MIB)
+    assert [(p.pid, p.peak, p.role) for p in use.processes] == [
+        (10, 300 * MIB, "test process"), (11, 200 * MIB, "child of 10: worker")]
+    assert not use.hidden
+
+
+def test_hidden_per_process_memory_is_flagged() -> None:
+    use = memory.analyse([[0.0, {"0:10": None}]], since=0.0, root=10, info={})
+    assert use.hidden
+
+
+def test_stacks_lose_pytest_frames_and_keep_the_innermost() -> None:
+    text = "\n".join(["Thread 1 (idle)", "    wait (threading.py:320)", "    test_x (test_x.py:5)"]
+                     + [f"    _multicall (pluggy/_execution.py:{n})" for n in range(40)]
+                     + [f"    runtest (_pytest/python.py:{n})" for n in range(40)])
+    trimmed = hang_report._stack(text)
+    assert "pluggy" not in trimmed and "_pytest" not in trimmed
+    assert trimmed.splitlines()[-1] == "    (80 frames of pytest itself not shown)"
