@@ -1,4 +1,4 @@
-"""``gpudoctor probe``: the machine report, or a supervised command and its diagnosis."""
+"""``gpudoctor probe``: the machine report and scenarios, or a supervised command and its diagnosis."""
 
 from __future__ import annotations
 
@@ -26,28 +26,20 @@ def _print_json(document: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def machine_report(as_json: bool) -> int:
-    """Print the machine report; it describes, it does not judge, so it exits 0."""
-    from gpudoctor.probe import machine
-
-    report = machine.collect()
-    if as_json:
-        _print_json(machine.to_json(report))
-        return EXIT_OK
-    from gpudoctor.probe.render_machine import render
-
-    render(report, _console())
-    return EXIT_OK
-
-
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
     from gpudoctor.probe import diagnose, render_run
+    from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.supervise import Limits, Supervisor
 
+    html = None
+    if args.html:
+        from gpudoctor.probe import html_report
+
+        html = html_report.check_target(args.html)
     limits = Limits(
         timeout=args.timeout,
-        hang_after=args.hang_after,
+        hang_after=args.hang_after if args.hang_after is not None else HANG_AFTER_COMMAND,
         grace=args.grace,
         memory_limit=args.memory_limit,
         output_limit=args.output_limit,
@@ -64,13 +56,21 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         _print_json(render_run.to_json(run, result))
     else:
         render_run.render(run, result, _console())
+    if html is not None:
+        from gpudoctor.probe import machine
+
+        document = {"machine": machine.to_json(machine.collect())["machine"],
+                    "run": render_run.to_json(run, result)}
+        html_report.write(html, html_report.command_page(document))
+        if not args.json:
+            _console().print(f"HTML report: {html}")
     if run.stop_reason == "interrupted":
         return 128 + (run.signal_received or signal.SIGINT)
     return EXIT_OK if result.verdict == "ok" else EXIT_PROBLEM
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch ``gpudoctor probe``: no command means the machine report."""
+    """Dispatch ``gpudoctor probe``: no command means the machine report and the scenarios."""
     command = list(args.command or [])
     dashed = bool(command) and command[0] == "--"
     if dashed:
@@ -78,5 +78,11 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         if dashed:
             raise GpudoctorError("no command given after '--' (gpudoctor probe -- COMMAND ...)")
-        return machine_report(args.json)
+        from gpudoctor.probe import scenario_command
+
+        return scenario_command.run(args)
+    for flag, given in (("--scenario", args.scenario), ("--no-scenarios", args.no_scenarios),
+                        ("--list-scenarios", args.list_scenarios)):
+        if given:
+            raise GpudoctorError(f"{flag} cannot be combined with a command after '--'")
     return supervise(command, args)

@@ -6,6 +6,7 @@ import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudoctor.probe import explain_oom
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
 
@@ -163,6 +164,7 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
         lines += _forks_from_initialized(judged)
     if verdict == "oom" or any(m.pattern.category == GPU_OOM for m in matches):
         lines += _memory(run)
+        lines += explain_oom.one_holds_all(run, judged)
     lines += _matched(matches, WARNING, "Warning: ")
     lines += _matched(matches, CONTEXT, "Context (not the cause): ")
     lines += [f"Note: {note}" for note in run.notes]

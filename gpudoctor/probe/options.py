@@ -7,6 +7,11 @@ from typing import Any
 
 from gpudoctor.probe.units import parse_size
 
+# A supervised program may legitimately wait a long time; a scenario's workers
+# either finish in seconds or never.
+HANG_AFTER_COMMAND = 30.0
+HANG_AFTER_SCENARIO = 3.0
+
 
 def _seconds(text: str) -> float:
     try:
@@ -29,23 +34,40 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``probe`` subcommand to the top-level parser."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "probe",
-        help="report this machine's GPUs and frameworks, or supervise a command",
-        description="Report this machine's GPUs, frameworks and defaults, or run "
-        "COMMAND under supervision and explain a hang, crash or OOM.",
-        epilog="Example: gpudoctor probe --timeout 300 --hang-after 30 -- python train.py",
+        help="report this machine and reproduce the failure scenarios, or supervise a command",
+        description="Report this machine's GPUs, frameworks and defaults and run the failure "
+        "scenarios that can run here (each in an unsafe and a safe variant), or run COMMAND "
+        "under supervision and explain a hang, crash or OOM.",
+        epilog="Examples: gpudoctor probe --html report.html; "
+        "gpudoctor probe --scenario tensorflow-fork-after-init; "
+        "gpudoctor probe --timeout 300 --hang-after 30 -- python train.py",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    run = parser.add_argument_group("supervising a command (after --)")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML page to FILE")
+    scenarios = parser.add_argument_group("scenarios (without a command)")
+    scenarios.add_argument("--scenario", action="append", metavar="NAME",
+                           help="run only this scenario (repeatable; see --list-scenarios)")
+    scenarios.add_argument("--no-scenarios", action="store_true",
+                           help="only report the machine (fast)")
+    scenarios.add_argument("--list-scenarios", action="store_true",
+                           help="list the scenarios and whether each can run here")
+    scenarios.add_argument("--scenario-timeout", type=_seconds, default=30.0, metavar="S",
+                           help="stop a scenario variant after S seconds (default: 30; a hung one "
+                           "is stopped after --hang-after)")
+    run = parser.add_argument_group("supervising a command (after --) and running scenarios")
     run.add_argument("--timeout", type=_seconds, metavar="S",
                      help="stop the command after S seconds (default: no deadline)")
-    run.add_argument("--hang-after", type=_seconds, default=30.0, metavar="S",
+    run.add_argument("--hang-after", type=_seconds, metavar="S",
                      help="call a process hung after S seconds waiting with no CPU progress; "
-                     "when the whole tree is hung, stop it (default: 30)")
+                     f"when the whole tree is hung, stop it (default: {HANG_AFTER_COMMAND:g} for a "
+                     f"command, {HANG_AFTER_SCENARIO:g} for scenarios)")
     run.add_argument("--grace", type=_seconds, default=3.0, metavar="S",
                      help="seconds between SIGTERM and SIGKILL when stopping the tree (default: 3)")
     run.add_argument("--memory-limit", type=_size, metavar="SIZE",
                      help="stop the command when its processes' resident memory together "
-                     "exceeds SIZE, e.g. 8GiB (default: no limit)")
+                     "exceeds SIZE, e.g. 8GiB (default: no limit for a command; for a scenario "
+                     "80%% of the available memory, at most 8GiB)")
     run.add_argument("--output-limit", type=_size, default=64 * 1024, metavar="SIZE",
                      help="keep this much of the head and of the tail of stdout and stderr "
                      "each for the diagnosis (default: 64KiB)")

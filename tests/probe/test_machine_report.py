@@ -27,7 +27,7 @@ def _env_without_nvml() -> dict[str, str]:
 
 @no_real_driver
 def test_no_driver_is_one_clear_line_and_the_rest_is_still_reported() -> None:
-    done = gpudoctor(["probe"], env=_env_without_nvml())
+    done = gpudoctor(["probe", "--no-scenarios"], env=_env_without_nvml())
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     gpu_section = lines[1 : lines.index(next(line for line in lines if line.startswith("Frameworks")))]
@@ -42,7 +42,7 @@ def test_no_driver_is_one_clear_line_and_the_rest_is_still_reported() -> None:
 
 @no_real_driver
 def test_no_driver_json() -> None:
-    code, document, _ = gpudoctor_json([], env=_env_without_nvml())
+    code, document, _ = gpudoctor_json(["--no-scenarios"], env=_env_without_nvml())
     assert code == 0
     machine = document["machine"]
     assert machine["nvml"] == {
@@ -86,7 +86,7 @@ def test_report_against_fake_nvml(fake_nvml: FakeNvml) -> None:
     fake_nvml.add_device(name="NVIDIA Fake T4", total=8 << 30, used=0)
     me = os.getpid()  # a PID that exists in this namespace
     fake_nvml.processes = [(0, me, 2 << 30), (0, 1, None)]
-    code, document, stderr = gpudoctor_json([], env=fake_nvml.env())
+    code, document, stderr = gpudoctor_json(["--no-scenarios"], env=fake_nvml.env())
     assert code == 0, stderr
     nvml = document["machine"]["nvml"]
     assert nvml["available"] is True and nvml["reason"] is None
@@ -109,7 +109,7 @@ def test_report_against_fake_nvml(fake_nvml: FakeNvml) -> None:
 
 def test_terminal_report_against_fake_nvml(fake_nvml: FakeNvml) -> None:
     fake_nvml.add_device(name="NVIDIA Fake H100", total=80 << 30, used=1 << 30, compute_mode=3)
-    done = gpudoctor(["probe"], env=fake_nvml.env())
+    done = gpudoctor(["probe", "--no-scenarios"], env=fake_nvml.env())
     assert done.returncode == 0, done.stderr
     assert "driver 550.54.15, CUDA driver API 12.4, 1 device(s)" in done.stdout
     assert "GPU 0: NVIDIA Fake H100" in done.stdout
@@ -120,7 +120,7 @@ def test_terminal_report_against_fake_nvml(fake_nvml: FakeNvml) -> None:
 def test_driver_library_present_but_not_loaded(fake_nvml: FakeNvml) -> None:
     env = fake_nvml.env()
     fake_nvml.state.unlink()  # the fake then answers nvmlInit with DRIVER_NOT_LOADED
-    code, document, _ = gpudoctor_json([], env=env)
+    code, document, _ = gpudoctor_json(["--no-scenarios"], env=env)
     assert code == 0
     assert document["machine"]["nvml"]["available"] is False
     assert "kernel driver is not loaded" in document["machine"]["nvml"]["reason"]
@@ -129,7 +129,7 @@ def test_driver_library_present_but_not_loaded(fake_nvml: FakeNvml) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not real_driver_present(), reason="needs a real NVIDIA GPU and driver")
 def test_real_gpu_is_reported() -> None:
-    code, document, _ = gpudoctor_json([])
+    code, document, _ = gpudoctor_json(["--no-scenarios"])
     assert code == 0
     assert document["machine"]["nvml"]["available"] is True
     assert document["machine"]["nvml"]["devices"]

@@ -1,0 +1,52 @@
+"""Explain a GPU OOM where one process of the tree holds nearly all of a device.
+
+The shape of "several workers each let TensorFlow or JAX reserve the GPU": NVML
+shows one process holding most of the device's memory while other processes of
+the same command fail out of memory. Saying so, with the numbers, points at the
+allocator's default rather than at the size of the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gpudoctor.probe.units import format_size
+
+if TYPE_CHECKING:
+    from gpudoctor.probe.diagnose import ProcessVerdict
+    from gpudoctor.probe.supervise import RunRecord
+
+# A process that holds this share of a device leaves too little for a second one.
+_MOST = 0.7
+
+_FIX = ("Fix: TensorFlow reserves nearly all free GPU memory when it initializes and JAX "
+        "preallocates 75%, so only the first worker per GPU gets any. Turn on memory growth in "
+        "each worker before its first op (tf.config.experimental.set_memory_growth, or "
+        "TF_FORCE_GPU_ALLOW_GROWTH=true in the workers' environment), cap each worker "
+        "(set_logical_device_configuration with a memory_limit; XLA_PYTHON_CLIENT_PREALLOCATE=false "
+        "or XLA_PYTHON_CLIENT_MEM_FRACTION for JAX), or give each worker its own GPU "
+        "(CUDA_VISIBLE_DEVICES set before the worker starts).")
+
+
+def one_holds_all(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Return the lines that name the process holding most of a GPU while others ran out."""
+    peaks = run.peaks
+    tree = {p.pid for p in judged}
+    lines: list[str] = []
+    for device, total in sorted(peaks.device_total.items()):
+        held = {pid: b for (d, pid), b in peaks.process_gpu.items() if d == device and pid in tree and b}
+        if not total or not held:
+            continue
+        top, most = max(held.items(), key=lambda item: item[1])
+        # A root that used no GPU failed because its workers did: not one of them.
+        failed = [p for p in judged if p.verdict == "oom" and p.pid != top
+                  and (p.start != "root" or p.pid in held)]
+        if most < _MOST * total or not failed:
+            continue
+        lines.append(f"pid {top} alone held {format_size(most)} of GPU {device}'s {format_size(total)} "
+                     f"({100 * most / total:.0f}%) while {len(failed)} other process(es) of this command "
+                     f"ran out of GPU memory: {', '.join(str(p.pid) for p in failed)}.")
+    if lines:
+        lines.append(_FIX)
+    return lines

@@ -1,0 +1,132 @@
+"""The pieces of the HTML report: machine summary, run sections, process and stack listings.
+
+Every function takes the JSON documents ``--json`` prints and returns HTML text;
+every value from them is escaped.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from gpudoctor.probe.units import format_size
+
+
+def e(value: object) -> str:
+    """Escape any value for HTML text and attributes."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def badge(status: str) -> str:
+    """Return a status as a coloured label."""
+    return f'<span class="badge {e(status)}">{e(status)}</span>'
+
+
+def _row(label: str, value: str) -> str:
+    return f"<tr><th>{e(label)}</th><td>{value}</td></tr>"
+
+
+def _gpus(nvml: dict[str, Any]) -> str:
+    if not nvml.get("available"):
+        return e(nvml.get("reason") or "NVML not available")
+    lines = [f"driver {e(nvml.get('driver_version'))}, CUDA driver API "
+             f"{e(nvml.get('cuda_driver_version'))}"]
+    for d in nvml.get("devices", []):
+        memory = d.get("memory") or {}
+        lines.append(f"GPU {e(d['index'])}: <b>{e(d.get('name'))}</b>, "
+                     f"{e(format_size(memory.get('used')))} used of {e(format_size(memory.get('total')))}, "
+                     f"compute mode {e(d.get('compute_mode'))}")
+        for p in d.get("processes") or ():
+            lines.append(f"&nbsp;&nbsp;pid {e(p['pid'])}: {e(format_size(p.get('used_memory')))}")
+        lines += [f'&nbsp;&nbsp;<span class="dim">{e(note)}</span>' for note in d.get("notes", [])]
+    return "<br>".join(lines)
+
+
+def machine(m: dict[str, Any]) -> str:
+    """Return the machine summary table."""
+    installed = [f"<b>{e(name)}</b> {e(f.get('version'))}" + (f" ({e(f['detail'])})" if f.get("detail") else "")
+                 for name, f in m.get("frameworks", {}).items() if f.get("installed")]
+    missing = [e(name) for name, f in m.get("frameworks", {}).items() if not f.get("installed")]
+    frameworks = "<br>".join(installed) or "none of them"
+    if missing:
+        frameworks += f'<br><span class="dim">not installed: {", ".join(missing)}</span>'
+    host = m.get("host", {})
+    env = {k: v for k, v in (host.get("env") or {}).items() if v is not None}
+    env_text = "<br>".join(f"<code>{e(k)}={e(v)}</code>" for k, v in env.items()) or \
+        '<span class="dim">none of the GPU variables is set</span>'
+    limit = host.get("cgroup_memory_limit")
+    rows = [
+        _row("GPUs (NVML)", _gpus(m.get("nvml", {}))),
+        _row("Frameworks", frameworks),
+        _row("Python", f"{e(m.get('python'))} on {e(m.get('platform'))}, default start method "
+             f"<b>{e(m.get('start_method'))}</b> (available: {e(', '.join(m.get('start_methods', [])))})"),
+        _row("Environment", env_text),
+        _row("Host", f"{e(host.get('cpu_count'))} CPUs, {e(format_size(host.get('memory_available')))} "
+             f"available of {e(format_size(host.get('memory_total')))}, cgroup limit "
+             f"{e(format_size(limit) if limit else 'none')}, /dev/shm {e(format_size(host.get('shm_total')))}"),
+    ]
+    return f'<table class="kv">{"".join(rows)}</table>'
+
+
+def processes(run: dict[str, Any]) -> str:
+    """Return the table of the run's processes and their verdicts."""
+    head = ("<tr><th>pid</th><th>parent</th><th>start</th><th>verdict</th><th>exit</th>"
+            "<th>threads at fork</th><th>runtimes at fork</th><th>peak RSS</th><th>peak GPU</th>"
+            "<th>why</th></tr>")
+    rows = []
+    for p in run.get("processes", []):
+        gpu = ", ".join(f"GPU {d}: {format_size(b)}" for d, b in (p.get("gpu_memory_peak") or {}).items())
+        why = e(p.get("explanation"))
+        if p.get("blocked_in"):
+            why += f'<br><span class="dim">blocked in {e(p["blocked_in"])}</span>'
+        command = " ".join(p.get("cmdline") or [])
+        rows.append(
+            f'<tr><td title="{e(command)}">{e(p["pid"])}</td><td>{e(p.get("ppid"))}</td>'
+            f"<td>{e(p.get('start'))}</td><td>{badge(p.get('verdict', ''))}</td>"
+            f"<td>{e(p.get('exit_code'))}</td><td>{e(p.get('threads_at_fork'))}</td>"
+            f"<td>{e(', '.join(p.get('runtimes_at_fork') or []))}</td>"
+            f"<td class=\"nowrap\">{e(format_size(p.get('rss_peak') or None))}</td><td class=\"nowrap\">{e(gpu)}</td>"
+            f"<td>{why}</td></tr>")
+    return f'<table class="grid">{head}{"".join(rows)}</table>'
+
+
+def stacks(run: dict[str, Any]) -> str:
+    """Return the captured stacks, one collapsible block per process."""
+    found = [p for p in run.get("processes", []) if p.get("stack")]
+    if not found:
+        return ""
+    blocks = []
+    for p in found:
+        where = f" — blocked in {e(p['blocked_in'])}" if p.get("blocked_in") else ""
+        blocks.append(f"<details><summary>pid {e(p['pid'])} ({e(p.get('start'))}, "
+                      f"{e(p.get('stack_source'))}){where}</summary><pre>{e(p['stack'])}</pre></details>")
+    return "<h3>Stacks</h3>" + "".join(blocks)
+
+
+def matches(run: dict[str, Any]) -> str:
+    """Return the known error strings found in the run's output."""
+    found = run.get("matches", [])
+    if not found:
+        return ""
+    items = "".join(f"<li><b>{e(m.get('kind'))}</b> ({e(m.get('framework'))}, "
+                    f"docs/error-strings.md #{e(m.get('row') or '-')}): <code>{e(m.get('line'))}</code></li>"
+                    for m in found[:20])
+    return f"<h3>Known error strings in the output</h3><ul>{items}</ul>"
+
+
+def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
+    """Return the memory timeline figure, or a note saying what it needs."""
+    from gpudoctor.probe import timeline
+
+    drawn = timeline.svg(run, salt, gpu_note)
+    if drawn is None:
+        return ('<p class="note">The memory timeline needs matplotlib: '
+                "<code>pip install gpudoctor[report]</code></p>")
+    return f'<figure class="chart">{drawn}</figure>'
+
+
+def run_body(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
+    """Return everything shown about one supervised run below its heading."""
+    return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>"
+            f"<h3>Memory timeline</h3>{chart(run, salt, gpu_note)}"
+            f"<h3>Processes</h3>{processes(run)}{matches(run)}{stacks(run)}")

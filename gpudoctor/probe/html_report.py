@@ -1,0 +1,157 @@
+"""Write the probe's report as one self-contained HTML page.
+
+No network: the CSS is inline, the chart is inline SVG, there is no script and
+no external resource, so the file can be mailed, attached to an issue or opened
+offline. The page is built from the same JSON documents ``--json`` prints and is
+written atomically (a temporary file renamed over the target), so a reader never
+sees half a report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gpudoctor import __version__
+from gpudoctor.errors import GpudoctorError
+from gpudoctor.probe import html_parts
+from gpudoctor.probe.html_parts import badge, e
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2127;
+ max-width:1180px;margin:0 auto;padding:24px 28px 64px;background:#fff}
+h1{font-size:24px;margin:0 0 2px}h2{font-size:19px;margin:34px 0 8px;border-bottom:1px solid #dde1e6;
+ padding-bottom:4px}h3{font-size:15px;margin:20px 0 6px;color:#3a4049}
+.meta,.dim{color:#6a717b}.note{background:#fff8e1;border:1px solid #f0d98c;padding:8px 12px;border-radius:4px}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;vertical-align:top;padding:5px 8px}
+table.kv th{width:150px;color:#3a4049;font-weight:600}table.kv tr{border-bottom:1px solid #eef0f2}
+table.grid{font-size:13px}table.grid th{background:#f3f5f7;border-bottom:1px solid #dde1e6}
+table.grid td{border-bottom:1px solid #eef0f2}table.grid tr:hover td{background:#fafbfc}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;
+ color:#fff;background:#6a717b;white-space:nowrap}
+.badge.ok{background:#2e7d32}.badge.hung,.badge.crashed,.badge.oom,.badge.failed{background:#c62828}
+.badge.killed,.badge.error{background:#b26a00}.badge.skipped{background:#aab1ba}
+.badge.expected{background:#e8f5e9;color:#2e7d32}.badge.unexpected{background:#fff3e0;color:#b26a00}
+pre{background:#f6f8fa;border:1px solid #e3e7eb;border-radius:4px;padding:10px 12px;overflow-x:auto;
+ font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap}
+pre.explanation{background:#fbfcfd;font-size:13px}code{font:12.5px ui-monospace,Menlo,Consolas,monospace}
+figure.chart{margin:6px 0}figure.chart svg{width:100%;height:auto}
+details{margin:4px 0}summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+section.run{margin-top:8px}a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}
+.nowrap{white-space:nowrap}tr.skipped td{color:#6a717b}
+.what{margin:4px 0}.reason{margin:4px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}
+"""
+
+
+def check_target(path: str) -> Path:
+    """Check the page can be written to ``path`` before any work is done; return it."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise GpudoctorError(f"--html {path}: is a directory")
+    if not parent.is_dir():
+        raise GpudoctorError(f"--html {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise GpudoctorError(f"--html {path}: directory {parent} is not writable")
+    return target
+
+
+def write(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` atomically: a temporary file beside it, then a rename."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise GpudoctorError(f"--html {target}: cannot write: {error.strerror or error}") from None
+
+
+def _page(title: str, subtitle: str, body: str) -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
+            f"<header><h1>{e(title)}</h1><p class=\"meta\">{e(subtitle)} · generated {e(stamp)} "
+            f"by gpudoctor {e(__version__)}</p></header>{body}</body></html>\n")
+
+
+def _gpu_note(machine: dict[str, Any]) -> str | None:
+    nvml = machine.get("nvml", {})
+    return None if nvml.get("available") else (nvml.get("reason") or "NVML not available")
+
+
+def _anchor(entry: dict[str, Any]) -> str:
+    return f"{entry['name']}-{entry['variant']}"
+
+
+def _expected(entry: dict[str, Any]) -> str:
+    if entry.get("as_expected") is None:
+        return ""
+    if entry["as_expected"]:
+        return '<span class="badge expected">as expected</span>'
+    return f'<span class="badge unexpected">expected {e(" or ".join(entry.get("expected", [])))}</span>'
+
+
+def _verdict_table(entries: list[dict[str, Any]]) -> str:
+    head = ("<tr><th>scenario</th><th>rule</th><th>variant</th><th>status</th><th></th>"
+            "<th>duration</th><th>reason</th></tr>")
+    rows = []
+    for s in entries:
+        rule = f"<td class=\"nowrap\" title=\"{e(s.get('rule_name'))}\">{e(s['rule'])}</td>"
+        if s["status"] == "skipped":
+            if s["variant"] == "safe":  # one row says it for both variants
+                continue
+            rows.append(f"<tr class=\"skipped\"><td class=\"nowrap\">{e(s['name'])}</td>{rule}<td>both</td>"
+                        f"<td>{badge('skipped')}</td><td></td><td></td><td>{e(s['reason'])}</td></tr>")
+            continue
+        rows.append(f'<tr><td class="nowrap"><a href="#{e(_anchor(s))}">{e(s["name"])}</a></td>{rule}'
+                    f"<td>{e(s['variant'])}</td><td>{badge(s['status'])}</td><td>{_expected(s)}</td>"
+                    f"<td class=\"nowrap\">{s['duration_s']:.1f} s</td><td>{e(s['reason'])}</td></tr>")
+    return f'<table class="grid" id="verdicts">{head}{"".join(rows)}</table>'
+
+
+def scenarios_page(document: dict[str, Any]) -> str:
+    """Return the page of ``gpudoctor probe``: the machine, then each scenario variant that ran."""
+    machine = document["machine"]
+    entries = document.get("scenarios")
+    body = f'<section id="machine"><h2>Machine</h2>{html_parts.machine(machine)}</section>'
+    if entries is None:
+        return _page("gpudoctor probe", "machine report", body)
+    body += ('<section><h2>Verdicts</h2><p class="dim">Each scenario runs in a sandbox twice: the '
+             "unsafe variant shows the failure, the safe variant its fix. An unsafe variant that "
+             "hangs or crashes is the demonstration working.</p>"
+             f"{_verdict_table(entries)}</section>")
+    note = _gpu_note(machine)
+    for i, s in enumerate(x for x in entries if x["status"] != "skipped"):
+        body += (f'<section class="run" id="{e(_anchor(s))}"><h2>{e(s["name"])} · {e(s["variant"])} '
+                 f"{badge(s['status'])} {_expected(s)}</h2>"
+                 f'<p class="what">{e(s["rule"])} {e(s.get("rule_name"))}: {e(s.get("description"))}</p>'
+                 f'<p class="reason">{e(s["reason"])}</p>'
+                 f"{html_parts.run_body(s, f'run{i}', note)}</section>")
+    ran = {x["name"] for x in entries if x["status"] != "skipped"}
+    skipped = {x["name"] for x in entries} - ran
+    return _page("gpudoctor probe — scenarios",
+                 f"{len(ran)} scenario(s) run in an unsafe and a safe variant, {len(skipped)} skipped", body)
+
+
+def command_page(document: dict[str, Any]) -> str:
+    """Return the page of ``gpudoctor probe -- COMMAND``: the machine, the verdict, the evidence."""
+    machine, run = document["machine"], document["run"]
+    command = " ".join(run.get("command", []))
+    summary = ('<table class="grid" id="verdicts"><tr><th>command</th><th>verdict</th><th>exit code</th>'
+               "<th>stopped because</th><th>duration</th></tr>"
+               f"<tr><td><code>{e(command)}</code></td><td>{badge(run['verdict'])}</td>"
+               f"<td>{e(run.get('exit_code'))}</td><td>{e(run.get('stop_reason'))}</td>"
+               f"<td>{float(run.get('duration') or 0):.1f} s</td></tr></table>")
+    body = (f'<section id="machine"><h2>Machine</h2>{html_parts.machine(machine)}</section>'
+            f'<section class="run"><h2>Verdict {badge(run["verdict"])}</h2>{summary}'
+            f"{html_parts.run_body(run, 'run0', _gpu_note(machine))}</section>")
+    # Paths make a title unreadable: the names say which program it was.
+    short = " ".join(Path(a).name if os.sep in a else a for a in run.get("command", []))
+    return _page(f"gpudoctor probe — {short[:80] or 'command'}", "supervised command", body)

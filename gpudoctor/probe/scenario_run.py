@@ -1,0 +1,201 @@
+"""Run one variant of a scenario under the probe's supervisor and judge the outcome.
+
+The scenario script runs exactly like ``gpudoctor probe -- python SCRIPT VARIANT``:
+same sandbox, same bootstrap, same diagnosis. This module only decides whether a
+scenario can run here (from package metadata and NVML, never by importing a
+framework) and turns the diagnosis into one of the scenario statuses.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpudoctor.probe.error_strings import CAUSE
+from gpudoctor.probe.frameworks import Framework
+from gpudoctor.probe.nvml import NvmlReport
+from gpudoctor.probe.scenarios import Scenario
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How each variant is run: the deadlines and budgets of its sandbox."""
+
+    timeout: float = 30.0
+    hang_after: float = 3.0
+    grace: float = 3.0
+    memory_limit: int | None = None
+    output_limit: int = 64 * 1024
+    sample_interval: float = 0.05
+    native_stacks: bool = True
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """The outcome of one variant: a status, why, and the supervised run behind it."""
+
+    scenario: Scenario
+    variant: str
+    status: str  # one of scenarios.STATUSES
+    reason: str
+    explanation: str
+    duration_s: float
+    run: dict[str, Any] | None  # the run's JSON document; None when skipped
+    interrupted_by: int | None = None  # a signal that stopped gpudoctor itself
+
+    @property
+    def as_expected(self) -> bool | None:
+        """Tell whether the status is one the scenario declares for this variant."""
+        if self.status == "skipped":
+            return None
+        return self.status in self.scenario.expected(self.variant)
+
+
+def gpu_missing(report: NvmlReport) -> str | None:
+    """Return why this machine cannot run GPU scenarios ("no NVIDIA driver: ..."), or None."""
+    if not report.available:
+        return report.reason or "no NVIDIA driver"
+    if not report.devices:
+        return "no NVIDIA GPU: NVML lists no device"
+    return None
+
+
+def why_skipped(scenario: Scenario, frameworks: Mapping[str, Framework], no_gpu: str | None) -> str | None:
+    """Return why ``scenario`` cannot run on this machine (every reason), or None.
+
+    ``no_gpu`` is what ``gpu_missing`` said about this machine.
+    """
+    reasons = [f"{name} not installed" for name in scenario.needs
+               if not frameworks.get(name, Framework(name, False)).installed]
+    if scenario.gpu:
+        if no_gpu:
+            reasons.append(no_gpu)
+        for name in scenario.needs:
+            found = frameworks.get(name)
+            # A CPU-only build cannot reach the GPU however many there are.
+            if found is not None and found.installed and found.cuda_build is False:
+                reasons.append(f"{name} {found.version} is a CPU-only build ({found.distribution})")
+    return "; ".join(reasons) or None
+
+
+def skipped(scenario: Scenario, variant: str, reason: str) -> VariantResult:
+    """Return the result of a variant that was not run."""
+    return VariantResult(scenario, variant, "skipped", reason,
+                         f"Skipped: {reason}.", 0.0, None)
+
+
+def _status(document: dict[str, Any]) -> str:
+    verdict = document["verdict"]
+    if verdict in ("ok", "hung", "oom", "crashed"):
+        return verdict
+    if document["stop_reason"] == "timeout":
+        return "error"
+    return "crashed"  # "failed" (non-zero exit) and "killed" (by a signal of its own)
+
+
+def _last_error(stderr_matches: list[dict[str, Any]], explanation: str) -> str | None:
+    causes = [m["line"] for m in stderr_matches if m["kind"] == CAUSE]
+    if causes:
+        return str(causes[0])
+    last = [line for line in explanation.splitlines() if line.startswith("Last line of stderr: ")]
+    return last[0].removeprefix("Last line of stderr: ") if last else None
+
+
+def _reason(status: str, document: dict[str, Any], settings: Settings) -> str:
+    """Say in one line why the variant ended with ``status``."""
+    processes = document["processes"]
+    if status == "ok":
+        return f"exited with status 0 after {document['duration']:.1f} s"
+    if status == "error" and document["stop_reason"] == "timeout":
+        return (f"still running after --scenario-timeout {settings.timeout:g} s, and not hung "
+                "(its processes were using CPU)")
+    if status == "hung":
+        hung = [p for p in processes if p["verdict"] == "hung"]
+        forked = [p for p in hung if p["start"] == "fork"]
+        text = f"{len(hung)} process(es) waited {settings.hang_after:g} s with no CPU progress"
+        if forked:
+            text += f", {len(forked)} of them fork children"
+        where = next((p["blocked_in"] for p in forked + hung if p["blocked_in"]), None)
+        return text + (f"; blocked in {where}" if where else "")
+    error = _last_error(document["matches"], document["explanation"])
+    if error:
+        return error
+    root = next((p for p in processes if p["start"] == "root"), None)
+    return str(root["explanation"]) if root else document["verdict"]
+
+
+def _broken_install(reason: str) -> bool:
+    """Tell a framework that is installed but cannot be imported from a real demonstration."""
+    return reason.startswith(("ModuleNotFoundError", "ImportError"))
+
+
+def _explanation(scenario: Scenario, variant: str, status: str, document: dict[str, Any]) -> str:
+    expected = scenario.expected(variant)
+    verdict = ("as the scenario expects" if status in expected
+               else f"not what the scenario expects ({' or '.join(expected)})")
+    lead = (f"{variant.capitalize()} variant of {scenario.name} ({scenario.rule} "
+            f"{scenario.rule_name}): {scenario.describe(variant)}. Result: {status}, {verdict}.")
+    return lead + "\n" + document["explanation"]
+
+
+def run_variant(scenario: Scenario, variant: str, settings: Settings) -> VariantResult:
+    """Run ``scenario``'s ``variant`` in the sandbox and return its result."""
+    from gpudoctor.probe import diagnose, render_run
+    from gpudoctor.probe.supervise import Limits, Supervisor
+
+    limits = Limits(
+        timeout=settings.timeout,
+        hang_after=settings.hang_after,
+        grace=settings.grace,
+        memory_limit=settings.memory_limit,
+        output_limit=settings.output_limit,
+        sample_interval=settings.sample_interval,
+        # Scenario runs are short: read RSS and per-process GPU memory often enough to chart.
+        process_interval=0.2,
+        native_stacks=settings.native_stacks,
+    )
+    started = time.monotonic()
+    # The scenario's output is evidence for the diagnosis, not for the terminal.
+    supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None)
+    run = supervisor.run()
+    document = render_run.to_json(run, diagnose.diagnose(run))
+    duration = round(time.monotonic() - started, 2)
+    # A signal that came while the tree was being stopped still means: stop everything.
+    if run.stop_reason == "interrupted" or run.signal_received is not None:
+        return VariantResult(scenario, variant, "error", "interrupted", "Interrupted.", duration,
+                             document, run.signal_received)
+    status = _status(document)
+    reason = _reason(status, document, settings)
+    if status == "crashed" and _broken_install(reason):
+        status = "error"
+    return VariantResult(scenario, variant, status, reason,
+                         _explanation(scenario, variant, status, document), duration, document)
+
+
+def to_json(result: VariantResult) -> dict[str, Any]:
+    """Return one entry of the ``"scenarios"`` list of ``gpudoctor probe --json``."""
+    run = result.run or {}
+    return {
+        "name": result.scenario.name,
+        "variant": result.variant,
+        "status": result.status,
+        "reason": result.reason,
+        "explanation": result.explanation,
+        "rule": result.scenario.rule,
+        "rule_name": result.scenario.rule_name,
+        "description": result.scenario.describe(result.variant),
+        "expected": list(result.scenario.expected(result.variant)),
+        "as_expected": result.as_expected,
+        "duration_s": result.duration_s,
+        "command": run.get("command", []),
+        "duration": run.get("duration"),  # of the supervised run itself, for the timeline
+        "stop_reason": run.get("stop_reason"),
+        "processes": run.get("processes", []),
+        "matches": run.get("matches", []),
+        "events": run.get("events", []),
+        "samples": run.get("samples", []),
+        "notes": run.get("notes", []),
+    }

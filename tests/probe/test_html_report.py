@@ -1,0 +1,119 @@
+"""The HTML report from JSON documents: self-contained, escaped, written atomically, chart optional."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudoctor.errors import GpudoctorError
+from gpudoctor.probe import html_report, timeline
+from tests.probe.html_checks import assert_self_contained
+
+MIB = 1 << 20
+MACHINE: dict[str, Any] = {
+    "python": "3.11.7", "platform": "linux", "start_method": "fork",
+    "start_methods": ["fork", "spawn", "forkserver"],
+    "nvml": {"available": False, "reason": "no NVIDIA driver: libnvidia-ml.so.1 not found",
+             "driver_version": None, "cuda_driver_version": None, "devices": []},
+    "frameworks": {"tensorflow": {"installed": True, "version": "2.21.0", "detail": "CPU-only build"},
+                   "cupy": {"installed": False}},
+    "host": {"cpu_count": 2, "memory_total": 8 << 30, "memory_available": 6 << 30,
+             "cgroup_memory_limit": None, "shm_total": 1 << 30, "env": {"CUDA_VISIBLE_DEVICES": "0"}},
+}
+
+
+def _process(pid: int, start: str, verdict: str, **extra: Any) -> dict[str, Any]:
+    found = {"pid": pid, "ppid": 1, "cmdline": ["python", "<script>alert(1)</script>"], "start": start,
+             "verdict": verdict, "exit_code": None, "threads_at_fork": None, "runtimes_at_fork": [],
+             "rss_peak": 40 * MIB, "gpu_memory_peak": {}, "explanation": "waiting", "blocked_in": None,
+             "stack": None, "stack_source": None}
+    found.update(extra)
+    return found
+
+
+RUN: dict[str, Any] = {
+    "command": ["/usr/bin/python", "/home/me/train.py"], "verdict": "hung", "exit_code": None,
+    "explanation": "Hung: <b>2</b> processes", "stop_reason": "hung", "duration": 4.0,
+    "processes": [
+        _process(10, "root", "hung"),
+        _process(11, "fork", "hung", threads_at_fork=7, runtimes_at_fork=["tensorflow"],
+                 stack="Thread 11 (idle)\n  parallelFor (libtensorflow.so)", stack_source="py-spy",
+                 blocked_in="Eigen::ThreadPoolDevice::parallelFor"),
+    ],
+    "matches": [],
+    "events": [{"event": "fork-parent", "pid": 10, "t": 1.0, "runtimes": ["tensorflow"]},
+               {"event": "fork-child", "pid": 11, "t": 1.01}],
+    "samples": [{"t": t / 2, "kind": "rss", "bytes": (20 + t) * MIB, "pid": pid, "in_tree": True}
+                for t in range(8) for pid in (10, 11) if pid == 10 or t >= 2],
+    "notes": [],
+}
+
+
+def _scenario(variant: str, status: str) -> dict[str, Any]:
+    return {**RUN, "name": "tensorflow-fork-after-init", "variant": variant, "status": status,
+            "reason": "blocked in <parallelFor>", "rule": "GD101", "rule_name": "fork-after-gpu-init",
+            "description": "fork after an op", "expected": ["hung"], "as_expected": status == "hung",
+            "duration_s": 4.2}
+
+
+def _skipped(variant: str) -> dict[str, Any]:
+    return {"name": "cupy-fork-after-init", "variant": variant, "status": "skipped",
+            "reason": "cupy not installed", "rule": "GD101", "explanation": "Skipped.",
+            "duration_s": 0.0, "processes": [], "events": [], "samples": [], "as_expected": None}
+
+
+SCENARIOS = {"machine": MACHINE, "scenarios": [_scenario("unsafe", "hung"), _scenario("safe", "ok"),
+                                                _skipped("unsafe"), _skipped("safe")]}
+
+
+def test_scenario_page_is_self_contained_and_escaped() -> None:
+    text = html_report.scenarios_page(SCENARIOS)
+    page = assert_self_contained(text)
+    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;" in text
+    assert "<b>2</b>" not in text  # the explanation is text, not markup
+    assert "verdicts" in page.ids
+    assert {"tensorflow-fork-after-init-unsafe", "tensorflow-fork-after-init-safe"} <= set(page.ids)
+    assert "cupy-fork-after-init-unsafe" not in page.ids  # skipped: a table row, no section
+    assert "cupy not installed" in page.text and "CUDA_VISIBLE_DEVICES=0" in page.text
+    assert "Eigen::ThreadPoolDevice::parallelFor" in page.text  # the captured stack
+    assert page.tags.count("details") == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_chart_is_inline_svg_with_the_events_marked() -> None:
+    page = assert_self_contained(html_report.command_page({"machine": MACHINE, "run": RUN}))
+    assert page.tags.count("svg") == 1
+    assert "TensorFlow initialized (seen at fork)" in page.text
+    assert "fork" in page.text and "stopped: hung" in page.text
+    assert "pid 11 (fork, hung)" in page.text
+    assert "GPU memory: no NVIDIA driver" in page.text
+    assert "gpudoctor probe — python train.py" in page.text  # the title names the program
+
+
+def test_without_matplotlib_the_page_says_what_the_chart_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # "import matplotlib" now raises ImportError
+    assert timeline.svg(RUN, "x") is None
+    page = assert_self_contained(html_report.scenarios_page(SCENARIOS))
+    assert "svg" not in page.tags
+    assert page.text.count("pip install gpudoctor[report]") == 2
+
+
+def test_marks_merge_simultaneous_events() -> None:
+    run = {**RUN, "events": [{"event": "fork-child", "pid": p, "t": 1.0 + p / 1000} for p in (11, 12, 13)]}
+    found = timeline.marks(run, {})
+    assert [m.label for m in found] == ["fork ×3", "stopped: hung"]
+
+
+def test_write_is_atomic_and_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    target.write_text("old")
+    html_report.write(target, "<!doctype html>new")
+    assert target.read_text() == "<!doctype html>new"
+    assert os.listdir(tmp_path) == ["report.html"]
+    with pytest.raises(GpudoctorError, match="is a directory"):
+        html_report.check_target(str(tmp_path))
