@@ -118,9 +118,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(30, "pytest-timeout", CONTEXT, OTHER_TOOL, r"Timeout \(>[\d.]+s\) from pytest-timeout",
        "pytest-timeout stopped a test that ran too long"),
     _p(None, "CPython", CAUSE, DAEMONIC, r"daemonic processes are not allowed to have children",
-       "a Pool worker tried to start a process of its own (verified)"),
+       "a Pool worker tried to start a process of its own"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
-       "CuPy needs a newer (or any) NVIDIA driver (verified)"),
+       "CuPy needs a newer (or any) NVIDIA driver"),
     # Generic boilerplate last: a specific row above explains the same line better.
     _p(4, "PyTorch", CAUSE, CUDA_ERROR, r"(RuntimeError|AcceleratorError): CUDA error: ",
        "PyTorch reported a CUDA error"),

@@ -120,7 +120,7 @@ def _memory(run: RunRecord) -> list[str]:
 
 def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
     found = [m for m in matches if m.pattern.kind == kind]
-    return [f"{label}{m.pattern.meaning} (docs/error-strings.md #{m.pattern.row or '-'}): {m.line}"
+    return [f"{label}{m.pattern.meaning}{f' (known error #{m.pattern.row})' if m.pattern.row else ''}: {m.line}"
             for m in found[:5]]
 
 
