@@ -1,0 +1,73 @@
+"""Time gpudoctor against ruff (and optionally fixit) on the keras source, in one run."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _median_seconds(command: list[str], cwd: Path, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _tools_venv(where: Path, fixit: bool) -> Path:
+    venv.EnvBuilder(with_pip=True).create(where)
+    python = where / "bin" / "python"
+    packages = ["keras", "ruff"] + (["fixit"] if fixit else [])
+    subprocess.run([python, "-m", "pip", "install", "-q", *packages], check=True)
+    return python
+
+
+def _keras_source(python: Path, into: Path) -> Path:
+    location = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(u.find_spec('keras').submodule_search_locations[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    target = into / "keras"
+    shutil.copytree(location, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fixit", action="store_true", help="also time fixit's default rules (slow)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch_path = Path(scratch)
+        python = _tools_venv(scratch_path / "venv", args.fixit)
+        corpus = _keras_source(python, scratch_path / "corpus")
+        files = sum(1 for _ in corpus.rglob("*.py"))
+        bindir = python.parent
+        gpudoctor = [sys.executable, "-m", "gpudoctor", "lint", "--exit-zero", "keras"]
+        results = {
+            "ruff check": _median_seconds([str(bindir / "ruff"), "check", "--exit-zero", "--no-cache", "keras"],
+                                         corpus, args.repeat),
+            "gpudoctor lint (cold, --no-cache)": _median_seconds([*gpudoctor, "--no-cache"], corpus, args.repeat),
+            "gpudoctor lint (warm)": _median_seconds(gpudoctor, corpus, args.repeat),
+        }
+        if args.fixit:
+            results["fixit lint"] = _median_seconds([str(bindir / "fixit"), "lint", "keras"], corpus, 1)
+    base = results["ruff check"]
+    print(f"keras corpus: {files} files; median of {args.repeat} runs")
+    for name, seconds in results.items():
+        print(f"  {name:36s} {seconds:8.2f} s  {seconds / base:8.1f}x ruff")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
