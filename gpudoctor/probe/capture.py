@@ -23,6 +23,7 @@ class Capture:
         self._head = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_size = 0
+        self._keeping = True
         self.total = 0
         self._thread = threading.Thread(target=self._pump, name="gpudoctor-capture", daemon=True)
         self._thread.start()
@@ -36,7 +37,9 @@ class Capture:
             return
         self._tail.append(chunk)
         self._tail_size += len(chunk)
-        while self._tail_size - len(self._tail[0]) >= self._limit:
+        # Drop whole chunks while the rest still holds the last ``limit`` bytes; the
+        # newest chunk always stays (kept() trims it), so any limit, even 0, works.
+        while len(self._tail) > 1 and self._tail_size - len(self._tail[0]) >= self._limit:
             self._tail_size -= len(self._tail.popleft())
 
     def _pump(self) -> None:
@@ -49,7 +52,11 @@ class Capture:
             if not chunk:
                 break
             self.total += len(chunk)
-            self._keep(chunk)
+            if self._keeping:
+                try:
+                    self._keep(chunk)
+                except Exception:  # never stop draining: a full pipe would block the program
+                    self._keeping = False
             if self._sink is not None:
                 try:
                     self._sink.write(chunk)
@@ -64,7 +71,8 @@ class Capture:
 
     def kept(self) -> tuple[bytes, int, bytes]:
         """Return (head, number of bytes dropped from the middle, tail)."""
-        tail = b"".join(self._tail)[-self._limit:] if self._tail else b""
+        joined = b"".join(self._tail)
+        tail = joined[max(0, len(joined) - self._limit):]
         return bytes(self._head), self.total - len(self._head) - len(tail), tail
 
     def text(self) -> str:

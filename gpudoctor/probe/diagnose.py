@@ -1,7 +1,9 @@
 """Turn a supervised run's evidence into verdicts: per process, and for the command.
 
-Verdicts: ``ok``, ``hung``, ``crashed``, ``oom``, ``killed``; the command as a whole
-can also be ``failed`` (exited non-zero without a crash, hang or OOM to blame).
+Verdicts: ``ok``, ``hung``, ``crashed``, ``oom``, ``killed``, and ``unknown`` for a
+process whose own parent reaped it before its exit status could be observed; the
+command as a whole can also be ``failed`` (exited non-zero without a crash, hang or
+OOM to blame).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from gpudoctor.probe import error_strings, events, explain
+from gpudoctor.probe import error_strings, events, explain, stacks
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
 from gpudoctor.probe.supervise import ProcessRun, RunRecord
 
@@ -38,6 +40,7 @@ class ProcessVerdict:
     rss_peak: int | None
     gpu_memory_peak: dict[int, int | None]
     explanation: str
+    fatal_error: str | None = None  # faulthandler's "Fatal Python error: ..." line
 
 
 @dataclass(frozen=True)
@@ -51,30 +54,64 @@ class Diagnosis:
     matches: tuple[Match, ...]
 
 
-def _judge(
-    run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen: bool
-) -> tuple[str, str]:
-    """Return (verdict, one-sentence reason) for one process."""
+def _fatal(text: str | None) -> str | None:
+    """Summarize faulthandler's fatal-error report: its first line and where it happened."""
+    if not text:
+        return None
+    first = text.splitlines()[0].strip()
+    where = stacks.blocked_in_python(text)
+    return f"{first}, at {where}" if where else first
+
+
+def _sigkill(run: RunRecord) -> tuple[str, str]:
+    """Judge a SIGKILL gpudoctor did not send, with the cgroup's OOM kill counter if readable."""
+    lead = "killed by SIGKILL (exit -9), not by gpudoctor"
+    if run.oom_kills:
+        return "oom", (f"{lead}: most likely the kernel's OOM killer, since this cgroup's OOM kill "
+                       f"counter rose by {run.oom_kills} during the run")
+    if run.oom_kills == 0:
+        return "killed", (f"{lead}: possibly the kernel's OOM killer (it sends SIGKILL when memory "
+                          "runs out), though this cgroup's OOM kill counter did not move")
+    return "killed", (f"{lead}: possibly the kernel's OOM killer, which sends SIGKILL when host "
+                      "memory runs out")
+
+
+def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen: bool,
+           fatal: str | None, python_exit: bool) -> tuple[str, str]:
+    """Return (verdict, one-sentence reason) for one process.
+
+    ``fatal`` summarizes a fatal-error report faulthandler left; ``python_exit`` says
+    the process recorded an exit through Python's own shutdown (so not a signal).
+    """
     if track is not None and track.alive_at_stop:
+        if run.stop_reason == "exited":  # the command ended by itself: a leftover, not the cause
+            return "killed", "left running after the command exited, killed by gpudoctor"
         if track.stalled_for >= run.limits.hang_after:
             return "hung", explain.stall(track)
         if run.stop_reason == "memory-limit":
             return "oom", "running when the tree's host memory passed --memory-limit"
         return "killed", f"still running (not hung) when gpudoctor stopped the tree ({run.stop_reason})"
     if code is None:
-        return "ok", "exit status not observed (its own parent reaped it)"
+        unseen = "its own parent reaped it, so its exit status was not observed"
+        if fatal:
+            return "crashed", f"died of a fatal error: {fatal} ({unseen})"
+        if track is not None and track.killed_by_supervisor:
+            return "killed", f"killed by gpudoctor ({unseen})"
+        if python_exit:
+            return "unknown", f"exited through Python's shutdown, not by a signal, but {unseen}"
+        return "unknown", f"exit status not observed: {unseen}"
     if code == 0:
         return "ok", "exited with status 0"
     if code < 0:
         name = explain.signal_name(-code)
         if track is not None and track.killed_by_supervisor:
             return "killed", f"killed by gpudoctor ({name})"
-        if -code in _CRASH_SIGNALS:
+        if -code in _CRASH_SIGNALS or fatal:
             extra = " — a fatal native error (TensorFlow's 'F' log lines abort)" if code == -6 else ""
+            extra += f"; {fatal}" if fatal else ""
             return "crashed", f"died of {name} (exit {code}){extra}"
         if code == -9:
-            return "killed", ("killed by SIGKILL (exit -9), not by gpudoctor: the kernel's OOM "
-                              "killer does this when host memory runs out")
+            return _sigkill(run)
         return "killed", f"terminated by {name} (exit {code})"
     if oom_seen:
         return "oom", f"exited with status {code} after an out-of-memory error"
@@ -95,7 +132,8 @@ def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) 
         return root.verdict
     # A worker that exited non-zero was handled by its parent (the root's status says
     # how well); one that died of a crash signal is a crash whatever the root did.
-    if any(p.verdict == "crashed" and (p.exit_code or 0) < 0 for p in judged if p.start != "root"):
+    if any(p.verdict == "crashed" and ((p.exit_code or 0) < 0 or p.fatal_error)
+           for p in judged if p.start != "root"):
         return "crashed"
     if root_code:
         return "crashed" if any(m.pattern.category == "fork-after-init" for m in causes) else "failed"
@@ -109,19 +147,30 @@ def diagnose(run: RunRecord) -> Diagnosis:
     oom_seen = any(m.pattern.category == GPU_OOM for m in causes)
     origins = events.origins(run.events)
     recorded = events.exit_codes(run.events)
-    tracks = {p.pid: p for p in run.processes}
+    # One entry per process: a PID the kernel reused is two processes (earlier one first).
+    entries: list[tuple[int, ProcessRun | None]] = [(p.pid, p) for p in run.processes]
+    seen = {p.pid for p in run.processes}
+    entries += [(pid, None) for pid in (set(origins) | {run.root_pid}) - seen]
+    entries.sort(key=lambda entry: entry[0])
     judged: list[ProcessVerdict] = []
-    for pid in sorted(set(tracks) | set(origins) | {run.root_pid}):
-        track, origin = tracks.get(pid), origins.get(pid)
+    root_done = False
+    for pid, track in entries:
+        origin = origins.get(pid)
         code = track.exit_code if track and track.exit_code is not None else recorded.get(pid)
-        verdict, reason = _judge(run, track, code, oom_seen)
+        fatal = _fatal(run.fatal_errors.get(pid))
+        python_exit = pid in recorded and recorded[pid] is None
+        verdict, reason = _judge(run, track, code, oom_seen, fatal, python_exit)
         stack = run.stacks.get(pid)
+        if stack is None and pid in run.fatal_errors:
+            stack = stacks.Stack(run.fatal_errors[pid], "faulthandler", None)
+        is_root = pid == run.root_pid and not root_done
+        root_done = root_done or is_root
         gpu = {device: used for (device, p), used in run.peaks.process_gpu.items() if p == pid}
         judged.append(ProcessVerdict(
             pid=pid,
             ppid=track.ppid if track else (origin.parent if origin else None),
             cmdline=track.cmdline if track else (),
-            start="root" if pid == run.root_pid else (origin.how if origin else "unknown"),
+            start="root" if is_root else (origin.how if origin else "unknown"),
             verdict=verdict,
             exit_code=code,
             threads_at_fork=origin.threads_at_fork if origin else None,
@@ -135,6 +184,7 @@ def diagnose(run: RunRecord) -> Diagnosis:
             rss_peak=track.rss_peak if track else run.peaks.process_rss.get(pid),
             gpu_memory_peak=gpu,
             explanation=reason,
+            fatal_error=fatal,
         ))
     verdict = _overall(run, judged, causes)
     text = explain.explain(run, verdict, judged, matches)

@@ -71,12 +71,20 @@ def origins(events: list[Event]) -> dict[int, Origin]:
 
 
 def exit_codes(events: list[Event]) -> dict[int, int | None]:
-    """Return the exit code each process recorded (None: exited through Python, code unknown)."""
+    """Return each process's exit code from the events (None: exited through Python, code unknown).
+
+    A parent's ``reaped`` record (its os.waitpid saw the child's status) is the exact
+    status, signals included; otherwise the process's own ``exit`` record counts.
+    """
     codes: dict[int, int | None] = {}
+    reaped: dict[int, int] = {}
     for event in events:
-        if event["event"] == "exit" and isinstance(event.get("pid"), int):
+        if event["event"] == "reaped" and isinstance(event.get("child"), int) \
+                and isinstance(event.get("code"), int):
+            reaped[event["child"]] = event["code"]
+        elif event["event"] == "exit" and isinstance(event.get("pid"), int):
             code = event.get("code")
             # os._exit records the code; an atexit record after it must not erase it.
             if codes.get(event["pid"]) is None:
                 codes[event["pid"]] = code if isinstance(code, int) else None
-    return codes
+    return {**codes, **reaped}

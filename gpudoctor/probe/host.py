@@ -73,26 +73,65 @@ def _read_int(path: Path) -> int | None:
     return None if value >= _UNLIMITED_V1 else value
 
 
-def cgroup_memory_limit(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """Return the memory limit of this process's cgroup (v2 or v1), or None."""
+def _cgroup_text(text: str | None) -> str | None:
+    if text is not None:
+        return text
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        return Path("/proc/self/cgroup").read_text()
     except OSError:
         return None
-    candidates: list[Path] = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        relative = path.lstrip("/")
+
+
+def cgroup_memory_dirs(root: Path = Path("/sys/fs/cgroup"),
+                       cgroup_text: str | None = None) -> list[tuple[int, Path]]:
+    """Return (cgroup version, directory) of this process's memory cgroup, best first.
+
+    ``cgroup_text`` is the content of /proc/self/cgroup (read when None): a v2
+    line is ``0::/path``, a v1 line ``N:memory[,...]:/path``. Inside a container the
+    cgroup path is often not mounted at its host path, so the controller's root
+    directory comes after each path.
+    """
+    text = _cgroup_text(cgroup_text)
+    found: list[tuple[int, Path]] = []
+    for line in (text or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        relative = path.strip().lstrip("/")
         if controllers == "":
-            candidates += [root / relative / "memory.max", root / "memory.max"]
+            found += [(2, root / relative), (2, root)]
         elif "memory" in controllers.split(","):
-            base = root / "memory"
-            candidates += [base / relative / "memory.limit_in_bytes", base / "memory.limit_in_bytes"]
-    # Inside a container the cgroup path is often not mounted at its host path,
-    # so the first readable candidate wins.
-    for candidate in candidates:
-        if candidate.exists():
+            found += [(1, root / "memory" / relative), (1, root / "memory")]
+    return found
+
+
+def cgroup_memory_limit(root: Path = Path("/sys/fs/cgroup"), cgroup_text: str | None = None) -> int | None:
+    """Return the memory limit of this process's cgroup (v2 or v1), or None."""
+    for version, directory in cgroup_memory_dirs(root, cgroup_text):
+        candidate = directory / ("memory.max" if version == 2 else "memory.limit_in_bytes")
+        if candidate.exists():  # the first readable candidate wins
             return _read_int(candidate)
+    return None
+
+
+def cgroup_oom_kills(root: Path = Path("/sys/fs/cgroup"), cgroup_text: str | None = None) -> int | None:
+    """Return how many processes the OOM killer has killed in this process's cgroup, or None.
+
+    cgroup v2 counts them in ``memory.events``, v1 (kernel 4.13+) in ``memory.oom_control``,
+    both on an ``oom_kill N`` line.
+    """
+    for version, directory in cgroup_memory_dirs(root, cgroup_text):
+        candidate = directory / ("memory.events" if version == 2 else "memory.oom_control")
+        try:
+            lines = candidate.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None  # the file is there but has no counter: an older kernel
     return None
 
 

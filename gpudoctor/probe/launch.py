@@ -66,27 +66,38 @@ def child_environment(workdir: Workdir, token: str) -> dict[str, str]:
     return env
 
 
-def start_watchdog(token: str) -> subprocess.Popen[bytes]:
-    """Start the process that kills the tree if the supervisor dies without cleaning up."""
+def start_watchdog(token: str, grace: float = 3.0) -> subprocess.Popen[bytes]:
+    """Start the process that kills the tree if the supervisor dies without cleaning up.
+
+    It runs in a session of its own: a signal to the supervisor's process group
+    (Ctrl-C, Ctrl-\\, ``kill -KILL -PGID`` from a CI runner or ``timeout``) must not
+    take the watchdog down with the supervisor, or the tree would outlive both.
+    """
     env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
     return subprocess.Popen(
-        [sys.executable, "-I", "-S", watchdog.__file__, token],
+        [sys.executable, "-I", "-S", watchdog.__file__, token, repr(float(grace))],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         env=env,
+        start_new_session=True,
     )
 
 
-def stop_watchdog(process: subprocess.Popen[bytes]) -> None:
-    """Tell the watchdog the tree is gone, and wait for it."""
+def stop_watchdog(process: subprocess.Popen[bytes], done: bool = True) -> None:
+    """Tell the watchdog the tree is gone (``done``), or not, and wait for it.
+
+    Without ``done`` the watchdog kills what is left of the tree before it exits:
+    the supervisor says ``done`` only once it has stopped the whole tree itself.
+    """
     try:
         assert process.stdin is not None
-        process.stdin.write(b"done\n")
+        if done:
+            process.stdin.write(b"done\n")
         process.stdin.close()
     except (OSError, ValueError):
         pass
     try:
-        process.wait(timeout=10)
+        process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()

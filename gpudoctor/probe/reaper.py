@@ -12,6 +12,11 @@ from collections.abc import Callable
 import psutil
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def become_subreaper() -> str | None:
@@ -23,12 +28,32 @@ def become_subreaper() -> str | None:
     if not os.path.exists("/proc/self"):
         return "not Linux: orphaned descendants cannot be followed"
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        if _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
     except OSError as error:
         return f"prctl unavailable: {error}"
     return None
+
+
+def is_subreaper() -> bool | None:
+    """Return whether this process is a child subreaper (None: cannot tell)."""
+    if not os.path.exists("/proc/self"):
+        return None
+    flag = ctypes.c_int(0)
+    try:
+        if _libc().prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+            return None
+    except OSError:
+        return None
+    return bool(flag.value)
+
+
+def stop_being_subreaper() -> None:
+    """Undo ``become_subreaper`` (a supervisor run inside a longer-lived process)."""
+    try:
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    except OSError:
+        pass
 
 
 def decode_status(status: int) -> int:
@@ -64,6 +89,10 @@ def kill_tree(
     process_group: int | None = None,
 ) -> set[int]:
     """SIGTERM every process of the tree, SIGKILL what is left after ``grace`` seconds.
+
+    ``process_group`` is signalled as a whole first; pass it only while its leader
+    is unreaped (alive or a zombie of ours), since the PID of a reaped leader whose
+    group is empty can already belong to an unrelated process.
 
     ``members`` is called again on each round because a dying tree can still fork;
     the SIGKILL rounds first SIGSTOP everything so that nothing forks in between.

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 _STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow",
-           "failed": "red"}
+           "failed": "red", "unknown": "dim"}
 
 
 def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
@@ -45,6 +45,10 @@ def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
         "events": run.events,
         "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
         "notes": list(run.notes),
+        # How --memory-limit counted memory ("pss", or "uss"/"rss" where smaps was unreadable).
+        "memory_measure": run.memory_measure,
+        # OOM kills the kernel counted in gpudoctor's cgroup during the run (null: unreadable).
+        "oom_kills": run.oom_kills,
     }
 
 

@@ -68,6 +68,35 @@ def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float
     return found
 
 
+FATAL = "Fatal Python error: "
+
+
+def fatal_errors(directory: Path) -> dict[int, str]:
+    """Return, per PID, the fatal-error report faulthandler left in its stack file.
+
+    The bootstrap enables faulthandler on each process's stack file, so a process
+    that died of SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT wrote
+    "Fatal Python error: Segmentation fault" and its Python stacks there, even when
+    its parent reaped it before the supervisor saw its exit status.
+    """
+    found: dict[int, str] = {}
+    try:
+        files = list(directory.glob("*.txt"))
+    except OSError:
+        return found
+    for file in files:
+        if not file.stem.isdigit():
+            continue
+        try:
+            text = file.read_text(errors="replace")
+        except OSError:
+            continue
+        at = text.find(FATAL)
+        if at >= 0:
+            found[int(file.stem)] = text[at:].strip()
+    return found
+
+
 def _points_to(pid: int, fd: int, path: Path) -> bool:
     try:
         return os.readlink(f"/proc/{pid}/fd/{fd}") == str(path)

@@ -17,72 +17,21 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import events, launch, reaper, stacks
+from gpudoctor.probe import events, footprint, host, launch, reaper, stacks
 from gpudoctor.probe.capture import Capture
-from gpudoctor.probe.sampler import Peaks, Sample, Sampler
-from gpudoctor.probe.tree import Track, Tree
+from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, freeze
+from gpudoctor.probe.sampler import Peaks, Sampler
+from gpudoctor.probe.tree import Tree
+from gpudoctor.probe.units import format_size
+
+__all__ = ["Limits", "ProcessRun", "RunRecord", "Supervisor"]
 
 _POLL = 0.1
 _MAX_DUMPS = 16  # stack dumps of more processes would take longer than they help
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How long and how big the command may get, and how closely it is watched."""
-
-    timeout: float | None = None
-    hang_after: float = 30.0
-    grace: float = 3.0
-    memory_limit: int | None = None
-    output_limit: int = 64 * 1024
-    sample_interval: float = 0.05
-    process_interval: float = 0.5
-    native_stacks: bool = True
-
-
-@dataclass(frozen=True)
-class ProcessRun:
-    """What the supervisor saw of one process, frozen at the end of the run."""
-
-    pid: int
-    ppid: int
-    cmdline: tuple[str, ...]
-    first_seen: float
-    last_seen: float
-    alive_at_stop: bool
-    exit_code: int | None
-    stalled_for: float
-    state: str
-    wchan: str | None
-    threads: int
-    rss_peak: int
-    killed_by_supervisor: bool
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """Everything one supervised run produced, for the diagnosis."""
-
-    command: tuple[str, ...]
-    stop_reason: str  # "exited", "timeout", "hung", "interrupted", "memory-limit"
-    signal_received: int | None
-    root_pid: int
-    exit_code: int | None
-    duration: float
-    limits: Limits
-    processes: tuple[ProcessRun, ...]
-    events: list[events.Event]
-    samples: list[Sample]
-    peaks: Peaks
-    stacks: dict[int, stacks.Stack]
-    stdout: str
-    stderr: str
-    notes: tuple[str, ...]
 
 
 class _Stop:
@@ -126,23 +75,35 @@ class Supervisor:
         self._tools: set[int] = set()
         self._notes: list[str] = []
         self._stop = _Stop()
+        self._tree_gone = False  # set once kill_tree has returned: then the watchdog may stand down
+        self._measures: set[str] = set()
+        self._shared_note: str | None = None
 
     def run(self) -> RunRecord:
         """Start the command, watch it until it ends or must be stopped, then clean up."""
+        was_subreaper = reaper.is_subreaper()
         why_not = reaper.become_subreaper()
         if why_not:
             self._notes.append(why_not)
-        watchdog = launch.start_watchdog(self._token)
-        self._tools.add(watchdog.pid)
         try:
-            with _signals(self._stop):
-                return self._run()
+            watchdog = launch.start_watchdog(self._token, self.limits.grace)
+            self._tools.add(watchdog.pid)
+            try:
+                with _signals(self._stop):
+                    return self._run()
+            finally:
+                # Without "done" (the tree may still run) the watchdog kills its leftovers.
+                launch.stop_watchdog(watchdog, done=self._tree_gone)
         finally:
-            launch.stop_watchdog(watchdog)
+            # A supervisor run inside a longer-lived process (scenarios, the pytest
+            # plugin) must not leave it adopting every orphan of the machine.
+            if why_not is None and not was_subreaper:
+                reaper.stop_being_subreaper()
             _remove(self._workdir.root)
 
     def _run(self) -> RunRecord:
         start, start_epoch = time.monotonic(), time.time()
+        oom_before = host.cgroup_oom_kills()
         try:
             process = subprocess.Popen(
                 self.command,
@@ -152,37 +113,48 @@ class Supervisor:
                 start_new_session=True,
             )
         except OSError as error:
+            self._tree_gone = True  # there is no tree
             raise GpudoctorError(f"cannot start {self.command[0]}: {error.strerror}") from None
         tree = Tree(process.pid, self._token, self._tools)
-        assert process.stdout is not None and process.stderr is not None
-        out = Capture(process.stdout, self._echo[0], self.limits.output_limit)
-        err = Capture(process.stderr, self._echo[1], self.limits.output_limit)
         live: list[set[int]] = [{process.pid}]
-        sampler = Sampler(lambda: live[0], start, self.limits.sample_interval,
-                          self.limits.process_interval)
-        sampler.start()
+        captures: list[Capture] = []
+        sampler: Sampler | None = None
         dumps: dict[int, stacks.Stack] = {}
         reason = "interrupted"  # if the watch itself fails, clean up as for Ctrl-C
         stalled: dict[int, float] = {}
-        try:
+        try:  # from here on, whatever fails, the finally stops the tree
+            for pipe, echo in zip((process.stdout, process.stderr), self._echo, strict=True):
+                assert pipe is not None
+                captures.append(Capture(pipe, echo, self.limits.output_limit))
+            sampler = Sampler(lambda: live[0], start, self.limits.sample_interval,
+                              self.limits.process_interval)
+            sampler.start()
             reason = self._watch(tree, live, start)
             now = time.monotonic()
             stalled = {p: tree.tracks[p].stalled_for(now) for p in live[0]}
             if reason != "exited":
                 dumps = self._dump_stacks(live[0], start_epoch)
         finally:
-            for pid in live[0]:
-                tree.tracks[pid].killed_by_supervisor = True
-            reaper.kill_tree(tree.members, lambda pids: self._reap(tree, pids),
-                             self.limits.grace, process.pid)
-            sampler.stop()
-            out.join(5.0)
-            err.join(5.0)
+            try:
+                self._stop_tree(tree, live[0])
+            finally:
+                if sampler is not None:
+                    sampler.stop()
+                for capture in captures:  # a tree that could not be killed still holds the pipes
+                    capture.join(5.0 if self._tree_gone else 0.0)
+                for pipe in (process.stdout, process.stderr)[len(captures):]:
+                    if pipe is not None:
+                        pipe.close()
         if reason == "exited" and live[0]:
             self._notes.append("still running after the command exited, killed: "
                                + ", ".join(map(str, sorted(live[0]))))
+        if self._shared_note:
+            self._notes.append(self._shared_note)
+        oom_after = host.cgroup_oom_kills()
         root = tree.tracks.get(process.pid)
         process.returncode = None if root is None else root.exit_code
+        at_stop = {id(tree.tracks[p]): s for p, s in stalled.items() if p in tree.tracks}
+        out, err = [c.text() for c in captures] if len(captures) == 2 else ["", ""]
         return RunRecord(
             command=tuple(self.command),
             stop_reason=reason,
@@ -191,15 +163,35 @@ class Supervisor:
             exit_code=process.returncode,
             duration=round(time.monotonic() - start, 3),
             limits=self.limits,
-            processes=tuple(_freeze(t, stalled, start) for t in tree.tracks.values()),
+            processes=tuple(freeze(t, start, at_stop.get(id(t))) for t in tree.all_tracks()),
             events=events.read(self._workdir.events, start_epoch),
-            samples=sampler.samples(),
-            peaks=sampler.peaks(),
+            samples=sampler.samples() if sampler else [],
+            peaks=sampler.peaks() if sampler else Peaks({}, {}, {}, {}, None, ()),
             stacks=dumps,
-            stdout=out.text(),
-            stderr=err.text(),
+            stdout=out,
+            stderr=err,
             notes=tuple(self._notes),
+            memory_measure=footprint.describe(self._measures) if self.limits.memory_limit else None,
+            oom_kills=None if oom_before is None or oom_after is None else oom_after - oom_before,
+            fatal_errors=stacks.fatal_errors(self._workdir.stacks),
         )
+
+    def _stop_tree(self, tree: Tree, live: set[int]) -> None:
+        """Kill the whole tree; mark what gpudoctor signalled so it is never blamed on others."""
+        for pid in live:
+            track = tree.tracks.get(pid)
+            if track is not None:
+                track.killed_by_supervisor = True
+        root = tree.tracks.get(tree.root)
+        # A reaped root's PID may already be another process's: never signal its group then.
+        group = None if root is not None and root.reaped else tree.root
+        killed = reaper.kill_tree(tree.members, lambda pids: self._reap(tree, pids),
+                                  self.limits.grace, group)
+        for pid in killed:  # SIGKILLed by us: a -9 exit status is ours, not the OOM killer's
+            track = tree.tracks.get(pid)
+            if track is not None:
+                track.killed_by_supervisor = True
+        self._tree_gone = True
 
     def _reap(self, tree: Tree, pids: set[int]) -> None:
         reaper.reap(pids - self._tools, tree.record_exit)
@@ -218,9 +210,8 @@ class Supervisor:
                 return "interrupted"
             if limits.timeout is not None and now - start >= limits.timeout:
                 return "timeout"
-            if limits.memory_limit is not None:
-                if sum(tree.tracks[p].rss for p in live[0]) > limits.memory_limit:
-                    return "memory-limit"
+            if limits.memory_limit is not None and self._over_memory(tree, live[0], limits.memory_limit):
+                return "memory-limit"
             root = tree.tracks.get(tree.root)
             if root is not None and root.exit_code is not None:
                 # Leftovers get a grace period to finish on their own, then are killed.
@@ -231,6 +222,29 @@ class Supervisor:
                                  for p in live[0]):
                 return "hung"
             self._stop.event.wait(_POLL)
+
+    def _over_memory(self, tree: Tree, live: set[int], limit: int) -> bool:
+        """Tell whether the tree's memory, shared pages counted once (PSS), is over ``limit``.
+
+        The RSS total bounds the PSS total from above and costs nothing (the scan read
+        it), so smaps is read only when the RSS total is over the limit, and once at
+        the start to learn which measure this run's processes allow.
+        """
+        rss = sum(tree.tracks[p].rss for p in live)
+        if rss <= limit and self._measures:
+            return False
+        total, used = footprint.tree_memory(live)
+        self._measures |= used
+        if rss > limit and total <= limit and self._shared_note is None:
+            self._shared_note = (
+                f"the tree's RSS total reached {format_size(rss)}, over --memory-limit "
+                f"{format_size(limit)}, but its {footprint.describe(used)} total was "
+                f"{format_size(total)}: memory shared between processes (fork workers) "
+                "counts once")
+        elif total > limit:
+            self._shared_note = (f"--memory-limit counted {footprint.describe(used)}: the tree's "
+                                 f"total was {format_size(total)} when it was stopped")
+        return total > limit
 
     def _dump_stacks(self, live: set[int], start_epoch: float) -> dict[int, stacks.Stack]:
         """Dump the stacks of the live processes, Python ones first, before killing them."""
@@ -247,25 +261,6 @@ class Supervisor:
                 self._notes.append(f"py-spy: {error}")
         found = {p: stacks.combine(py_text.get(p), native.get(p)) for p in chosen}
         return {p: s for p, s in found.items() if s is not None}
-
-
-def _freeze(track: Track, stalled: dict[int, float], start: float) -> ProcessRun:
-    """Freeze a track; ``stalled`` holds the stall times of the processes live at the stop."""
-    return ProcessRun(
-        pid=track.pid,
-        ppid=track.ppid,
-        cmdline=track.cmdline,
-        first_seen=round(track.first_seen - start, 3),
-        last_seen=round(track.last_seen - start, 3),
-        alive_at_stop=track.pid in stalled,
-        exit_code=track.exit_code,
-        stalled_for=round(stalled.get(track.pid, 0.0), 3),
-        state=track.state,
-        wchan=track.wchan,
-        threads=track.threads,
-        rss_peak=track.rss_peak,
-        killed_by_supervisor=track.killed_by_supervisor,
-    )
 
 
 def _remove(directory: Path) -> None:

@@ -4,6 +4,9 @@ Membership survives reparenting: the supervisor is a child subreaper, so an orph
 whose parent died is reparented to it and recognized by the run token in its
 environment (a setsid'd or double-forked descendant keeps the token unless it
 scrubs its environment).
+
+A process is its PID *and* its start time: a PID the kernel hands out again (after
+a member exited and was reaped) is a new process, with a track of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class Track:
     anchor_cpu: float = 0.0
     killed_by_supervisor: bool = False
     notes: list[str] = field(default_factory=list)
+    create_time: float | None = None  # psutil's start time: (pid, create_time) is the process
+    reaped: bool = False  # its exit status was collected by the supervisor's waitpid
 
     def stalled_for(self, now: float) -> float:
         """Return for how long this process has waited without CPU progress (0 if it runs)."""
@@ -83,39 +88,74 @@ def _cmdline(process: psutil.Process) -> tuple[str, ...]:
         return ()
 
 
+def _same_start(a: float | None, b: float | None) -> bool:
+    """Tell whether two start times are one process's (unknown ones are given the benefit)."""
+    return a is None or b is None or abs(a - b) < 0.005
+
+
 class Tree:
-    """The set of processes belonging to one supervised command."""
+    """The set of processes belonging to one supervised command.
+
+    ``tracks`` maps each PID to its current process; tracks of earlier processes
+    that had the same PID are kept in ``retired``.
+    """
 
     def __init__(self, root: int, token: str, tools: set[int]) -> None:
         self.root = root
         self.token = token
         self.tools = tools  # our own helpers (watchdog, py-spy): never part of the tree
         self.tracks: dict[int, Track] = {}
+        self.retired: list[Track] = []
+        # (pid -> start time) of every process found a member, scanned or not: a zombie
+        # (whose environment can no longer be read) stays a member until it is reaped.
+        self._seen: dict[int, float | None] = {}
         self._me = os.getpid()
 
-    def _belongs(self, pid: int, ppid: int, members: set[int]) -> bool:
-        if pid == self.root or pid in self.tracks or ppid in members:
-            return pid not in self.tools
-        if ppid != self._me or pid in self.tools:
+    def all_tracks(self) -> list[Track]:
+        """Return every process seen, earlier holders of a reused PID included."""
+        return [*self.retired, *self.tracks.values()]
+
+    def _known(self, pid: int, create_time: float | None) -> bool:
+        track = self.tracks.get(pid)
+        if track is not None and track.reaped:
+            return False
+        if track is not None and _same_start(track.create_time, create_time):
+            return True
+        return pid in self._seen and _same_start(self._seen[pid], create_time)
+
+    def _belongs(self, pid: int, ppid: int, members: set[int], create_time: float | None = None) -> bool:
+        if pid in self.tools:
+            return False
+        if pid == self.root and not self._root_reaped():
+            return True
+        if self._known(pid, create_time) or ppid in members:
+            return True
+        if ppid != self._me:
             return False
         try:  # reparented to us as subreaper: ours only if it carries our token
             return bool(psutil.Process(pid).environ().get(TOKEN_VAR) == self.token)
         except psutil.Error:
             return False
 
+    def _root_reaped(self) -> bool:
+        root = self.tracks.get(self.root)
+        return root is not None and root.reaped
+
     def members(self) -> set[int]:
         """Return the PIDs of the tree now, walking down from the supervisor."""
-        parents: dict[int, list[int]] = {}
-        for process in psutil.process_iter(["ppid"]):
-            parents.setdefault(process.info["ppid"] or 0, []).append(process.pid)
+        parents: dict[int, list[tuple[int, float | None]]] = {}
+        for process in psutil.process_iter(["ppid", "create_time"]):
+            entry = (process.pid, process.info["create_time"])
+            parents.setdefault(process.info["ppid"] or 0, []).append(entry)
         members: set[int] = set()
-        queue = [(child, self._me) for child in parents.get(self._me, [])]
+        queue = [(child, ctime, self._me) for child, ctime in parents.get(self._me, [])]
         while queue:
-            pid, ppid = queue.pop()
-            if not self._belongs(pid, ppid, members):
+            pid, ctime, ppid = queue.pop()
+            if not self._belongs(pid, ppid, members, ctime):
                 continue
             members.add(pid)
-            queue += [(child, pid) for child in parents.get(pid, [])]
+            self._seen[pid] = ctime
+            queue += [(child, c, pid) for child, c in parents.get(pid, [])]
         return members
 
     def _observe(self, pid: int, now: float) -> None:
@@ -123,13 +163,17 @@ class Tree:
             process = psutil.Process(pid)
             with process.oneshot():
                 state = process.status()
+                started = process.create_time()
                 track = self.tracks.get(pid)
+                if track is not None and (track.reaped or not _same_start(track.create_time, started)):
+                    track.alive = False  # that process is gone; this one reuses its PID
+                    self.retired.append(track)
+                    track = None
+                fresh = track is None
                 if track is None:
-                    track = Track(pid, process.ppid(), _cmdline(process), now, now, anchor_time=now)
+                    track = Track(pid, process.ppid(), _cmdline(process), now, now, anchor_time=now,
+                                  create_time=started)
                     self.tracks[pid] = track
-                    fresh = True
-                else:
-                    fresh = False
                 track.last_seen, track.state = now, state
                 if state == psutil.STATUS_ZOMBIE:  # exited; its parent has not reaped it yet
                     if track.exit_code is None:
@@ -161,8 +205,11 @@ class Tree:
     def record_exit(self, pid: int, code: int) -> None:
         """Store an exit status the supervisor reaped itself (even of a process never scanned)."""
         track = self.tracks.get(pid)
-        if track is None:
+        if track is None or track.reaped:  # never scanned (or its PID was reused, unseen)
+            if track is not None:
+                self.retired.append(track)
             now = time.monotonic()
             track = self.tracks[pid] = Track(pid, self._me, (), now, now, anchor_time=now)
         track.exit_code = code
         track.alive = False
+        track.reaped = True

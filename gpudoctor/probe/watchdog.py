@@ -1,15 +1,17 @@
 """Kill a supervised tree if its supervisor dies first (standard library only).
 
-The supervisor starts this file as ``python -I watchdog.py TOKEN`` with a pipe on
-stdin and writes ``done`` to it when it has cleaned up. End of file without
-``done`` means the supervisor died (SIGKILL, crash): the watchdog then kills
-every process whose environment carries ``GPUDOCTOR_RUN=TOKEN``, so no process
-of the tree outlives gpudoctor even when gpudoctor cannot clean up itself.
+The supervisor starts this file as ``python -I watchdog.py TOKEN GRACE``, in a
+session of its own, with a pipe on stdin, and writes ``done`` to it when it has
+cleaned up. End of file without ``done`` means the supervisor died (SIGKILL, a
+signal to its whole process group, a crash): the watchdog then kills every
+process whose environment carries ``GPUDOCTOR_RUN=TOKEN``, so no process of the
+tree outlives gpudoctor even when gpudoctor cannot clean up itself.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -46,20 +48,56 @@ def kill_marked(token: str) -> None:
         time.sleep(0.05)
 
 
-def _clean_up_and_exit(token: str) -> None:
-    kill_marked(token)
-    os._exit(0)
+# After a SIGTERM of its own the watchdog gives the supervisor this long beyond its
+# grace period (stack dumps come first) to stop the tree in order and say ``done``.
+_TERM_MARGIN = 3.0
+
+
+def _wait_for_word(stdin: int, wakeup: int, terminated: list[float], patience: float) -> bool:
+    """Read stdin to its end; return whether the supervisor said ``done``.
+
+    Returns False at end of file without ``done`` (the supervisor died), or when
+    ``patience`` seconds have passed since a SIGTERM (recorded in ``terminated``).
+    """
+    received = b""
+    while True:
+        timeout = None
+        if terminated:
+            timeout = terminated[0] + patience - time.monotonic()
+            if timeout <= 0:
+                return False
+        readable, _, _ = select.select([stdin, wakeup], [], [], timeout)
+        if wakeup in readable:  # a signal arrived: recompute the deadline
+            os.read(wakeup, 512)
+        if stdin in readable:
+            chunk = os.read(stdin, 4096)
+            if not chunk:
+                return b"done" in received
+            received += chunk
 
 
 def main(argv: list[str]) -> int:
     """Wait for the supervisor's word; clean up if it never comes."""
     token = argv[1]
-    # The terminal's Ctrl-C and hangup are the supervisor's to handle.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: _clean_up_and_exit(token))
-    received = sys.stdin.buffer.read()
-    if b"done" not in received:
+    grace = float(argv[2]) if len(argv) > 2 else 3.0
+    # The watchdog runs in a session of its own, so signals to the supervisor's process
+    # group (Ctrl-C, Ctrl-\, kill -- -PGID) do not reach it; these are ignored in case
+    # one is sent to it anyway: handling them is the supervisor's job.
+    for name in ("SIGINT", "SIGHUP", "SIGQUIT", "SIGTSTP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    # SIGTERM (a shutdown terminating every process) leaves the supervisor its grace
+    # period to stop the tree in order; only then does the watchdog sweep.
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    signal.set_wakeup_fd(wakeup_write)
+    terminated: list[float] = []
+
+    def on_term(signum: int, frame: object) -> None:
+        if not terminated:
+            terminated.append(time.monotonic())
+
+    signal.signal(signal.SIGTERM, on_term)
+    if not _wait_for_word(sys.stdin.buffer.fileno(), wakeup_read, terminated, grace + _TERM_MARGIN):
         kill_marked(token)
     return 0
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib.metadata
 import shutil
 import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.probe.helpers import FakeNvml
+from tests.probe.helpers import MARK_VAR, FakeNvml, kill_leftovers, wait_gone
 
 HERE = Path(__file__).parent
 FAKE_SOURCE = HERE / "fake_nvml" / "fake_nvml.c"
@@ -55,3 +57,16 @@ def fake_nvml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fake_nvml(fake_nvml_dir: Path, tmp_path: Path) -> FakeNvml:
     """Return a fake NVML with no devices yet; call ``env()`` to use it in a subprocess."""
     return FakeNvml(fake_nvml_dir, tmp_path / "nvml_state.txt")
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Mark the processes a test starts; after it, kill their groups if any still run.
+
+    A failing test must not leave a supervised tree (or a gpudoctor) running into
+    the next tests. Tests assert "nothing left running" themselves, by PID.
+    """
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK_VAR, mark)
+    yield mark
+    wait_gone(kill_leftovers(mark), timeout=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -108,3 +109,75 @@ def script(tmp_path: Path, name: str, source: str) -> Path:
     path = tmp_path / name
     path.write_text(source)
     return path
+
+
+def read_pids(path: Path, count: int, timeout: float = 30.0) -> list[int]:
+    """Wait for a test script's PID file (written whole: temporary file, then rename).
+
+    Exactly ``count`` PIDs are expected: an empty or short read would make every
+    "nothing left running" assertion after it pass vacuously.
+    """
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(p) for p in path.read_text().split()]
+    assert len(pids) == count, f"{path}: expected {count} PIDs, got {pids}"
+    return pids
+
+
+# Python for a test script: write PIDs to a file atomically, for read_pids.
+WRITE_PIDS = """\
+def write_pids(path, pids):
+    with open(path + ".tmp", "w") as f:
+        f.write(" ".join(map(str, pids)))
+    os.replace(path + ".tmp", path)
+"""
+
+
+def unused_pid() -> int:
+    """Return a PID that no process of this namespace has."""
+    pid = 4_000_000
+    while psutil.pid_exists(pid):
+        pid += 1
+    return pid
+
+
+# Every process a probe test starts inherits this variable (set per test by an autouse
+# fixture), so whatever a test leaves running can be found and killed after it.
+MARK_VAR = "GPUDOCTOR_TEST_MARK"
+
+
+def marked(mark: str) -> set[int]:
+    """Return the PIDs whose initial environment carries ``MARK_VAR=mark``."""
+    wanted = f"{MARK_VAR}={mark}".encode()
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.add(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def kill_leftovers(mark: str) -> list[int]:
+    """SIGKILL the process groups (and the processes) a test left running; return the PIDs."""
+    own_group = os.getpgrp()
+    left = running(marked(mark))
+    for pid in left:
+        try:
+            group = os.getpgid(pid)
+            if group != own_group:  # never the group of pytest itself
+                os.killpg(group, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    for pid in left:  # our own children would stay zombies until pytest ends
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return left

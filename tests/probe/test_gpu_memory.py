@@ -10,10 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.probe.helpers import FakeNvml, gpudoctor_json, real_driver_present, script
+from tests.probe.helpers import FakeNvml, gpudoctor_json, real_driver_present, script, unused_pid
 
 GIB = 1 << 30
 
@@ -32,13 +31,6 @@ print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
       "GPU 0 has a total capacity of 16.00 GiB of which 512.00 MiB is free.", file=sys.stderr)
 sys.exit(1)
 """
-
-
-def _unused_pid() -> int:
-    pid = 4_100_000
-    while psutil.pid_exists(pid):
-        pid += 1
-    return pid
 
 
 def test_oom_is_explained_with_nvml_memory_evidence(fake_nvml: FakeNvml, tmp_path: Path) -> None:
@@ -66,7 +58,7 @@ def test_oom_is_explained_with_nvml_memory_evidence(fake_nvml: FakeNvml, tmp_pat
 
 
 def test_host_pids_reported_by_nvml_are_not_attributed(fake_nvml: FakeNvml, tmp_path: Path) -> None:
-    foreign = _unused_pid()
+    foreign = unused_pid()
     fake_nvml.add_device(total=16 * GIB, used=15 * GIB)
     fake_nvml.processes = [(0, foreign, 15 * GIB)]
     source = script(tmp_path, "oom.py", (

@@ -11,21 +11,11 @@ import subprocess
 import sys
 from typing import Any
 
-import psutil
-
-from tests.probe.helpers import FakeNvml
+from tests.probe.helpers import FakeNvml, unused_pid
 
 NOT_FOUND = 13  # NVML_ERROR_FUNCTION_NOT_FOUND: what an older driver answers
 NOT_SUPPORTED = 3
 NO_PERMISSION = 4
-
-
-def _unused_pid() -> int:
-    """Return a PID that no process of this namespace has."""
-    pid = 4_000_000
-    while psutil.pid_exists(pid):
-        pid += 1
-    return pid
 
 
 def _ask(fake: FakeNvml, expression: str) -> Any:
@@ -77,7 +67,7 @@ def test_unreported_process_memory_is_none(fake_nvml: FakeNvml) -> None:
 
 
 def test_host_pids_in_a_container_are_detected_not_guessed(fake_nvml: FakeNvml) -> None:
-    foreign = _unused_pid()
+    foreign = unused_pid()
     fake_nvml.add_device()
     fake_nvml.processes = [(0, foreign, 5 << 30), (0, 1, 1 << 20)]
     listed = _ask(fake_nvml, "nvml.processes(0)")

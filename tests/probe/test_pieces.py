@@ -1,10 +1,12 @@
-"""Small parts of the probe: sizes, bounded capture, stack parsing, events, cgroup limits."""
+"""Small parts of the probe: sizes, bounded capture, stack parsing, events, cgroups, PID reuse."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from gpudoctor.cli import main
 from gpudoctor.probe import events, host, stacks
 from gpudoctor.probe.capture import Capture
+from gpudoctor.probe.tree import Tree
 from gpudoctor.probe.units import format_size, parse_size
 
 # A py-spy dump of a TensorFlow fork worker hung on this machine (trimmed).
@@ -108,19 +111,102 @@ def test_events_tolerate_a_torn_last_line(tmp_path: Path) -> None:
     assert events.exit_codes(found) == {11: 3}
 
 
+def test_a_parents_reaped_record_is_the_exit_status() -> None:
+    found = [
+        {"event": "exit", "pid": 12, "ppid": 10, "t": 0.5, "code": None, "how": "atexit"},
+        {"event": "reaped", "pid": 10, "ppid": 1, "t": 0.6, "child": 12, "code": 3},
+        {"event": "reaped", "pid": 10, "ppid": 1, "t": 0.7, "child": 13, "code": -11},
+        {"event": "exit", "pid": 14, "ppid": 10, "t": 0.8, "code": None, "how": "atexit"},
+    ]
+    assert events.exit_codes(found) == {12: 3, 13: -11, 14: None}
+
+
+V1_CGROUP = "12:pids:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n"
+V2_CGROUP = "0::/user.slice/job.scope\n"
+
+
 def test_cgroup_v1_limit_and_unlimited(tmp_path: Path) -> None:
-    memory = tmp_path / "memory"
-    memory.mkdir()
-    (memory / "memory.limit_in_bytes").write_text("9223372036854771712\n")
-    assert host.cgroup_memory_limit(tmp_path) is None
-    (memory / "memory.limit_in_bytes").write_text(f"{4 << 30}\n")
-    limit = host.cgroup_memory_limit(tmp_path)
-    # Only when this process's cgroup file names the memory controller (v1) is it read.
-    assert limit in (4 << 30, None)
+    limit_file = tmp_path / "memory" / "docker" / "abc" / "memory.limit_in_bytes"
+    limit_file.parent.mkdir(parents=True)
+    limit_file.write_text("9223372036854771712\n")  # v1's "no limit"
+    assert host.cgroup_memory_limit(tmp_path, V1_CGROUP) is None
+    limit_file.write_text(f"{4 << 30}\n")
+    assert host.cgroup_memory_limit(tmp_path, V1_CGROUP) == 4 << 30
+    # Not mounted at its host path (a container): the controller's root is read.
+    assert host.cgroup_memory_limit(tmp_path, "4:memory:/elsewhere\n") is None
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(f"{2 << 30}\n")
+    assert host.cgroup_memory_limit(tmp_path, "4:memory:/elsewhere\n") == 2 << 30
+
+
+def test_cgroup_v2_limit_and_unlimited(tmp_path: Path) -> None:
+    limit_file = tmp_path / "user.slice" / "job.scope" / "memory.max"
+    limit_file.parent.mkdir(parents=True)
+    limit_file.write_text("max\n")
+    assert host.cgroup_memory_limit(tmp_path, V2_CGROUP) is None
+    limit_file.write_text(f"{3 << 30}\n")
+    assert host.cgroup_memory_limit(tmp_path, V2_CGROUP) == 3 << 30
+    # A v1 memory line is looked for in the v1 layout only.
+    assert host.cgroup_memory_limit(tmp_path, "4:memory:/user.slice/job.scope\n") is None
+
+
+def test_cgroup_oom_kill_counter_v1_and_v2(tmp_path: Path) -> None:
+    v2 = tmp_path / "user.slice" / "job.scope"
+    v2.mkdir(parents=True)
+    (v2 / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n")
+    assert host.cgroup_oom_kills(tmp_path, V2_CGROUP) == 2
+    v1 = tmp_path / "memory" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    assert host.cgroup_oom_kills(tmp_path, "4:memory:/docker/abc\n") == 5
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\n")  # kernel < 4.13
+    assert host.cgroup_oom_kills(tmp_path, "4:memory:/docker/abc\n") is None
+    assert host.cgroup_oom_kills(tmp_path, "") is None
+
+
+def test_capture_with_a_zero_limit_drains_a_large_writer() -> None:
+    writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdout.write('x' * 300_000)"],
+                              stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout is not None
+        capture = Capture(writer.stdout, None, limit=0)
+        assert writer.wait(timeout=60) == 0  # a capture that stopped reading would block it
+        capture.join(10)
+        assert capture.total == 300_000
+        assert capture.kept() == (b"", 300_000, b"")
+        assert capture.text() == "\n[... 300000 bytes not kept ...]\n"
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_a_reused_pid_is_a_new_process(tmp_path: Path) -> None:
+    token = "test-" + tmp_path.name
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             env=dict(os.environ, GPUDOCTOR_RUN=token))
+    try:
+        tree = Tree(child.pid, token, set())
+        tree.scan()
+        first = tree.tracks[child.pid]
+        first.exit_code, first.rss_peak = 3, 1 << 40
+        # As if that process had ended and the kernel had given its PID to a new one.
+        assert first.create_time is not None
+        first.create_time -= 100
+        tree.scan()
+        now = tree.tracks[child.pid]
+        assert now is not first and now.alive and now.exit_code is None and now.rss_peak < 1 << 40
+        assert tree.retired == [first] and not first.alive
+        # One the supervisor reaped: its PID seen again is a new process as well.
+        tree.record_exit(child.pid, 0)
+        tree.scan()
+        assert tree.tracks[child.pid].exit_code is None and tree.retired == [first, now]
+        assert tree.all_tracks() == [first, now, tree.tracks[child.pid]]
+    finally:
+        child.kill()
+        child.wait()
 
 
 @settings(max_examples=50, deadline=None)
-@given(chunks=st.lists(st.binary(min_size=1, max_size=300), max_size=20), limit=st.integers(1, 500))
+@given(chunks=st.lists(st.binary(min_size=1, max_size=300), max_size=20), limit=st.integers(0, 500))
 def test_capture_bounds_hold_for_any_output(chunks: list[bytes], limit: int) -> None:
     read, write = os.pipe()
     capture = Capture(os.fdopen(read, "rb"), None, limit=limit)

@@ -10,13 +10,17 @@ import sys
 import time
 from pathlib import Path
 
-from tests.probe.helpers import gpudoctor_json, running, script, wait_gone
+import psutil
+import pytest
+
+from tests.probe.helpers import WRITE_PIDS, gpudoctor_json, read_pids, running, script, wait_gone
 
 PY = sys.executable
 
 # Double-forks a setsid'd grandchild that would outlive everything, writes the PIDs
-# of its processes to argv[1], then either exits (argv[2] == "exit") or sleeps.
-ESCAPER = """\
+# of its processes to argv[1] (whole: a temporary file, then a rename), then either
+# exits (argv[2] == "exit") or sleeps.
+ESCAPER = WRITE_PIDS + """\
 import os, sys, time
 out, mode = sys.argv[1], sys.argv[2]
 pids = [os.getpid()]
@@ -27,26 +31,17 @@ if child == 0:
     if grandchild == 0:
         time.sleep(600)
         os._exit(0)
-    with open(out + ".grandchild", "w") as f:
-        f.write(str(grandchild))
+    write_pids(out + ".grandchild", [grandchild])
     os._exit(0)
 os.waitpid(child, 0)
 while not os.path.exists(out + ".grandchild"):
     time.sleep(0.01)
-pids.append(int(open(out + ".grandchild").read()))
-with open(out, "w") as f:
-    f.write(" ".join(map(str, pids)))
+pids += [int(p) for p in open(out + ".grandchild").read().split()]
+write_pids(out, pids)
 if mode == "exit":
     sys.exit(0)
 time.sleep(600)
 """
-
-
-def _pids(path: Path, timeout: float = 30.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [int(p) for p in path.read_text().split()]
 
 
 def test_timeout_stops_a_busy_command() -> None:
@@ -97,7 +92,7 @@ def test_setsid_grandchild_is_killed_when_the_command_exits(tmp_path: Path) -> N
     source = script(tmp_path, "escaper.py", ESCAPER)
     out = tmp_path / "pids"
     code, doc, _ = gpudoctor_json(["--grace", "0.5", "--", PY, str(source), str(out), "exit"])
-    root, grandchild = _pids(out)
+    root, grandchild = read_pids(out, 2)
     assert code == 0, doc["explanation"]
     assert doc["verdict"] == "ok"
     assert f"still running after the command exited, killed: {grandchild}" in doc["explanation"]
@@ -110,17 +105,56 @@ def test_memory_limit_stops_the_tree() -> None:
         PY, "-c", "import time; x = bytearray(400 << 20); time.sleep(600)"])
     assert (code, doc["verdict"], doc["stop_reason"]) == (1, "oom", "memory-limit")
     assert "--memory-limit 150.0 MiB" in doc["explanation"]
+    assert doc["memory_measure"] == "pss"  # smaps of our own children is readable
     assert running([p["pid"] for p in doc["processes"]]) == []
 
 
-def _start_supervised(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
+def _start_supervised(tmp_path: Path, **popen: object) -> tuple[subprocess.Popen[str], list[int]]:
     source = script(tmp_path, "escaper.py", ESCAPER)
     out = tmp_path / "pids"
     gpudoctor = subprocess.Popen(
         [PY, "-m", "gpudoctor", "probe", "--json", "--grace", "0.5", "--",
          PY, str(source), str(out), "sleep"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return gpudoctor, _pids(out)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)  # type: ignore[call-overload]
+    return gpudoctor, read_pids(out, 2)
+
+
+def _watchdog_of(gpudoctor: subprocess.Popen[str]) -> int:
+    (watchdog,) = [c.pid for c in psutil.Process(gpudoctor.pid).children()
+                   if any(a.endswith("watchdog.py") for a in c.cmdline())]
+    return watchdog
+
+
+@pytest.mark.parametrize("signum", [signal.SIGQUIT, signal.SIGKILL], ids=["SIGQUIT", "SIGKILL"])
+def test_signal_to_gpudoctors_process_group_leaves_nothing_running(tmp_path: Path, signum: int) -> None:
+    # Ctrl-\ on a terminal, or what CI runners and `timeout -s KILL` send: the whole
+    # group of gpudoctor dies at once, cleanup or not. The watchdog, in its own
+    # session, is not in that group and kills the tree.
+    gpudoctor, pids = _start_supervised(tmp_path, start_new_session=True, cwd=tmp_path)
+    watchdog = _watchdog_of(gpudoctor)
+    os.killpg(gpudoctor.pid, signum)
+    gpudoctor.communicate(timeout=60)
+    assert gpudoctor.returncode == -signum
+    assert wait_gone([*pids, watchdog], timeout=30) == []
+
+
+def test_sigterm_to_gpudoctors_process_group_stops_the_tree_in_order(tmp_path: Path) -> None:
+    gpudoctor, pids = _start_supervised(tmp_path, start_new_session=True)
+    watchdog = _watchdog_of(gpudoctor)
+    os.killpg(gpudoctor.pid, signal.SIGTERM)
+    stdout, stderr = gpudoctor.communicate(timeout=60)
+    assert gpudoctor.returncode == 128 + signal.SIGTERM, stderr
+    doc = json.loads(stdout)
+    assert doc["stop_reason"] == "interrupted"
+    # gpudoctor stopped the tree itself: stacks first, then SIGTERM within the grace
+    # period; the watchdog did not SIGKILL it from under gpudoctor.
+    root = next(p for p in doc["processes"] if p["start"] == "root")
+    assert root["stack"], doc["explanation"]
+    ended = {p["pid"]: p for p in doc["processes"]}
+    assert [ended[pid]["exit_code"] for pid in pids] == [-signal.SIGTERM] * 2
+    assert [ended[pid]["verdict"] for pid in pids] == ["killed"] * 2
+    assert "OOM" not in doc["explanation"]
+    assert wait_gone([*pids, watchdog], timeout=30) == []
 
 
 def test_sigterm_to_gpudoctor_stops_the_whole_tree(tmp_path: Path) -> None:

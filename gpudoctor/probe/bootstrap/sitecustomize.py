@@ -7,13 +7,18 @@ skip it). It then
 * appends one JSON line per event to the file named by ``GPUDOCTOR_EVENTS``:
   ``start`` (exec/spawn), ``fork-parent`` and ``fork-child`` (``os.register_at_fork``,
   with the forking process's native thread count and the GPU runtimes it had
-  initialized), ``exit``;
+  initialized), ``exit``, and ``reaped`` (the status of a child it reaped with
+  ``os.waitpid``, as multiprocessing and subprocess do);
 * registers ``faulthandler`` on signal ``GPUDOCTOR_DUMP_SIGNAL`` (SIGRTMIN+5 by
   default: real-time signals are rarely used by programs and, unlike SIGUSR1, not
   claimed by common libraries) writing to ``GPUDOCTOR_STACKS/<pid>.txt``, so the
   supervisor can dump the Python stacks of a hung process; its events carry the
   file's descriptor so the supervisor can check the program has not closed (and
   reused) it before sending the signal;
+* enables ``faulthandler`` for fatal signals (SIGSEGV, SIGABRT, ...) on the same
+  file, unless the program already enabled it (``-X faulthandler``): a process
+  that crashes leaves "Fatal Python error: Segmentation fault" and its stacks
+  there, even when its parent reaps it before the supervisor sees its exit status;
 * runs the ``sitecustomize`` that this one shadows, if any.
 
 Imported under another name (``gpudoctor.probe.bootstrap.sitecustomize``, as the
@@ -44,7 +49,10 @@ _SIGNAL = os.environ.get("GPUDOCTOR_DUMP_SIGNAL")
 _GPU_MODULES = ("tensorflow", "torch", "jax", "jaxlib", "cupy", "numba", "pycuda", "cuda")
 
 _at_fork: dict[str, object] = {}
-_stack_file: list[object] = []
+# The stack file faulthandler writes to: (descriptor, st_dev, st_ino). A raw descriptor,
+# not a file object, so that nothing ever closes it behind faulthandler's back.
+_stack: list[tuple[int, int, int]] = []
+_fatal_enabled: list[bool] = []  # this bootstrap enabled faulthandler for fatal signals
 
 
 def _write(event: str, **fields: object) -> None:
@@ -131,22 +139,53 @@ def _safe(function: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
+def _inherited_stack_fd() -> int | None:
+    """Return the stack file descriptor a fork child inherited, if it still is that file.
+
+    The program may have closed it and reused the number for a file of its own: then
+    it is left alone (neither closed nor replaced).
+    """
+    if not _stack:
+        return None
+    fd, device, inode = _stack[0]
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        return None
+    return fd if (found.st_dev, found.st_ino) == (device, inode) else None
+
+
 @_safe
 def _register_dump() -> None:
-    """Let the supervisor dump this process's Python stacks by sending a signal."""
+    """Let the supervisor dump this process's Python stacks by sending a signal.
+
+    Called at start and in each fork child. A child gets a file of its own, put
+    under the descriptor it inherited, so that the fatal-error handler it inherited
+    writes there too (whoever enabled it). At start, faulthandler is also enabled
+    for fatal signals unless the program already did that itself.
+    """
     if not (_STACKS and _SIGNAL):
         return
-    for old in _stack_file:
-        old.close()  # type: ignore[attr-defined]
-    _stack_file.clear()
-    stack_file = open(os.path.join(_STACKS, f"{os.getpid()}.txt"), "w")
-    faulthandler.register(int(_SIGNAL), file=stack_file, all_threads=True, chain=False)
-    _stack_file.append(stack_file)
+    fd = os.open(os.path.join(_STACKS, f"{os.getpid()}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    at_start = not _stack
+    inherited = _inherited_stack_fd()
+    if inherited is not None:
+        os.dup2(fd, inherited, inheritable=False)
+        os.close(fd)
+        fd = inherited
+    found = os.fstat(fd)
+    _stack[:] = [(fd, found.st_dev, found.st_ino)]
+    faulthandler.register(int(_SIGNAL), file=fd, all_threads=True, chain=False)
+    if at_start and not faulthandler.is_enabled():
+        faulthandler.enable(file=fd, all_threads=True)
+        _fatal_enabled[:] = [True]
+    elif _fatal_enabled and inherited is None and faulthandler.is_enabled():
+        faulthandler.enable(file=fd, all_threads=True)  # ours, but its descriptor was lost
 
 
 def _dump_fd() -> int | None:
     """Return the descriptor faulthandler writes to, so the supervisor can check it first."""
-    return _stack_file[0].fileno() if _stack_file else None  # type: ignore[attr-defined]
+    return _stack[0][0] if _stack else None
 
 
 @_safe
@@ -185,6 +224,31 @@ def _wrap_os_exit() -> None:
 
 
 @_safe
+def _record_reaped(child: int, status: int) -> None:
+    if os.WIFSIGNALED(status):
+        _write("reaped", child=child, code=-os.WTERMSIG(status))
+    elif os.WIFEXITED(status):
+        _write("reaped", child=child, code=os.WEXITSTATUS(status))
+
+
+def _wrap_os_waitpid() -> None:
+    """Record the exit status of each child this process reaps (multiprocessing, subprocess).
+
+    A worker's parent usually reaps it at once, before the supervisor's next look;
+    without this its exit status (0, or -11 after a segfault) would be unknown.
+    """
+    real = os.waitpid
+
+    def waitpid(pid: int, options: int, /) -> tuple[int, int]:
+        found = real(pid, options)
+        if found[0] > 0:
+            _record_reaped(found[0], found[1])
+        return found
+
+    os.waitpid = waitpid
+
+
+@_safe
 def _start() -> None:
     if not _EVENTS:
         return
@@ -198,6 +262,7 @@ def _start() -> None:
            dump_fd=_dump_fd())
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     _wrap_os_exit()
+    _wrap_os_waitpid()
     import atexit
 
     atexit.register(_record_exit, None, "atexit")

@@ -1,0 +1,94 @@
+"""What a supervised run produced: the limits it ran under, and its frozen evidence.
+
+``gpudoctor.probe.supervise`` re-exports these names; the diagnosis, the reports and
+the pytest plugin read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpudoctor.probe import events, stacks
+from gpudoctor.probe.sampler import Peaks, Sample
+from gpudoctor.probe.tree import Track
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long and how big the command may get, and how closely it is watched."""
+
+    timeout: float | None = None
+    hang_after: float = 30.0
+    grace: float = 3.0
+    memory_limit: int | None = None
+    output_limit: int = 64 * 1024
+    sample_interval: float = 0.05
+    process_interval: float = 0.5
+    native_stacks: bool = True
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    """What the supervisor saw of one process, frozen at the end of the run."""
+
+    pid: int
+    ppid: int
+    cmdline: tuple[str, ...]
+    first_seen: float
+    last_seen: float
+    alive_at_stop: bool
+    exit_code: int | None
+    stalled_for: float
+    state: str
+    wchan: str | None
+    threads: int
+    rss_peak: int
+    killed_by_supervisor: bool  # gpudoctor signalled it (SIGTERM, or SIGKILL after the grace)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything one supervised run produced, for the diagnosis."""
+
+    command: tuple[str, ...]
+    stop_reason: str  # "exited", "timeout", "hung", "interrupted", "memory-limit"
+    signal_received: int | None
+    root_pid: int
+    exit_code: int | None
+    duration: float
+    limits: Limits
+    processes: tuple[ProcessRun, ...]
+    events: list[events.Event]
+    samples: list[Sample]
+    peaks: Peaks
+    stacks: dict[int, stacks.Stack]
+    stdout: str
+    stderr: str
+    notes: tuple[str, ...]
+    # How --memory-limit counted the tree's memory: "pss" (a shared page is split
+    # between the processes sharing it), "uss" or "rss" for processes whose
+    # /proc/PID/smaps was unreadable ("pss+rss": both kinds); None without a limit.
+    memory_measure: str | None = None
+    # OOM kills the kernel counted in gpudoctor's cgroup during the run (None: unreadable).
+    oom_kills: int | None = None
+    # "Fatal Python error: ..." reports faulthandler wrote for processes that crashed.
+    fatal_errors: dict[int, str] = field(default_factory=dict)
+
+
+def freeze(track: Track, start: float, stalled_for: float | None) -> ProcessRun:
+    """Freeze a track; ``stalled_for`` is None unless the process was live at the stop."""
+    return ProcessRun(
+        pid=track.pid,
+        ppid=track.ppid,
+        cmdline=track.cmdline,
+        first_seen=round(track.first_seen - start, 3),
+        last_seen=round(track.last_seen - start, 3),
+        alive_at_stop=stalled_for is not None,
+        exit_code=track.exit_code,
+        stalled_for=round(stalled_for or 0.0, 3),
+        state=track.state,
+        wchan=track.wchan,
+        threads=track.threads,
+        rss_peak=track.rss_peak,
+        killed_by_supervisor=track.killed_by_supervisor,
+    )

@@ -1,0 +1,183 @@
+"""Verdicts that depend on who ended a process, and on what was (not) observed of it."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpudoctor.probe.diagnose import diagnose
+from gpudoctor.probe.sampler import Peaks
+from gpudoctor.probe.supervise import Limits, ProcessRun, RunRecord
+from tests.probe.helpers import WRITE_PIDS, gpudoctor_json, read_pids, running, script
+
+PY = sys.executable
+
+
+def _by_pid(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {p["pid"]: p for p in doc["processes"]}
+
+
+def test_idle_leftover_of_a_successful_command_is_not_a_hang(tmp_path: Path) -> None:
+    # The command exits 0 but leaves a helper idling in a session of its own.
+    source = script(tmp_path, "leftover.py", WRITE_PIDS + (
+        "import os, sys, time\n"
+        "helper = os.fork()\n"
+        "if helper == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "write_pids(sys.argv[1], [helper])\n"
+        "end = time.monotonic() + 1.0\n"
+        "while time.monotonic() < end:  # busy: the command itself is never stalled\n"
+        "    pass\n"))
+    out = tmp_path / "pids"
+    code, doc, stderr = gpudoctor_json(["--hang-after", "0.5", "--grace", "1.5", "--timeout", "60",
+                                        "--", PY, str(source), str(out)])
+    (helper,) = read_pids(out, 1)
+    assert (code, doc["verdict"], doc["stop_reason"]) == (0, "ok", "exited"), doc["explanation"]
+    left = _by_pid(doc)[helper]
+    assert left["stalled_for"] >= 0.5  # idle long enough to have been called hung before
+    assert left["verdict"] == "killed"
+    assert "left running after the command exited, killed by gpudoctor" in left["explanation"]
+    assert running([helper]) == []
+
+
+def test_memory_limit_counts_pages_shared_with_fork_children_once(tmp_path: Path) -> None:
+    # 200 MB in the parent and three idle fork children sharing it: RSS adds up to
+    # over 800 MB, the memory really used (PSS) stays near 200 MB.
+    source = script(tmp_path, "shared.py", WRITE_PIDS + (
+        "import os, sys, time\n"
+        "block = b'\\x01' * (200 * 1000 * 1000)\n"
+        "children = []\n"
+        "for _ in range(3):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "write_pids(sys.argv[1], children)\n"
+        "for pid in children:\n"
+        "    os.waitpid(pid, 0)\n"))
+    out = tmp_path / "pids"
+    code, doc, _ = gpudoctor_json(["--memory-limit", "500MB", "--timeout", "60", "--",
+                                   PY, str(source), str(out)])
+    children = read_pids(out, 3)
+    assert (code, doc["verdict"], doc["stop_reason"]) == (0, "ok", "exited"), doc["explanation"]
+    assert doc["memory_measure"] == "pss"
+    assert "counts once" in doc["explanation"]  # the RSS total did pass the limit
+    assert running(children) == []
+
+
+def test_fork_worker_that_segfaulted_is_crashed_though_its_pool_reaped_it(tmp_path: Path) -> None:
+    source = script(tmp_path, "segv.py", (
+        "import multiprocessing, os, signal\n"
+        "def boom(_):\n"
+        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "if __name__ == '__main__':\n"
+        "    with multiprocessing.get_context('fork').Pool(1) as pool:\n"
+        "        result = pool.apply_async(boom, (0,))\n"
+        "        try:\n"
+        "            result.get(timeout=3)\n"
+        "        except multiprocessing.TimeoutError:\n"
+        "            print('the worker never answered')\n"))
+    code, doc, _ = gpudoctor_json(["--timeout", "60", "--", PY, str(source)])
+    assert (code, doc["verdict"]) == (1, "crashed"), doc["explanation"]
+    (dead,) = [p for p in doc["processes"] if p["fatal_error"]]
+    assert (dead["start"], dead["verdict"]) == ("fork", "crashed")
+    assert dead["exit_code"] == -signal.SIGSEGV  # as the pool's os.waitpid saw it
+    assert dead["fatal_error"].startswith("Fatal Python error: Segmentation fault")
+    assert "boom" in dead["fatal_error"]  # where: faulthandler's Python stack
+    assert "Segmentation fault" in doc["explanation"]
+
+
+# A Python child of a shell, which reaps it at once: only the child's own records remain.
+UNDER_SHELL = """\
+import os, signal, sys
+os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+"""
+
+
+def _under_shell(tmp_path: Path, signame: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    source = script(tmp_path, "child.py", UNDER_SHELL)
+    code, doc, _ = gpudoctor_json(["--", "sh", "-c", f'"{PY}" "{source}" {signame}; exit 0'])
+    (child,) = [p for p in doc["processes"] if p["start"] == "exec"]
+    return code, doc, child
+
+
+def test_process_whose_exit_was_not_observed_is_never_ok(tmp_path: Path) -> None:
+    code, doc, child = _under_shell(tmp_path, "SIGKILL")
+    assert (code, doc["verdict"]) == (0, "ok"), doc["explanation"]
+    if child["exit_code"] is None:
+        assert child["verdict"] == "unknown"
+        assert "not observed" in child["explanation"]
+    else:  # a scan happened to see the zombie before the shell reaped it
+        assert (child["verdict"], child["exit_code"]) == ("killed", -signal.SIGKILL)
+
+
+def test_fatal_error_in_the_stack_file_shows_a_crash_nobody_else_saw(tmp_path: Path) -> None:
+    code, doc, child = _under_shell(tmp_path, "SIGSEGV")
+    assert (code, doc["verdict"]) == (1, "crashed"), doc["explanation"]
+    assert child["verdict"] == "crashed"
+    assert child["fatal_error"].startswith("Fatal Python error: Segmentation fault")
+    assert child["stack"] and child["stack_source"] == "faulthandler"
+
+
+def test_processes_gpudoctor_sigkilled_are_not_blamed_on_the_oom_killer(tmp_path: Path) -> None:
+    # On SIGTERM the command forks a child that ignores SIGTERM, and leaves: gpudoctor
+    # SIGKILLs that child after the grace period, though it was never running at the stop.
+    source = script(tmp_path, "stubborn.py", WRITE_PIDS + (
+        "import os, signal, sys, time\n"
+        "def on_term(*_):\n"
+        "    child = os.fork()\n"
+        "    if child == 0:\n"
+        "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "        write_pids(sys.argv[1], [os.getpid()])\n"
+        "        time.sleep(600)\n"
+        "        os._exit(0)\n"
+        "    os._exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "time.sleep(600)\n"))
+    out = tmp_path / "pids"
+    code, doc, _ = gpudoctor_json(["--timeout", "1", "--grace", "1", "--no-native-stacks", "--",
+                                   PY, str(source), str(out)])
+    (stubborn,) = read_pids(out, 1)
+    assert (code, doc["stop_reason"]) == (1, "timeout")
+    killed = _by_pid(doc)[stubborn]
+    assert (killed["verdict"], killed["exit_code"]) == ("killed", -signal.SIGKILL)
+    assert killed["explanation"] == "killed by gpudoctor (SIGKILL)"
+    assert "OOM" not in doc["explanation"]
+    assert running([stubborn]) == []
+
+
+def _sigkilled_run(oom_kills: int | None, by_gpudoctor: bool = False) -> RunRecord:
+    root = ProcessRun(pid=100, ppid=1, cmdline=("train",), first_seen=0.0, last_seen=1.0,
+                      alive_at_stop=False, exit_code=-9, stalled_for=0.0, state="zombie", wchan=None,
+                      threads=1, rss_peak=1 << 30, killed_by_supervisor=by_gpudoctor)
+    return RunRecord(command=("train",), stop_reason="exited", signal_received=None, root_pid=100,
+                     exit_code=-9, duration=1.0, limits=Limits(), processes=(root,), events=[],
+                     samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="",
+                     stderr="", notes=(), oom_kills=oom_kills)
+
+
+@pytest.mark.parametrize(("oom_kills", "verdict", "says"), [
+    (None, "killed", "possibly the kernel's OOM killer"),
+    (0, "killed", "possibly the kernel's OOM killer (it sends SIGKILL when memory runs out), though "
+                  "this cgroup's OOM kill counter did not move"),
+    (2, "oom", "most likely the kernel's OOM killer, since this cgroup's OOM kill counter rose by 2"),
+])
+def test_a_sigkill_not_sent_by_gpudoctor_cites_the_cgroups_oom_counter(
+        oom_kills: int | None, verdict: str, says: str) -> None:
+    result = diagnose(_sigkilled_run(oom_kills))
+    (root,) = result.processes
+    assert (result.verdict, root.verdict) == (verdict, verdict)
+    assert root.explanation.startswith("killed by SIGKILL (exit -9), not by gpudoctor: ")
+    assert says in root.explanation
+
+
+def test_a_sigkill_gpudoctor_sent_is_never_blamed_on_the_oom_killer() -> None:
+    (root,) = diagnose(_sigkilled_run(oom_kills=3, by_gpudoctor=True)).processes
+    assert (root.verdict, root.explanation) == ("killed", "killed by gpudoctor (SIGKILL)")
