@@ -10,7 +10,7 @@ import pytest
 
 from gpudoctor.lint.engine import lint_paths
 from gpudoctor.lint.findings import Finding
-from gpudoctor.lint.rules.registry import all_rules
+from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
 

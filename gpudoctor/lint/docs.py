@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudoctor.lint.rules.registry import all_rules
+from gpudoctor.lint.rules._registry import all_rules
 
 HEADER = """# gpudoctor lint rules
 

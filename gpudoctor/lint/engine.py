@@ -30,9 +30,9 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     from gpudoctor.lint.analysis.flows import Flow, FlowBuilder
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.source import ParseFailure
-    from gpudoctor.lint.rules.base import CheckContext
+    from gpudoctor.lint.rules._base import CheckContext
+    from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
-    from gpudoctor.lint.rules.registry import all_rules
 
     project = Project(settings.project_root)
     gated = {path for path in files if project.may_matter(path)}

@@ -14,7 +14,7 @@ from gpudoctor.lint.selection import build_selection
 def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
     from gpudoctor.lint.config import FileConfig, parse_table
-    from gpudoctor.lint.rules.registry import all_rules
+    from gpudoctor.lint.rules._registry import all_rules
 
     rules = all_rules()
     known = [r.code for r in rules]
@@ -143,7 +143,7 @@ def _write(text: str, output_file: str | None) -> None:
 
 def run_rule(args: argparse.Namespace) -> int:
     """Print one rule's documentation, or all of them."""
-    from gpudoctor.lint.rules.registry import all_rules, rule_by_code
+    from gpudoctor.lint.rules._registry import all_rules, rule_by_code
 
     if args.all:
         chosen = list(all_rules())

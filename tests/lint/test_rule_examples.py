@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from gpudoctor.lint.rules.base import Rule
-from gpudoctor.lint.rules.registry import all_rules
+from gpudoctor.lint.rules._base import Rule
+from gpudoctor.lint.rules._registry import all_rules
 
 HEADINGS = ("## What it does", "## Why is this bad?", "## Example", "## References")
 EXAMPLES = [(rule, i, text) for rule in all_rules() for i, text in enumerate(rule.INVALID)]

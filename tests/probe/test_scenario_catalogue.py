@@ -51,7 +51,7 @@ def test_names_and_rules_are_stable() -> None:
 
 
 def test_rule_names_match_the_linter() -> None:
-    from gpudoctor.lint.rules.registry import rule_by_code
+    from gpudoctor.lint.rules._registry import rule_by_code
 
     for code, name in scenarios.RULE_NAMES.items():
         rule = rule_by_code(code)

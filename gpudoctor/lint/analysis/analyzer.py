@@ -22,6 +22,7 @@ from gpudoctor.lint.analysis.values import (
     Instance,
     ModRef,
     ModuleObj,
+    literal_default,
     one,
 )
 from gpudoctor.lint.knowledge.processes import canonical
@@ -31,9 +32,7 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.walker import Walker
 
 Value = frozenset
-MAX_DEPTH = 24
-MAX_SUMMARIES = 20_000
-MAX_EVENTS = 400
+MAX_DEPTH, MAX_SUMMARIES, MAX_EVENTS = 24, 20_000, 400
 # Following imports is what finds a pool built in a helper module, but on a large code
 # base it would walk the whole import graph. Import-time effects are followed this many
 # imports deep, and at most this many modules that were not asked for are analysed.
@@ -268,25 +267,14 @@ class Analyzer:
             elif name in keywords:
                 env[name] = keywords[name]
             else:
-                env[name] = rest if rest else _literal_default(param)
+                env[name] = rest if rest else literal_default(param)
         for param in params.kwonly_params:
-            env[param.name.value] = keywords.get(param.name.value, _literal_default(param))
+            env[param.name.value] = keywords.get(param.name.value, literal_default(param))
         if isinstance(params.star_arg, cst.Param):
             from gpudoctor.lint.analysis.values import container
 
             env[params.star_arg.name.value] = container(*positional[len(ordered):], rest)
         return env
-
-
-def _literal_default(param: cst.Param) -> Value:
-    from gpudoctor.lint.analysis.values import Int, Str
-
-    default = param.default
-    if isinstance(default, cst.SimpleString) and isinstance(default.evaluated_value, str):
-        return one(Str(default.evaluated_value))
-    if isinstance(default, cst.Integer):
-        return one(Int(int(default.value, 0)))
-    return UNKNOWN
 
 
 def _compress(events: list[Event]) -> list[Event]:

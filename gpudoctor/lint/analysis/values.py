@@ -232,3 +232,13 @@ def is_cuda(value: frozenset[Atom]) -> bool:
         isinstance(atom, CudaDevice) or (isinstance(atom, Str) and atom.value.startswith("cuda"))
         for atom in value
     )
+
+
+def literal_default(param: cst.Param) -> frozenset[Atom]:
+    """The value of a parameter's default when it is a literal string or integer."""
+    default = param.default
+    if isinstance(default, cst.SimpleString) and isinstance(default.evaluated_value, str):
+        return one(Str(default.evaluated_value))
+    if isinstance(default, cst.Integer):
+        return one(Int(int(default.value, 0)))
+    return UNKNOWN

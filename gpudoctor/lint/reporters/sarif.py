@@ -27,7 +27,7 @@ def _location(site: Site) -> dict[str, object]:
 
 
 def _rules() -> list[dict[str, object]]:
-    from gpudoctor.lint.rules.registry import all_rules
+    from gpudoctor.lint.rules._registry import all_rules
 
     described = []
     for rule in all_rules():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
 class UnusedNoqa(Rule):

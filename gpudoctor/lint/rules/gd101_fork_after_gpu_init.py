@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule, display, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
 
 CONSEQUENCE = {
     "tensorflow": "hang, or abort with CUDA_ERROR_NOT_INITIALIZED",

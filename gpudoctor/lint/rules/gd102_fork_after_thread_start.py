@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start, ThreadStart
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK)
 

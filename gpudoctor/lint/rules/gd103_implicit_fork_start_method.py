@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process"}
 

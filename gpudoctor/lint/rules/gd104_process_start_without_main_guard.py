@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
 class ProcessStartWithoutMainGuard(Rule):

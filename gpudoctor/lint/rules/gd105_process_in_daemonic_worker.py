@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER)
 

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Init, Join, Start
 from gpudoctor.lint.analysis.flows import Flow, first_gpu_use
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 
 def _joined_in_same_iteration(flow: Flow, index: int, start: Start, loop: object) -> bool:

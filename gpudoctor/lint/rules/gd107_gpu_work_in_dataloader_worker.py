@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import DataLoaderStart, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
 class GpuWorkInDataloaderWorker(Rule):

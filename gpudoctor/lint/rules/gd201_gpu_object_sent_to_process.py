@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.values import gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
-from gpudoctor.lint.rules.base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 CHANNELS = {
     "task": "as task arguments to a worker pool",

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
 from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.environment import READERS
-from gpudoctor.lint.rules.base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 
 def too_late(var: str, state: State) -> Event | None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
 class TfDeviceConfigAfterInit(Rule):

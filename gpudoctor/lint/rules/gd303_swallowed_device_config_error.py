@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import TfConfig
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.rules.base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
 class SwallowedDeviceConfigError(Rule):

@@ -9,11 +9,10 @@ from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import strings
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules.base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 GREEDY = {"tensorflow": "reserves nearly all free GPU memory", "jax": "preallocates 75% of GPU memory"}
-# Settings that bound each process's reservation, per framework (name -> values that cap;
-# None means any value does).
+# Settings that bound each process's reservation, per framework (None: any value does).
 CAPS: dict[str, dict[str, set[str] | None]] = {
     "tensorflow": {"TF_FORCE_GPU_ALLOW_GROWTH": {"true", "1"}, "TF_GPU_ALLOCATOR": {"cuda_malloc_async"}},
     "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": {"false", "0"}, "XLA_PYTHON_CLIENT_MEM_FRACTION": None,

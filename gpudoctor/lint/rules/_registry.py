@@ -7,7 +7,7 @@ import pkgutil
 from functools import lru_cache
 
 from gpudoctor.lint import rules as package
-from gpudoctor.lint.rules.base import Rule
+from gpudoctor.lint.rules._base import Rule
 
 
 @lru_cache(maxsize=1)
@@ -15,7 +15,7 @@ def all_rules() -> tuple[type[Rule], ...]:
     """Return every rule class, ordered by code."""
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name in ("base", "registry"):
+        if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         for value in vars(module).values():
