@@ -229,3 +229,16 @@ def test_short_circuit_on_a_literal_flag(lint_source) -> None:  # type: ignore[n
                 pool.map(work, range(3))
     """)
     assert [f for f in findings if f.code in ("GD101", "GD103")] == []
+
+
+def test_allocator_settings_after_a_device_query_are_still_read(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        import os
+        import torch
+        if torch.cuda.is_available():
+            os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        torch.ones(1, device="cuda")
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:False"
+    """)
+    assert {(f.code, f.site.row) for f in findings} == {("GD301", 6), ("GD301", 8)}

@@ -19,7 +19,10 @@ def too_late(var: str, state: State) -> Event | None:
     for event in state.inits:
         init = event.effect
         assert isinstance(init, Init)
-        if reader is None or init.framework == reader:
+        # CUDA_* are read by the driver at cuInit; the others by their framework when it
+        # builds its runtime (torch.cuda.is_available() alone does not read the allocator
+        # settings, the first CUDA allocation does).
+        if reader is None or (init.framework == reader and init.level == "runtime"):
             return event
     return None
 
@@ -34,7 +37,8 @@ class GpuEnvSetAfterInit(Rule):
     `os.environ.update`, `os.environ.setdefault` or `os.putenv`, after that runtime was
     initialized in this process — including in a forked child whose parent initialized
     it before the fork. `CUDA_*` variables are read by the CUDA driver, so any driver
-    initialization makes them too late; the others are read by their framework.
+    initialization makes them too late; the others are read by their framework when it
+    builds its runtime (a device query such as `torch.cuda.is_available()` is not enough).
 
     ## Why is this bad?
     The write succeeds and changes nothing: the driver already enumerated the devices,
