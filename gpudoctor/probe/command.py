@@ -45,6 +45,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         output_limit=args.output_limit,
         sample_interval=args.sample_interval,
         native_stacks=args.native_stacks,
+        max_processes=args.max_processes,
     )
     # With --json, stdout carries only the JSON document: the command's own output
     # is shown on stderr instead.

@@ -126,7 +126,7 @@ def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) 
         return "hung"
     if run.stop_reason == "memory-limit" or "oom" in verdicts:
         return "oom"
-    if run.stop_reason in ("timeout", "interrupted"):
+    if run.stop_reason in ("timeout", "interrupted", "process-limit"):
         return "killed"
     if root is not None and root.verdict in ("crashed", "killed") and (root_code or 0) < 0:
         return root.verdict

@@ -146,6 +146,9 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
         lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
                      f"{format_size(run.limits.memory_limit)} (sum of peaks {format_size(total)}); "
                      "gpudoctor stopped it.")
+    elif run.stop_reason == "process-limit":
+        lines.append(f"Fork bomb: the tree grew past --max-processes {run.limits.max_processes} "
+                     "live processes; gpudoctor stopped all of them.")
     elif run.stop_reason == "timeout":
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s and not hung "
                      "(its processes were using CPU); gpudoctor stopped it.")

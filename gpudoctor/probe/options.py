@@ -23,6 +23,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def _size(text: str) -> int:
     try:
         return parse_size(text)
@@ -68,6 +78,9 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
                      help="stop the command when its processes' resident memory together "
                      "exceeds SIZE, e.g. 8GiB (default: no limit for a command; for a scenario "
                      "80%% of the available memory, at most 8GiB)")
+    run.add_argument("--max-processes", type=_count, default=512, metavar="N",
+                     help="stop the whole tree when more than N of its processes are alive at "
+                     "once, a fork bomb (default: 512)")
     run.add_argument("--output-limit", type=_size, default=64 * 1024, metavar="SIZE",
                      help="keep this much of the head and of the tail of stdout and stderr "
                      "each for the diagnosis (default: 64KiB)")

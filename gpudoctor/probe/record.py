@@ -25,6 +25,8 @@ class Limits:
     sample_interval: float = 0.05
     process_interval: float = 0.5
     native_stacks: bool = True
+    # More live processes than this in the tree is a fork bomb: the tree is stopped.
+    max_processes: int = 512
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class RunRecord:
     """Everything one supervised run produced, for the diagnosis."""
 
     command: tuple[str, ...]
-    stop_reason: str  # "exited", "timeout", "hung", "interrupted", "memory-limit"
+    stop_reason: str  # "exited", "timeout", "hung", "interrupted", "memory-limit", "process-limit"
     signal_received: int | None
     root_pid: int
     exit_code: int | None
@@ -73,6 +75,11 @@ class RunRecord:
     oom_kills: int | None = None
     # "Fatal Python error: ..." reports faulthandler wrote for processes that crashed.
     fatal_errors: dict[int, str] = field(default_factory=dict)
+    # How the tree was followed: "subreaper" (orphans reparent to gpudoctor, found by
+    # its token; plus a psutil scan) or "psutil scan" alone (no subreaper available).
+    tracking: str = "psutil scan"
+    # The sampler failed during the run: ``samples`` and the peaks stop where it did.
+    samples_partial: bool = False
 
 
 def freeze(track: Track, start: float, stalled_for: float | None) -> ProcessRun:

@@ -49,6 +49,10 @@ def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
         "memory_measure": run.memory_measure,
         # OOM kills the kernel counted in gpudoctor's cgroup during the run (null: unreadable).
         "oom_kills": run.oom_kills,
+        # How the tree was followed: "subreaper" or "psutil scan".
+        "tracking": run.tracking,
+        # The sampler failed mid-run: "samples" stop where it did.
+        "samples_partial": run.samples_partial,
     }
 
 
@@ -61,6 +65,8 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  exit code "
                   f"{diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})")
     console.print(escape(diagnosis.explanation))
+    console.print(f"tracking: {run.tracking}"
+                  + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()
     for p in diagnosis.processes:
         command = " ".join(p.cmdline)[:80] if p.cmdline else ""

@@ -72,6 +72,7 @@ class Sampler:
         self._seen: set[int] = set()
         self._reason = nvml.unavailable_reason()
         self._devices = nvml.device_count()
+        self.failure: str | None = None  # why sampling stopped early (then samples are partial)
         self._thread = threading.Thread(target=self._run, name="gpudoctor-sampler", daemon=True)
 
     def start(self) -> None:
@@ -126,6 +127,14 @@ class Sampler:
                 self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True))
 
     def _run(self) -> None:
+        # The sampler only observes: whatever breaks it must not stop the supervision.
+        try:
+            self._loop()
+        except Exception as error:  # reported as partial samples
+            self.failure = (f"the sampler failed after {self._now():.1f} s "
+                            f"({type(error).__name__}: {error}): samples are partial")
+
+    def _loop(self) -> None:
         next_slow = 0.0
         while not self._stop.is_set():
             self._sample_devices()

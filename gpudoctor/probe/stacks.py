@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -33,11 +34,13 @@ class Stack:
 
 
 def find_py_spy() -> str | None:
-    """Return the py-spy executable: on PATH or next to this interpreter (a venv)."""
+    """Return the py-spy executable: on PATH (the user's choice first), else next to this
+    interpreter (a venv that was not activated)."""
+    found = shutil.which("py-spy")
+    if found:
+        return found
     beside = Path(sys.executable).parent / "py-spy"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("py-spy")
+    return str(beside) if beside.exists() else None
 
 
 def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float = 2.0) -> dict[int, str]:
@@ -127,6 +130,7 @@ def native_stacks(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
+            start_new_session=True,  # its group is killed whole on a timeout
         )
         started(process.pid)
         running[pid] = process
@@ -137,15 +141,29 @@ def native_stacks(
         try:
             output, _ = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            error = "py-spy timed out"
+            _kill_group(process)
+            error = f"py-spy timed out after {_PY_SPY_TIMEOUT:g} s"
             continue
         if process.returncode == 0 and "Thread" in output:
             found[pid] = output
         else:
             error = output.strip().splitlines()[-1] if output.strip() else "py-spy failed"
     return found, error
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill a hung py-spy and whatever it started; never wait on pipes a survivor holds."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        process.kill()
+    try:
+        process.communicate(timeout=2.0)
+    except subprocess.TimeoutExpired:  # a descendant that left the group keeps the pipe
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        process.wait(2.0)
 
 
 def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:

@@ -78,6 +78,7 @@ class Supervisor:
         self._tree_gone = False  # set once kill_tree has returned: then the watchdog may stand down
         self._measures: set[str] = set()
         self._shared_note: str | None = None
+        self._tracking = "psutil scan"
 
     def run(self) -> RunRecord:
         """Start the command, watch it until it ends or must be stopped, then clean up."""
@@ -85,6 +86,8 @@ class Supervisor:
         why_not = reaper.become_subreaper()
         if why_not:
             self._notes.append(why_not)
+        else:
+            self._tracking = "subreaper"
         try:
             watchdog = launch.start_watchdog(self._token, self.limits.grace)
             self._tools.add(watchdog.pid)
@@ -132,11 +135,11 @@ class Supervisor:
             reason = self._watch(tree, live, start)
             now = time.monotonic()
             stalled = {p: tree.tracks[p].stalled_for(now) for p in live[0]}
-            if reason != "exited":
+            if reason not in ("exited", "process-limit"):  # a fork bomb gets no time to grow
                 dumps = self._dump_stacks(live[0], start_epoch)
         finally:
             try:
-                self._stop_tree(tree, live[0])
+                self._stop_tree(tree, live[0], 0.0 if reason == "process-limit" else None)
             finally:
                 if sampler is not None:
                     sampler.stop()
@@ -150,6 +153,13 @@ class Supervisor:
                                + ", ".join(map(str, sorted(live[0]))))
         if self._shared_note:
             self._notes.append(self._shared_note)
+        for name, capture in zip(("stdout", "stderr"), captures, strict=False):
+            dropped = capture.kept()[1]
+            if dropped > 0:
+                self._notes.append(f"{name}: {dropped} bytes of output not kept (only the first "
+                                   f"and last {format_size(self.limits.output_limit)})")
+        if sampler is not None and sampler.failure:
+            self._notes.append(sampler.failure)
         oom_after = host.cgroup_oom_kills()
         root = tree.tracks.get(process.pid)
         process.returncode = None if root is None else root.exit_code
@@ -174,9 +184,11 @@ class Supervisor:
             memory_measure=footprint.describe(self._measures) if self.limits.memory_limit else None,
             oom_kills=None if oom_before is None or oom_after is None else oom_after - oom_before,
             fatal_errors=stacks.fatal_errors(self._workdir.stacks),
+            tracking=self._tracking,
+            samples_partial=sampler is None or sampler.failure is not None,
         )
 
-    def _stop_tree(self, tree: Tree, live: set[int]) -> None:
+    def _stop_tree(self, tree: Tree, live: set[int], grace: float | None = None) -> None:
         """Kill the whole tree; mark what gpudoctor signalled so it is never blamed on others."""
         for pid in live:
             track = tree.tracks.get(pid)
@@ -186,7 +198,7 @@ class Supervisor:
         # A reaped root's PID may already be another process's: never signal its group then.
         group = None if root is not None and root.reaped else tree.root
         killed = reaper.kill_tree(tree.members, lambda pids: self._reap(tree, pids),
-                                  self.limits.grace, group)
+                                  self.limits.grace if grace is None else grace, group)
         for pid in killed:  # SIGKILLed by us: a -9 exit status is ours, not the OOM killer's
             track = tree.tracks.get(pid)
             if track is not None:
@@ -206,6 +218,10 @@ class Supervisor:
             # The root too: it may have exited before any scan saw it.
             self._reap(tree, set(tree.tracks) | {tree.root})
             live[0] = {p for p in live[0] if tree.tracks[p].alive}
+            if len(live[0]) > limits.max_processes:
+                self._notes.append(f"fork bomb stopped: {len(live[0])} processes "
+                                   f"(over --max-processes {limits.max_processes})")
+                return "process-limit"
             if self._stop.event.is_set():
                 return "interrupted"
             if limits.timeout is not None and now - start >= limits.timeout:
