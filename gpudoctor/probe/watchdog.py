@@ -17,7 +17,7 @@ import sys
 import time
 
 
-def _carriers(marker: bytes) -> set[int]:
+def carriers(marker: bytes) -> set[int]:
     """Return the PIDs whose initial environment contains ``marker``."""
     found: set[int] = set()
     for entry in os.listdir("/proc"):
@@ -36,7 +36,7 @@ def kill_marked(token: str) -> None:
     """SIGSTOP then SIGKILL every carrier of the token until none is left."""
     marker = f"GPUDOCTOR_RUN={token}".encode()
     for _ in range(100):
-        pids = _carriers(marker)
+        pids = carriers(marker)
         if not pids:
             return
         for signum in (signal.SIGSTOP, signal.SIGKILL):

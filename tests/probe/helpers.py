@@ -17,6 +17,8 @@ from typing import Any
 import psutil
 import pytest
 
+from gpudoctor.probe.watchdog import carriers
+
 STATE_VAR = "GPUDOCTOR_FAKE_NVML_STATE"
 
 
@@ -149,18 +151,7 @@ MARK_VAR = "GPUDOCTOR_TEST_MARK"
 
 def marked(mark: str) -> set[int]:
     """Return the PIDs whose initial environment carries ``MARK_VAR=mark``."""
-    wanted = f"{MARK_VAR}={mark}".encode()
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if wanted in f.read().split(b"\0"):
-                    found.add(int(entry))
-        except OSError:
-            continue
-    return found
+    return carriers(f"{MARK_VAR}={mark}".encode())
 
 
 def kill_leftovers(mark: str) -> list[int]:
