@@ -107,7 +107,7 @@ def test_limits_fail_with_the_per_process_table(pytester: pytest.Pytester, fake_
         "*- gpudoctor gpu_memory_limit -*",
         "pid * GPU * peak * at start * at end * process",
         "* 0 * 2.0 GiB * 0 B * 2.0 GiB * test process",
-        "* 0 * 1.0 GiB * 0 B * 0 B * child of *: *python* -c import time; time.sleep(600)",
+        "* 0 * 1.0 GiB * 0 B * 0 B * child of *: python* -c import time; time.sleep(600)",
         "all * 3.0 GiB * 0 B * 2.0 GiB * together (* NVML readings)",
         "*_ test_leaks_too_much _*",
         "gpu_memory_leak_limit: the test's processes held 100.0 MiB more GPU memory at its end than at its "

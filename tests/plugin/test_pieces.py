@@ -66,6 +66,18 @@ def test_peak_is_what_the_processes_held_at_the_same_time() -> None:
     assert not use.hidden
 
 
+def test_child_command_keeps_its_arguments_whatever_the_interpreter_path() -> None:
+    # CI clones into a deeper directory than a laptop: a 60-character cut of the full command
+    # showed only the virtualenv path, and the arguments that tell workers apart were lost.
+    deep = "/check/" + "x" * 80 + "/.venv/bin/python"
+    info = {"11": {"ppid": 10, "cmdline": [deep, "-c", "import time; time.sleep(600)"]}}
+    use = memory.analyse([[0.0, {"0:11": MIB}]], since=0.0, root=10, info=info)
+    assert use.processes[0].role == "child of 10: python -c import time; time.sleep(600)"
+    long_args = {"11": {"ppid": 10, "cmdline": ["python", "-c", "x" * 200]}}
+    role = memory.analyse([[0.0, {"0:11": MIB}]], since=0.0, root=10, info=long_args).processes[0].role
+    assert role.endswith("…") and len(role) == len("child of 10: ") + 60
+
+
 def test_hidden_per_process_memory_is_flagged() -> None:
     use = memory.analyse([[0.0, {"0:10": None}]], since=0.0, root=10, info={})
     assert use.hidden
