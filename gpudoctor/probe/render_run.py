@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.diagnose import Diagnosis
 from gpudoctor.probe.supervise import RunRecord
 from gpudoctor.probe.units import format_size
@@ -69,7 +70,7 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
                   + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()
     for p in diagnosis.processes:
-        command = " ".join(p.cmdline)[:80] if p.cmdline else ""
+        command = short_command(p.cmdline)
         fork = ""
         if p.start == "fork":
             fork = (f", forked with {p.threads_at_fork} threads, runtimes: "

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.explain import runtime_names
 from gpudoctor.probe.units import format_size
 from gpudoctor.pytest_plugin import memory
@@ -63,7 +64,7 @@ def _who(pid: object, root: int, events: list[dict[str, Any]]) -> str:
     if pid == root:
         return f"the test process {pid}"
     argv = next((e.get("argv") for e in events if e.get("event") == "start" and e.get("pid") == pid), None)
-    command = " ".join(" ".join(argv or []).split())[:80]  # one line, even for "python -c" code
+    command = short_command(argv or [])
     return f"process {pid}" + (f" ({command})" if command else "")
 
 

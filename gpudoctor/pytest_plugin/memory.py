@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.units import format_size
 
 Round = Sequence[Any]  # [monotonic time, {"device:pid": bytes or None}]
@@ -45,19 +45,8 @@ def _role(pid: int, root: int, info: dict[str, Any]) -> str:
         return "test process"
     details = info.get(str(pid)) or {}
     parent = details.get("ppid")
-    command = _short_command(details.get("cmdline") or [])
+    command = short_command(details.get("cmdline") or [], limit=60)
     return f"child of {parent}" + (f": {command}" if command else "")
-
-
-def _short_command(argv: Sequence[str], limit: int = 60) -> str:
-    """The program's file name and its arguments, cut to ``limit`` characters with an ellipsis.
-
-    The program's directory is dropped so that a long virtualenv path does not push the arguments
-    that tell processes apart off the end of the line."""
-    if not argv:
-        return ""
-    text = " ".join([os.path.basename(argv[0]) or argv[0], *argv[1:]])
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def analyse(rounds: Sequence[Round], since: float, root: int, info: dict[str, Any]) -> MemoryUse:

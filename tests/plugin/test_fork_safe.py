@@ -87,7 +87,7 @@ def test_forks_with_threads_fail_only_when_asked(pytester: pytest.Pytester) -> N
         "Fix: fork before starting threads*",
         "*_ test_grandchild_forks_with_a_thread _*",
         "fork_safe: 1 fork(s) while 2 native threads were running in the forking process",
-        "process * (*python* -c import os, threading*) forked with 2 native threads → child * (fork sites are "
+        "process * (python* -c import os, threading*) forked with 2 native threads → child * (fork sites are "
         "recorded in the test process and its fork children)",
         "*_ test_pool_started_beside_a_thread _*",
         "fork_safe: 2 fork(s) while 2 native threads were running in the forking process at "

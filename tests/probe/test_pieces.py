@@ -222,3 +222,13 @@ def test_capture_bounds_hold_for_any_output(chunks: list[bytes], limit: int) -> 
     assert len(head) + dropped + len(tail) == len(data)
     # Only what does not fit in the head and the tail is dropped.
     assert dropped == max(0, len(data) - 2 * limit)
+
+
+def test_short_command_keeps_the_arguments_of_a_deep_interpreter_path() -> None:
+    from gpudoctor.probe.command_text import short_command
+
+    deep = "/check/" + "d" * 90 + "/.venv/bin/python"
+    assert short_command([deep, "-c", "import os\n\nos.fork()"]) == "python -c import os os.fork()"
+    cut = short_command(["python", "-c", "x" * 200], limit=20)
+    assert cut == "python -c xxxxxxxxx…" and len(cut) == 20
+    assert short_command([]) == ""
