@@ -13,7 +13,6 @@ from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.source import ParseFailure
 
 
@@ -36,6 +35,7 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
 
     project = Project(settings.project_root)
     gated = {path for path in files if project.may_matter(path)}
+    project.linted = frozenset(path.resolve() for path in gated)
     analyzer = Analyzer(project, frozenset(gated))
     builder = FlowBuilder(analyzer, settings.default_start_method)
     # Every rule runs, so that an advisory rule stays quiet where the rule that supersedes
@@ -48,9 +48,6 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
     # Phase 1: every module as a script, so that every known caller of a function is seen.
     for path in files:
         if path not in gated:
-            failure = _unparseable_gpu_file(project, path)
-            if failure is not None:
-                raw.append(UnparseableFile().finding(_site_of(failure), failure.message))
             continue
         with _guard(path, result):
             state = analyzer.module(path)
@@ -65,6 +62,9 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
             ctx = CheckContext(state, flows, builder, analyzer)
             for rule in rules:
                 raw.extend(rule.check(ctx))
+    # A module the analysis followed into and could not parse (a gated one is reported above).
+    raw.extend(UnparseableFile().finding(_site_of(failure), failure.message)
+               for failure in analyzer.failures if Path(failure.path) not in project.linted)
     texts = {Path(state.path): project.text(Path(state.path)) for state, _ in modules.values()}
     texts = {path: text for path, text in texts.items() if isinstance(text, str)}
     result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules}, texts)
@@ -73,17 +73,6 @@ def lint_paths(files: list[Path], settings: Settings) -> LintResult:
 
 def _site_of(failure: ParseFailure) -> Site:
     return Site(str(Path(failure.path).resolve()), failure.row, failure.col, failure.row, failure.col)
-
-
-def _unparseable_gpu_file(project: Project, path: Path) -> ParseFailure | None:
-    """A file that uses a GPU framework but cannot matter otherwise still gets GD000."""
-    from gpudoctor.lint.analysis.project import USES_GPU
-    from gpudoctor.lint.analysis.source import ParseFailure, syntax_failure
-
-    text = project.text(path)
-    if isinstance(text, ParseFailure) or not USES_GPU.search(text):
-        return None
-    return syntax_failure(str(path.resolve()), text)
 
 
 @contextmanager

@@ -88,6 +88,7 @@ class Analyzer:
         self._bases: dict[ClassRef, list[ClassRef]] = {}
         self._primed: set[ClassRef] = set()
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
+        self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
@@ -104,6 +105,7 @@ class Analyzer:
         parsed = self.project.parsed(key)
         if isinstance(parsed, ParseFailure):
             self._modules[key] = parsed
+            self.failures.append(parsed)
             return parsed
         from gpudoctor.lint.analysis.walker import Walker
 
@@ -248,7 +250,7 @@ class Analyzer:
             if isinstance(node, cst.Lambda):
                 walker.returns.update(walker.eval(node.body))
             elif isinstance(node, cst.FunctionDef):
-                walker.walk_block(getattr(node.body, "body", ()))
+                walker.walk_block(state.parsed.body(node))
         finally:
             self._stack.pop()
         result = (_compress(walker.events), frozenset(walker.returns))

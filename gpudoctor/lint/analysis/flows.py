@@ -136,7 +136,10 @@ class FlowBuilder:
         Call this after every module flow of the run was built, so that "no caller"
         does not depend on the order the files were given in.
         """
-        candidates = [f for f in self._entry_functions(state) if id(f.node) not in self.analyzer.reached]
+        # A function whose body the prescan left out neither acts nor is named by code that
+        # does: on its own it has nothing to report.
+        candidates = [f for f in self._entry_functions(state)
+                      if id(f.node) not in self.analyzer.reached and not state.parsed.is_elided(f.node)]
         for func in candidates:
             self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
         flows = []

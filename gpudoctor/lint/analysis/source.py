@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from gpudoctor.lint.analysis.reading import ParseFailure, read_text, syntax_failure
 from gpudoctor.lint.findings import Site
 
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.prescan import Unit
 
-@dataclass(frozen=True)
-class ParseFailure:
-    """Why a file could not be analysed, and where."""
-
-    path: str
-    message: str
-    row: int
-    col: int
+__all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete", "parse", "read_text", "syntax_failure"]
 
 
 class ParsedModule:
@@ -29,22 +25,64 @@ class ParsedModule:
     analysis reads (imported helpers) never get a finding.
     """
 
-    def __init__(self, path: str, module: cst.Module) -> None:
+    def __init__(self, path: str, module: cst.Module, text: str = "",
+                 elided: Sequence[tuple[cst.FunctionDef, Unit]] = (),
+                 shifts: Sequence[tuple[int, int]] = ((1, 0),)) -> None:
         self.path = path
+        self._shifts = list(shifts)  # (first row, rows to add), ascending: see prescan.skeleton
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.module = self._wrapper.module
         self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
+        self._text = text
+        self._elided = {id(node): unit for node, unit in elided}
+        self._bodies: dict[int, Sequence[cst.BaseStatement]] = {}
+        self._snippets: list[ParsedModule] = []
+
+    def is_elided(self, node: cst.CSTNode) -> bool:
+        """Was this function's body left out of the parse, and not needed since?"""
+        return id(node) in self._elided and id(node) not in self._bodies
+
+    def body(self, node: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
+        """The statements of a function's body, parsing an elided body now."""
+        unit = self._elided.get(id(node))
+        if unit is None:
+            return getattr(node.body, "body", ())
+        if id(node) not in self._bodies:
+            from gpudoctor.lint.analysis.prescan import body_snippet
+
+            source, offset = body_snippet(self._text, unit)
+            snippet = ParsedModule(self.path, cst.parse_module(source), shifts=[(1, offset)])
+            first = snippet.module.body[0]
+            full = first.body.body[0] if unit.method else first  # type: ignore[attr-defined]
+            self._snippets.append(snippet)
+            self._bodies[id(node)] = getattr(full.body, "body", ())
+        return self._bodies[id(node)]
 
     def site(self, node: cst.CSTNode) -> LazySite:
         return LazySite(self, node)
 
-    def resolve(self, node: cst.CSTNode) -> Site:
+    def _span(self, node: cst.CSTNode) -> tuple[CodeRange, int, int] | None:
         if self._positions is None:
             self._positions = self._wrapper.resolve(PositionProvider)
         span = self._positions.get(node)
         if span is None:
+            return None
+        return span, self._shift(span.start.line), self._shift(span.end.line)
+
+    def _shift(self, row: int) -> int:
+        index = bisect.bisect_right(self._shifts, (row, float("inf"))) - 1
+        return self._shifts[max(index, 0)][1]
+
+    def resolve(self, node: cst.CSTNode) -> Site:
+        found = self._span(node)
+        for snippet in self._snippets:
+            if found is not None:
+                break
+            found = snippet._span(node)
+        if found is None:
             return Site(self.path, 1, 0, 1, 0)
-        return Site(self.path, span.start.line, span.start.column, span.end.line, span.end.column)
+        span, start, end = found
+        return Site(self.path, span.start.line + start, span.start.column, span.end.line + end, span.end.column)
 
 
 class LazySite:
@@ -97,43 +135,6 @@ def concrete(site: Site | LazySite) -> Site:
     return site.concrete() if isinstance(site, LazySite) else site
 
 
-def read_text(path: Path) -> str | ParseFailure:
-    """Return the file's text (PEP 263 encoding declarations honoured), or why it has none."""
-    import io
-    import tokenize
-
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ParseFailure(str(path), f"cannot read file: {exc.strerror or exc}", 1, 0)
-    if b"\x00" in raw:
-        return ParseFailure(str(path), "file contains a null byte", 1, 0)
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as exc:
-        return ParseFailure(str(path), f"cannot read file: {exc.msg}", 1, 0)
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        row = raw[: exc.start].count(b"\n") + 1
-        return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
-    except LookupError:
-        return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
-
-
-def syntax_failure(path: str, text: str) -> ParseFailure | None:
-    """Check syntax with CPython's parser only (several times faster than libcst)."""
-    import ast
-
-    try:
-        ast.parse(text)
-    except SyntaxError as error:
-        return ParseFailure(path, f"cannot parse: {error.msg}", error.lineno or 1, max((error.offset or 1) - 1, 0))
-    except (ValueError, RecursionError, MemoryError) as error:
-        return ParseFailure(path, f"cannot parse: {error}", 1, 0)
-    return None
-
-
 def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
     """Locate the error with CPython's parser, whose positions and wording people know."""
     import ast
@@ -148,11 +149,41 @@ def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
     return ParseFailure(path, f"cannot parse with libcst: {reason}", exc.raw_line, exc.raw_column)
 
 
-def parse(path: str, text: str) -> ParsedModule | ParseFailure:
-    """Parse ``text`` with libcst; syntax errors and parser limits become a ParseFailure."""
+def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit] = ()) -> ParsedModule | ParseFailure:
+    """Parse ``text`` with libcst; syntax errors and parser limits become a ParseFailure.
+
+    ``units`` are every function the prescan found, in order; the bodies of ``elide``
+    (some of them) are left out and parsed when first needed.
+    """
     try:
-        return ParsedModule(path, cst.parse_module(text))
+        if elide:
+            from gpudoctor.lint.analysis.prescan import skeleton
+
+            source, shifts = skeleton(text, elide)
+            module = cst.parse_module(source)
+            pairs = _pair(module, units, elide)
+            if pairs is not None:
+                return ParsedModule(path, module, text, pairs, shifts)
+        return ParsedModule(path, cst.parse_module(text), text)
     except cst.ParserSyntaxError as exc:
         return _explain(path, text, exc)
     except RecursionError:
         return ParseFailure(path, "cannot parse: nesting is too deep for the parser", 1, 0)
+
+
+def _pair(module: cst.Module, units: Sequence[Unit],
+          elide: Sequence[Unit]) -> list[tuple[cst.FunctionDef, Unit]] | None:
+    """Match the elided units to their libcst nodes; None if the two parsers disagree.
+
+    Both list top-level functions and the methods of top-level classes in source order.
+    """
+    defs: list[cst.FunctionDef] = []
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            defs.append(statement)
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            defs.extend(m for m in statement.body.body if isinstance(m, cst.FunctionDef))
+    if len(defs) != len(units) or any(d.name.value != u.name for d, u in zip(defs, units, strict=True)):
+        return None
+    chosen = {id(u) for u in elide}
+    return [(d, u) for d, u in zip(defs, units, strict=True) if id(u) in chosen]

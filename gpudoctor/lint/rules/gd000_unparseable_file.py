@@ -10,8 +10,13 @@ from gpudoctor.lint.rules._base import CheckContext, Rule
 
 class UnparseableFile(Rule):
     """## What it does
-    Reports a file that mentions GPU frameworks or process APIs but cannot be parsed
-    (a syntax error, a null byte, invalid UTF-8).
+    Reports a file gpudoctor needs to analyse but cannot parse (a syntax error, a null
+    byte, invalid UTF-8): a file whose code starts processes or configures the GPU, a
+    module such a file imports, or any file that cannot be read as text.
+
+    A file that can matter to no rule (it starts no process and writes no GPU setting) is
+    not parsed at all, which is what keeps gpudoctor fast on large code bases; its syntax
+    errors are left to Python and to your other linters.
 
     ## Why is this bad?
     gpudoctor cannot see what such a file does before it forks, so it cannot vouch

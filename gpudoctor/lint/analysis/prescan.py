@@ -1,0 +1,290 @@
+"""A fast first look at a file with CPython's parser, before libcst is paid for.
+
+libcst builds a concrete tree several times slower than CPython builds its AST. Two
+questions are answered here from CPython's AST instead:
+
+- **Can a rule report anything in this file?** Only if its code (not its strings or
+  comments) names a process start, a GPU environment variable write or a device
+  configuration call. A file that only says "multiprocessing" in a docstring, or builds a
+  ``ThreadPool``, is not analysed on its own.
+- **Which function bodies can matter?** A top-level function or a method of a top-level
+  class whose body is *elided* is parsed by libcst only as its header (the body is one
+  ``...`` with the other lines left blank, so every line and column stays where it was).
+  Bodies are kept for functions that act, and for every function their kept code or the
+  module's top level refers to by name, transitively. An elided body is parsed on demand
+  if the analysis calls the function after all.
+
+Everything here over-approximates: a name that might refer to a function keeps it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge.environment import READERS
+from gpudoctor.lint.knowledge.table import TF_CONFIG
+from gpudoctor.lint.knowledge.tensorflow import TABLE as _TF_TABLE
+
+_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
+# Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
+# ``ctx.Process``, ``class Worker(Process)``, ``os.fork()``, ``torch.multiprocessing.spawn``,
+# ``mp.Queue``).
+START_NAMES = frozenset(
+    {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
+    | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
+) - {"DataLoader"}
+CONFIG_NAMES = frozenset(api.pattern.rsplit(".", 1)[-1] for api in _TF_TABLE if api.effect == TF_CONFIG)
+ENV_WRITERS = frozenset({"setdefault", "update"})
+# Methods of objects built elsewhere that start or feed processes: a function calling them
+# acts as far as the elision of bodies is concerned.
+USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
+_SPECIAL = START_NAMES | CONFIG_NAMES | {"putenv"}
+_DIRECTIVE = re.compile(r"noqa:\s*GD|gpudoctor:")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass
+class Unit:
+    """A function whose body may be elided: a top-level def or a method of a top-level class."""
+
+    name: str
+    def_row: int  # the ``def`` line (decorators are above it and stay)
+    body_row: int  # first line of the body
+    end_row: int
+    indent: str  # the body's indentation, for the ``...`` that replaces it
+    method: bool
+    acts: bool = False  # starts, feeds or configures processes or the GPU environment
+    file_acts: bool = False  # starts or configures itself: the file is worth linting
+    refs: set[str] = field(default_factory=set)
+
+
+class Prescan:
+    """What the CPython AST says about one file; the names in it are read when first asked for."""
+
+    def __init__(self, text: str, tree: ast.Module) -> None:
+        self._text = text
+        self._tree: ast.Module | None = tree
+        lines = _NEWLINE.split(text)
+        self.units: list[Unit] = []
+        self._bodies: list[list[ast.stmt]] = []
+        self._outside: list[ast.AST] = []
+        for statement in tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.units.append(_unit(statement, lines, method=False, outside=self._outside))
+                self._bodies.append(statement.body)
+            elif isinstance(statement, ast.ClassDef):
+                self._outside.extend([*statement.bases, *statement.keywords, *statement.decorator_list])
+                for member in statement.body:
+                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.units.append(_unit(member, lines, method=True, outside=self._outside))
+                        self._bodies.append(member.body)
+                    else:
+                        self._outside.append(member)
+            else:
+                self._outside.append(statement)
+        self._acts: bool | None = None
+        # Every import, anywhere in the file: (name it binds, module, relative level, member).
+        self._imports: list[tuple[str, str, int, str | None]] = []
+
+    @property
+    def acts(self) -> bool:
+        """Can a rule report something in this file?"""
+        self._scan()
+        return bool(self._acts)
+
+    @property
+    def imports(self) -> list[tuple[str, str, int, str | None]]:
+        self._scan()
+        return self._imports
+
+    def _scan(self) -> None:
+        if self._acts is not None:
+            return
+        text = self._text
+        env_keys = any(key in text for key in READERS)
+        scan = _Scan(self._imports)
+        for node in self._outside:
+            scan.scan(node)
+        for unit, body in zip(self.units, self._bodies, strict=True):
+            inner = _Scan(self._imports)
+            for statement in body:
+                inner.scan(statement)
+            unit.refs = inner.refs
+            unit.file_acts = inner.acts(env_keys)
+            unit.acts = unit.file_acts or inner.uses
+        self._acts = (_DIRECTIVE.search(text) is not None or scan.acts(env_keys)
+                      or any(u.file_acts for u in self.units))
+        self._bodies, self._outside, self._tree = [], [], None
+
+    def elidable(self, entry_points: bool, acting_names: frozenset[str] = frozenset()) -> list[Unit]:
+        """The units whose bodies need not be parsed up front.
+
+        Bodies are parsed on demand when the analysis calls a function, so only functions
+        that are analysed as entry points (``entry_points``: the file is linted) are kept:
+        those that act, that refer to ``acting_names`` (names imported from a project
+        module that acts), or that refer by name to a function kept for these reasons.
+        """
+        if not entry_points:
+            return [u for u in self.units if u.body_row > u.def_row]
+        self._scan()
+        kept = {id(u) for u in self.units if u.acts or u.refs & acting_names}
+        changed = True
+        while changed:
+            names = {u.name for u in self.units if id(u) in kept}
+            grown = {id(u) for u in self.units if id(u) in kept or u.refs & names}
+            changed = grown != kept
+            kept = grown
+        return [u for u in self.units if id(u) not in kept and u.body_row > u.def_row]
+
+
+def prescan(text: str) -> Prescan | None:
+    """Scan ``text``; None if CPython cannot parse it (libcst then has the last word)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return Prescan(text, tree)
+
+
+def _unit(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str], method: bool,
+          outside: list[ast.AST]) -> Unit:
+    # The header (decorators, defaults, annotations) runs where the def is: not elided.
+    outside.extend(node.decorator_list)
+    outside.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+    first = node.body[0]
+    decorators = getattr(first, "decorator_list", None)
+    if decorators:  # a decorated def or class opens the body: it starts at its first "@"
+        row = min(d.lineno for d in decorators)
+        line = lines[row - 1] if row - 1 < len(lines) else ""
+        starts_line = line.lstrip(" \t\f").startswith("@")
+    else:
+        row = first.lineno
+        line = lines[row - 1] if row - 1 < len(lines) else ""
+        # ``col_offset`` counts UTF-8 bytes; the body starts its own line only if nothing
+        # but indentation precedes it there.
+        starts_line = not line.encode("utf-8")[: first.col_offset].strip()
+    indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+    return Unit(node.name, node.lineno, row if starts_line else node.lineno, node.end_lineno or row,
+                indent, method)
+
+
+class _Scan:
+    """Names referred to, and whether the code starts processes, configures TF or writes env."""
+
+    def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
+        self.refs: set[str] = set()
+        self.starts = False
+        self.config = False
+        self.env_write = False
+        self.uses = False  # calls a method that starts or feeds processes built elsewhere
+        self.imports = imports
+
+    def acts(self, env_keys: bool) -> bool:
+        """Starts a process, configures TF, or writes the environment of a file naming GPU variables."""
+        return self.starts or self.config or (self.env_write and env_keys)
+
+    def scan(self, root: ast.AST) -> None:
+        refs = self.refs
+        strings: set[str] = set()
+        for node in ast.walk(root):
+            kind = type(node)
+            if kind is ast.Name:
+                refs.add(node.id)  # type: ignore[attr-defined]
+            elif kind is ast.Attribute:
+                attr = node.attr  # type: ignore[attr-defined]
+                refs.add(attr)
+                if attr in USE_METHODS:
+                    self.uses = True
+                elif attr in ENV_WRITERS and _is_environ(node.value):  # type: ignore[attr-defined]
+                    self.env_write = True
+            elif kind is ast.Constant:
+                value = node.value  # type: ignore[attr-defined]
+                if type(value) is str and value.isidentifier():
+                    strings.add(value)  # getattr(obj, "name")
+            elif kind is ast.Call:
+                func = node.func  # type: ignore[attr-defined]
+                name = getattr(func, "id", None) or getattr(func, "attr", None)
+                if name == "DataLoader" and _may_have_workers(node):  # type: ignore[arg-type]
+                    self.starts = True
+            elif kind is ast.Subscript:
+                if type(node.ctx) is ast.Store and _is_environ(node.value):  # type: ignore[attr-defined]
+                    self.env_write = True
+            elif kind is ast.AugAssign:
+                if _is_environ(node.target):  # type: ignore[attr-defined]
+                    self.env_write = True  # os.environ |= {...}
+            elif kind is ast.Import:
+                for alias in node.names:  # type: ignore[attr-defined]
+                    bound = alias.asname or alias.name.split(".")[0]
+                    refs.update((bound, alias.name.rsplit(".", 1)[-1]))
+                    self.imports.append((bound, alias.name, 0, None))
+            elif kind is ast.ImportFrom:
+                for alias in node.names:  # type: ignore[attr-defined]
+                    if alias.name != "*":
+                        refs.update((alias.asname or alias.name, alias.name))
+                        self.imports.append((alias.asname or alias.name, node.module or "",  # type: ignore[attr-defined]
+                                             node.level, alias.name))  # type: ignore[attr-defined]
+        found = refs & _SPECIAL
+        if found & START_NAMES:
+            self.starts = True
+        if found & CONFIG_NAMES:
+            self.config = True
+        if "putenv" in found:
+            self.env_write = True
+        refs |= strings
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "environ") or (
+        isinstance(node, ast.Attribute) and node.attr == "environ")
+
+
+def _may_have_workers(call: ast.Call) -> bool:
+    """A DataLoader starts worker processes unless ``num_workers`` is absent or 0."""
+    if len(call.args) >= 6 or any(isinstance(a, ast.Starred) for a in call.args):
+        return True
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return True  # **kwargs
+        if keyword.arg == "num_workers":
+            return not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0)
+    return False
+
+
+def skeleton(text: str, units: Iterable[Unit]) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with the bodies of ``units`` replaced by ``...``, and where its lines came from.
+
+    The second value lists ``(row, shift)`` pairs, ascending: a skeleton row at or after
+    ``row`` (up to the next pair) is original row ``row + shift``. Columns do not move.
+    """
+    lines = _NEWLINE.split(text)
+    ends = _NEWLINE.findall(text) + [""]
+    out: list[str] = []
+    shifts: list[tuple[int, int]] = [(1, 0)]
+    row = 1  # next original row to copy
+    for unit in sorted(units, key=lambda u: u.body_row):
+        for index in range(row - 1, unit.body_row - 1):
+            out.append(lines[index] + ends[index])
+        out.append(unit.indent + "..." + (ends[unit.end_row - 1] or "\n"))
+        row = unit.end_row + 1
+        next_row = len(out) + 1  # every chunk is one line
+        shifts.append((next_row, row - next_row))
+    for index in range(row - 1, len(lines)):
+        out.append(lines[index] + ends[index])
+    return "".join(out), shifts
+
+
+def body_snippet(text: str, unit: Unit) -> tuple[str, int]:
+    """Source that parses to just this function at its own columns, and its line offset.
+
+    Line endings are the file's own: they are part of the values of multi-line strings.
+    """
+    lines = _NEWLINE.split(text)
+    ends = _NEWLINE.findall(text) + [""]
+    own = "".join(lines[i] + (ends[i] or "\n") for i in range(unit.def_row - 1, unit.end_row))
+    if not unit.method:
+        return own, unit.def_row - 1
+    return "class _:" + (ends[0] or "\n") + own, unit.def_row - 2

@@ -1,0 +1,53 @@
+"""Read one file's text without libcst: a file that cannot be read becomes a value, not a crash."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """Why a file could not be analysed, and where."""
+
+    path: str
+    message: str
+    row: int
+    col: int
+
+
+def read_text(path: Path) -> str | ParseFailure:
+    """Return the file's text (PEP 263 encoding declarations honoured), or why it has none."""
+    import io
+    import tokenize
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return ParseFailure(str(path), f"cannot read file: {exc.strerror or exc}", 1, 0)
+    if b"\x00" in raw:
+        return ParseFailure(str(path), "file contains a null byte", 1, 0)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        return ParseFailure(str(path), f"cannot read file: {exc.msg}", 1, 0)
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        row = raw[: exc.start].count(b"\n") + 1
+        return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
+    except LookupError:
+        return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
+
+
+def syntax_failure(path: str, text: str) -> ParseFailure | None:
+    """Check syntax with CPython's parser only (several times faster than libcst)."""
+    import ast
+
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        return ParseFailure(path, f"cannot parse: {error.msg}", error.lineno or 1, max((error.offset or 1) - 1, 0))
+    except (ValueError, RecursionError, MemoryError) as error:
+        return ParseFailure(path, f"cannot parse: {error}", 1, 0)
+    return None
