@@ -4,4 +4,6 @@ import sys
 
 from gpudoctor.cli import main
 
-sys.exit(main())
+# Guarded: a spawned worker process imports the main module again, and must not run it.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,10 @@
-"""Lint a set of files: gate, parse, build flows, run the selected rules, tidy the findings."""
+"""Lint a set of files: gate, reuse or analyse each linted file, tidy the findings."""
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+import re
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,9 @@ from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import ParseFailure
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.cache import Cache
+    from gpudoctor.lint.producer import Outcome
 
 
 @dataclass
@@ -21,69 +22,106 @@ class LintResult:
     findings: list[Finding] = field(default_factory=list)
     files_checked: int = 0
     internal_errors: list[str] = field(default_factory=list)
+    analysed: int = 0  # linted files analysed in this run (the others came from the cache)
+    cached: int = 0
+    workers: int = 0  # worker processes used (0: analysed in this process)
 
 
-def lint_paths(files: list[Path], settings: Settings) -> LintResult:
+# Import statements, parenthesized ones whole: an import of a module names it in one of them.
+_IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
+                               re.M)
+_WORD = re.compile(r"\w+")
+# Starting worker processes costs about as much as analysing this much source in-process.
+PARALLEL_MIN_BYTES = 150_000
+
+
+def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
+               jobs: int = 1) -> LintResult:
     """Check ``files`` (already discovered) and return findings in file order."""
-    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
-    from gpudoctor.lint.analysis.flows import Flow, FlowBuilder
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.analysis.source import ParseFailure
-    from gpudoctor.lint.rules._base import CheckContext
     from gpudoctor.lint.rules._registry import all_rules
-    from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
 
-    project = Project(settings.project_root)
-    gated = {path for path in files if project.may_matter(path)}
-    project.linted = frozenset(path.resolve() for path in gated)
-    analyzer = Analyzer(project, frozenset(gated))
-    builder = FlowBuilder(analyzer, settings.default_start_method)
-    # Every rule runs, so that an advisory rule stays quiet where the rule that supersedes
-    # it fired, even when that one is not selected; selection filters the output.
-    rules = [rule() for rule in all_rules()]
-    display = {path.resolve(): str(path) for path in files}
+    project = Project(settings.project_root, cache.facts if cache is not None else None)
+    linted = list(dict.fromkeys(project.real(path) for path in files if project.may_matter(path)))
+    called = _called_elsewhere(project, linted)
     result = LintResult(files_checked=len(files))
-    raw: list[Finding] = []
-    modules: dict[Path, tuple[ModuleState, list[Flow]]] = {}
-    # Phase 1: every module as a script, so that every known caller of a function is seen.
-    for path in files:
-        if path not in gated:
-            continue
-        with _guard(path, result):
-            state = analyzer.module(path)
-            if isinstance(state, ParseFailure):
-                raw.append(UnparseableFile().finding(_site_of(state), state.message))
-                continue
-            modules[path] = (state, [builder.module_flow(state)])
-    # Phase 2: functions nobody calls, on their own; then the rules.
-    for path, (state, flows) in modules.items():
-        with _guard(path, result):
-            flows.extend(builder.function_flows(state))
-            ctx = CheckContext(state, flows, builder, analyzer)
-            for rule in rules:
-                raw.extend(rule.check(ctx))
-    # A module the analysis followed into and could not parse (a gated one is reported above).
-    raw.extend(UnparseableFile().finding(_site_of(failure), failure.message)
-               for failure in analyzer.failures if Path(failure.path) not in project.linted)
-    texts = {Path(state.path): project.text(Path(state.path)) for state, _ in modules.values()}
-    texts = {path: text for path, text in texts.items() if isinstance(text, str)}
-    result.findings = _tidy(raw, display, settings, {r.code: r.suppressed_by for r in rules}, texts)
+    found: dict[Path, list[Finding]] = {}
+    todo = []
+    for path in linted:
+        cached = cache.lookup(project, path, called[path]) if cache is not None else None
+        if cached is None:
+            todo.append(path)
+        else:
+            found[path] = cached
+    result.cached = len(found)
+    outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs)
+    for outcome in outcomes:
+        found[outcome.path] = outcome.findings
+        result.internal_errors.extend(outcome.errors)
+        if cache is not None:
+            cache.store(outcome, called[outcome.path])
+    result.analysed = len(todo)
+    if cache is not None:
+        cache.save(project)
+    raw = [finding for path in linted for finding in found.get(path, ())]
+    display = {project.real(path): str(path) for path in files}
+    texts = {path: text for path in linted if isinstance(text := project.text(path), str)}
+    suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
+    result.findings = _tidy(raw, display, settings, suppressed_by, texts)
     return result
 
 
-def _site_of(failure: ParseFailure) -> Site:
-    return Site(str(Path(failure.path).resolve()), failure.row, failure.col, failure.row, failure.col)
+def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozenset[str]]:
+    """For each linted file, the names other linted files import from it.
+
+    A linted file's own analysis follows those calls with the values the caller passes,
+    so the functions they name are not also analysed on their own with nothing known.
+    """
+    out: dict[Path, set[str]] = {path: set() for path in linted}
+    stems: dict[str, int] = {}  # module name -> how many linted files have it
+    for path in linted:
+        stem = path.parent.name if path.name == "__init__.py" else path.stem
+        stems[stem] = stems.get(stem, 0) + 1
+    for importer in linted:
+        text = project.text(importer)
+        if isinstance(text, str):
+            own = importer.parent.name if importer.name == "__init__.py" else importer.stem
+            words = {w for m in _IMPORT_STATEMENT.finditer(text) for w in _WORD.findall(m.group(0))}
+            if not any(stems.get(w, 0) > (w == own) for w in words):
+                continue  # its imports name no other linted module
+        scan = project.prescan(importer)
+        if scan is None:
+            continue
+        for _, module, level, member in scan.imports:
+            whole = project.resolve(importer, module, level)
+            part = project.resolve(importer, f"{module}.{member}" if module else member, level) \
+                if member is not None else None
+            if part is not None and part in out and part != importer:
+                out[part] |= scan.names  # ``from package import module``: any name it uses
+            elif whole is not None and whole in out and whole != importer:
+                out[whole] |= scan.names if member is None else {member}
+    return {path: frozenset(names) for path, names in out.items()}
 
 
-@contextmanager
-def _guard(path: Path, result: LintResult) -> Iterator[None]:
-    """Turn a crash on one file into a message, so the other files' findings survive."""
-    try:
-        yield
-    except RecursionError:
-        result.internal_errors.append(f"{path}: nesting too deep to analyse")
-    except Exception:  # noqa: BLE001
-        result.internal_errors.append(f"{path}: internal error\n{traceback.format_exc()}")
+def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
+             jobs: int) -> tuple[list[Outcome], int]:
+    """Analyse the linted files, in worker processes when there is enough work to share."""
+    from gpudoctor.lint import producer
+
+    sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
+    if jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES:
+        return [producer.analyse(project, path, method, called[path]) for path in todo], 0
+    from gpudoctor.lint.workers import run_batches
+
+    groups: list[list[Path]] = [[] for _ in range(min(jobs, len(todo)))]
+    loads = [0] * len(groups)
+    for path in sorted(todo, key=lambda p: -sizes[p]):  # largest first, to the least loaded
+        index = loads.index(min(loads))
+        groups[index].append(path)
+        loads[index] += sizes[path]
+    outcomes = run_batches(str(project.root), [[str(p) for p in group] for group in groups], method,
+                           {str(p): sorted(names) for p, names in called.items()})
+    return outcomes, len(groups)
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
@@ -93,7 +131,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:
-        if Path(finding.site.path).resolve() not in display:
+        if _real(finding.site.path) not in display:
             continue
         key = (finding.code, finding.site.path, finding.site.row, finding.site.col)
         kept = unique.get(key)
@@ -106,7 +144,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     for (code, path, row, col), finding in unique.items():
         if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
             continue
-        resolved = Path(path).resolve()
+        resolved = _real(path)
         found = directives.get(resolved)
         if found is not None and found.suppresses(row, code):
             used.add((resolved, row, code))
@@ -116,6 +154,11 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         out.append(finding)
     out.extend(_unused_noqa(directives, used, settings))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
+
+
+@lru_cache(maxsize=4096)
+def _real(path: str) -> Path:
+    return Path(path).resolve()
 
 
 def _selected(code: str, path: Path, settings: Settings) -> bool:
@@ -143,7 +186,7 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:
     def show(site: Site) -> Site:
-        resolved = Path(site.path).resolve()
+        resolved = _real(site.path)
         shown = display.get(resolved)
         if shown is None:
             try:

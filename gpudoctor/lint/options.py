@@ -65,10 +65,28 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--diff", action="store_true", help="print the fixes as a diff; change no file")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument(
+        "--cache-dir", metavar="DIR",
+        help="where to keep the result cache (default: .gpudoctor_cache in the project root)",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=_jobs, default=None, metavar="N",
+        help="worker processes for large runs (default: the number of CPUs; 1: no workers)",
+    )
+    parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings",
     )
     parser.set_defaults(handler=_run_lint)
     return parser
+
+
+def _jobs(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {value!r}")
+    return number
 
 
 def add_rule_parser(sub: Any) -> argparse.ArgumentParser:

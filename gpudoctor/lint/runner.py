@@ -48,11 +48,13 @@ def run_lint(args: argparse.Namespace) -> int:
     paths = list(args.paths) or ["."]
     settings = build_settings(args, paths)
     files = discover(paths, settings.excluded, force_exclude=args.force_exclude)
-    result = lint_paths(files, settings)
+    jobs = args.jobs or _cpus()
+    cache = None if args.no_cache else _cache(settings, args.cache_dir)
+    result = lint_paths(files, settings, cache=cache, jobs=jobs)
     if args.diff:
         return _show_diff(result.findings, args.unsafe_fixes)
     if args.fix:
-        result = _fix(result, files, settings, args.unsafe_fixes)
+        result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs)
     if args.statistics:
         text = statistics(result.findings)
     elif args.output_format == "full":
@@ -87,7 +89,7 @@ def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]
     return 1 if fix_plan.texts else 0
 
 
-def _fix(result, files, settings, unsafe: bool):  # type: ignore[no-untyped-def]
+def _fix(result, files, settings, unsafe: bool, cache, jobs: int):  # type: ignore[no-untyped-def]
     """Apply fixes, then lint again so that what is reported is what is left."""
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.fixes import apply
@@ -99,8 +101,25 @@ def _fix(result, files, settings, unsafe: bool):  # type: ignore[no-untyped-def]
     if fix_plan.texts:
         print(f"Fixed {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
               f"in {len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}.", file=sys.stderr)
-        return lint_paths(files, settings)
+        return lint_paths(files, settings, cache=cache, jobs=jobs)
     return result
+
+
+def _cpus() -> int:
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _cache(settings: S.Settings, folder: str | None):  # type: ignore[no-untyped-def]
+    """The result cache for these settings (only what changes the analysis is in its key)."""
+    from gpudoctor.lint.cache import Cache
+
+    key = f"py3{settings.target_minor}|{settings.platform}|{settings.project_root.resolve()}"
+    return Cache(settings.project_root, key, Path(folder) if folder else None)
 
 
 def _fix_hint(findings: list, args: argparse.Namespace) -> str:  # type: ignore[type-arg]

@@ -39,7 +39,7 @@ def test_findings_exit_1_with_concise_lines(project: Path, capsys: pytest.Captur
     assert main(["lint"]) == 1
     out = capsys.readouterr().out
     assert "bad.py:10:10: GD101 the Pool forks its worker processes after CuPy initialized CUDA" in out
-    assert "(line 4: cupy.arange)" in out
+    assert "(cupy.arange, line 4)" in out
     assert "\nFound 1 finding.\n1 more fixable with `--fix --unsafe-fixes`" in out
 
 

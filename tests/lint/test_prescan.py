@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from gpudoctor.lint.analysis.prescan import body_snippet, prescan, skeleton
 from gpudoctor.lint.analysis.source import ParsedModule, parse
 
+FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures"
+
 
 def _acts(source: str) -> bool:
     scan = prescan(textwrap.dedent(source))
@@ -89,19 +91,18 @@ class Job:
 def test_entry_points_keep_what_acts_and_what_reaches_it() -> None:
     scan = prescan(ENTRY)
     assert scan is not None
-    elided = {u.name for u in scan.elidable(True, frozenset({"make_pool"}))}
+    entries = {u.name for u in scan.entry_points(frozenset({"make_pool"}))}
     # builds acts; calls_builder reaches it; uses_helper calls an imported module that acts;
-    # run_all feeds a pool. unrelated is only called by kept code: its body is parsed when
-    # the analysis gets there.
-    assert elided == {"step", "unrelated"}
-    assert {u.name for u in scan.elidable(False)} == {"unrelated", "builds", "calls_builder",
-                                                     "uses_helper", "step", "run_all"}
+    # run_all feeds a pool. unrelated is only called by those: analysed when they call it.
+    assert entries == {"builds", "calls_builder", "uses_helper", "run_all"}
+    assert {u.name for u in scan.elidable()} == {"unrelated", "builds", "calls_builder",
+                                                "uses_helper", "step", "run_all"}
 
 
 def _elide_all(text: str) -> tuple[ParsedModule, list[cst.FunctionDef]]:
     scan = prescan(text)
     assert scan is not None
-    parsed = parse("m.py", text, scan.units, scan.elidable(False))
+    parsed = parse("m.py", text, scan.units, scan.elidable())
     assert isinstance(parsed, ParsedModule)
     defs = [s for s in parsed.module.body if isinstance(s, cst.FunctionDef)]
     for cls in (s for s in parsed.module.body if isinstance(s, cst.ClassDef)):
@@ -186,7 +187,7 @@ def _module(draw: st.DrawFn) -> str:
 def test_generated_programs_elide_and_restore_exactly(text: str) -> None:
     full = cst.parse_module(text)
     parsed, defs = _elide_all(text)
-    source, _ = skeleton(text, prescan(text).elidable(False))  # type: ignore[union-attr]
+    source, _ = skeleton(text, prescan(text).elidable())  # type: ignore[union-attr]
     cst.parse_module(source)
     full_defs = [s for s in full.body if isinstance(s, cst.FunctionDef)]
     for cls in (s for s in full.body if isinstance(s, cst.ClassDef)):
@@ -240,7 +241,20 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     cases = all_cases()
     fast = everything(cases)
-    monkeypatch.setattr(prescan_module.Prescan, "elidable", lambda self, *a, **k: [])
+    monkeypatch.setattr(prescan_module.Prescan, "elidable", lambda self: [])
     monkeypatch.setattr(project_module.Project, "_acts", lambda self, path: True)
     assert fast == everything(cases)
     assert sum(map(len, fast)) > 100
+
+
+def test_positions_are_libcsts_own() -> None:
+    """The direct use of PositionProvider gives what MetadataWrapper gives (a libcst
+    upgrade that changes its internals must not shift a single position)."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from gpudoctor.lint.analysis.source import positions
+
+    text = (FIXTURE_DIR / "projects" / "tf_model_at_import" / "main.py").read_text()
+    module = cst.parse_module(text)
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert dict(positions(module)) == dict(expected) and len(expected) > 100

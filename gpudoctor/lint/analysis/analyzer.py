@@ -78,7 +78,7 @@ class Analyzer:
 
     def __init__(self, project: Project, linted: frozenset[Path] = frozenset()) -> None:
         self.project = project
-        self.linted = frozenset(p.resolve() for p in linted)
+        self.linted = frozenset(project.real(p) for p in linted)
         self._extra_left = MAX_EXTRA_MODULES
         self._import_depth = 0
         self._modules: dict[Path, ModuleState | ParseFailure] = {}
@@ -92,7 +92,7 @@ class Analyzer:
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
-        key = path.resolve()
+        key = self.project.real(path)
         if key in self._modules:
             return self._modules[key]
         if key not in self.linted:
@@ -109,6 +109,10 @@ class Analyzer:
             return parsed
         from gpudoctor.lint.analysis.walker import Walker
 
+        if key in self.linted:
+            entries = self.project.entry_points(key)
+            if entries is not None:
+                parsed.limit_entry_points(entries)
         state = ModuleState(str(key), parsed)
         self._modules[key] = state
         walker = Walker(self, state, state.env, module_level=True, ctx=Context(import_time=True))
@@ -210,6 +214,9 @@ class Analyzer:
                 bound = (one(cls),)
             elif isinstance(atom, Instance):
                 bound = (one(atom),)
+        state = self._modules.get(Path(cls.module))
+        if isinstance(state, ModuleState):
+            state.parsed.note_tree(node, state.parsed.tree_of(cls.node))
         return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
 
     def _prime(self, cls: ClassRef) -> None:
@@ -248,9 +255,12 @@ class Analyzer:
         try:
             node = func.node
             if isinstance(node, cst.Lambda):
+                walker.tree = state.parsed.tree_of(node)
                 walker.returns.update(walker.eval(node.body))
             elif isinstance(node, cst.FunctionDef):
-                walker.walk_block(state.parsed.body(node))
+                body = state.parsed.body(node)
+                walker.tree = state.parsed.tree_of(node)
+                walker.walk_block(body)
         finally:
             self._stack.pop()
         result = (_compress(walker.events), frozenset(walker.returns))

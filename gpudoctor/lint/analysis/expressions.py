@@ -57,10 +57,13 @@ class ExprEvaluator:
         self.returns: set[Atom] = set()
         self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
         self.imported: set[str] = set()  # project modules whose import effects are spliced
+        # The tree the walked code belongs to: the module's, or the separately parsed body
+        # of one of its functions (see ParsedModule.body).
+        self.tree = module.parsed
 
     # -- helpers -------------------------------------------------------------------------
     def site(self, node: cst.CSTNode) -> Site:
-        return self.module.parsed.site(node)
+        return self.tree.site(node)
 
     def emit(self, effect: Effect) -> None:
         self.events.append(Event(effect, self.ctx))
@@ -126,6 +129,7 @@ class ExprEvaluator:
             return UNKNOWN
 
     def _e_Lambda(self, node: cst.Lambda) -> Value:
+        self.module.parsed.note_tree(node, self.tree)
         return one(FuncRef(self.module.path, "<lambda>", node))
 
     # -- compound ------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 from gpudoctor.lint.analysis.events import (
     Child,
     DataLoaderStart,
@@ -27,6 +27,9 @@ from gpudoctor.lint.analysis.events import (
 )
 from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, gpu_objects
 from gpudoctor.lint.knowledge import processes as P
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 
 MAX_CHILD_DEPTH = 3
 
@@ -130,16 +133,18 @@ class FlowBuilder:
         self._expand(flow)
         return flow
 
-    def function_flows(self, state: ModuleState) -> list[Flow]:
+    def function_flows(self, state: ModuleState, called_elsewhere: frozenset[str] = frozenset()) -> list[Flow]:
         """Functions no analysed code calls, each run on its own with nothing known.
 
-        Call this after every module flow of the run was built, so that "no caller"
-        does not depend on the order the files were given in.
+        Call this after the module's own flow was built. Not run on their own: functions
+        that flow called; functions (and classes) named in ``called_elsewhere``, which other
+        linted files import from this module (their analysis runs them with what those
+        callers pass); and functions the prescan found neither act nor reach by name a
+        function that does (on their own they have nothing to report).
         """
-        # A function whose body the prescan left out neither acts nor is named by code that
-        # does: on its own it has nothing to report.
         candidates = [f for f in self._entry_functions(state)
-                      if id(f.node) not in self.analyzer.reached and not state.parsed.is_elided(f.node)]
+                      if id(f.node) not in self.analyzer.reached and state.parsed.entry_point(f.node)
+                      and f.qualname.split(".", 1)[0] not in called_elsewhere]
         for func in candidates:
             self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
         flows = []

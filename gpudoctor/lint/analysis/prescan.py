@@ -7,12 +7,13 @@ questions are answered here from CPython's AST instead:
   comments) names a process start, a GPU environment variable write or a device
   configuration call. A file that only says "multiprocessing" in a docstring, or builds a
   ``ThreadPool``, is not analysed on its own.
-- **Which function bodies can matter?** A top-level function or a method of a top-level
-  class whose body is *elided* is parsed by libcst only as its header (the body is one
-  ``...`` with the other lines left blank, so every line and column stays where it was).
-  Bodies are kept for functions that act, and for every function their kept code or the
-  module's top level refers to by name, transitively. An elided body is parsed on demand
-  if the analysis calls the function after all.
+- **Which functions can matter on their own?** In a linted file, those that act or can
+  reach (by name) one that does; the others are not analysed as entry points.
+
+libcst parses each top-level function and method of a top-level class separately, when the
+analysis first needs it: the module is parsed with those bodies *elided* (one ``...``,
+the rest of the body's lines dropped and remembered), and a body, when needed, is parsed
+from its own lines, at its own line numbers and columns.
 
 Everything here over-approximates: a name that might refer to a function keeps it.
 """
@@ -87,6 +88,7 @@ class Prescan:
             else:
                 self._outside.append(statement)
         self._acts: bool | None = None
+        self._names: set[str] = set()
         # Every import, anywhere in the file: (name it binds, module, relative level, member).
         self._imports: list[tuple[str, str, int, str | None]] = []
 
@@ -100,6 +102,12 @@ class Prescan:
     def imports(self) -> list[tuple[str, str, int, str | None]]:
         self._scan()
         return self._imports
+
+    @property
+    def names(self) -> set[str]:
+        """Every name the file's code refers to."""
+        self._scan()
+        return self._names
 
     def _scan(self) -> None:
         if self._acts is not None:
@@ -118,18 +126,26 @@ class Prescan:
             unit.acts = unit.file_acts or inner.uses
         self._acts = (_DIRECTIVE.search(text) is not None or scan.acts(env_keys)
                       or any(u.file_acts for u in self.units))
+        self._names = set(scan.refs).union(*(u.refs for u in self.units))
         self._bodies, self._outside, self._tree = [], [], None
 
-    def elidable(self, entry_points: bool, acting_names: frozenset[str] = frozenset()) -> list[Unit]:
-        """The units whose bodies need not be parsed up front.
+    def elidable(self) -> list[Unit]:
+        """The units whose bodies are parsed only when the analysis needs them.
 
-        Bodies are parsed on demand when the analysis calls a function, so only functions
-        that are analysed as entry points (``entry_points``: the file is linted) are kept:
-        those that act, that refer to ``acting_names`` (names imported from a project
-        module that acts), or that refer by name to a function kept for these reasons.
+        Every function whose body starts on a line of its own: a body is parsed (alone,
+        at its own lines and columns) when the analysis first calls the function or runs
+        it as an entry point. A libcst parse of the rest of the file is then small, and so
+        is the cost of computing source positions for a finding in one function.
         """
-        if not entry_points:
-            return [u for u in self.units if u.body_row > u.def_row]
+        return [u for u in self.units if u.body_row > u.def_row]
+
+    def entry_points(self, acting_names: frozenset[str] = frozenset()) -> list[Unit]:
+        """The functions of a linted file worth analysing on their own.
+
+        Those that act, that refer to ``acting_names`` (names imported from a project
+        module that acts), or that refer by name to a function kept for these reasons
+        (it may reach one that acts). The others have nothing to report on their own.
+        """
         self._scan()
         kept = {id(u) for u in self.units if u.acts or u.refs & acting_names}
         changed = True
@@ -138,7 +154,7 @@ class Prescan:
             grown = {id(u) for u in self.units if id(u) in kept or u.refs & names}
             changed = grown != kept
             kept = grown
-        return [u for u in self.units if id(u) not in kept and u.body_row > u.def_row]
+        return [u for u in self.units if id(u) in kept]
 
 
 def prescan(text: str) -> Prescan | None:

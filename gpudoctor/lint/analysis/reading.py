@@ -18,13 +18,23 @@ class ParseFailure:
 
 def read_text(path: Path) -> str | ParseFailure:
     """Return the file's text (PEP 263 encoding declarations honoured), or why it has none."""
+    return decode(path, read_bytes(path))
+
+
+def read_bytes(path: Path) -> bytes | ParseFailure:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        return ParseFailure(str(path), f"cannot read file: {exc.strerror or exc}", 1, 0)
+
+
+def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
+    """The text of a file's bytes, or why they are not Python source text."""
     import io
     import tokenize
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ParseFailure(str(path), f"cannot read file: {exc.strerror or exc}", 1, 0)
+    if isinstance(raw, ParseFailure):
+        return raw
     if b"\x00" in raw:
         return ParseFailure(str(path), "file contains a null byte", 1, 0)
     try:

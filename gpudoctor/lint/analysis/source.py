@@ -30,17 +30,39 @@ class ParsedModule:
                  shifts: Sequence[tuple[int, int]] = ((1, 0),)) -> None:
         self.path = path
         self._shifts = list(shifts)  # (first row, rows to add), ascending: see prescan.skeleton
-        self._wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.module = self._wrapper.module
+        self.module = module
         self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
         self._text = text
         self._elided = {id(node): unit for node, unit in elided}
         self._bodies: dict[int, Sequence[cst.BaseStatement]] = {}
+        self._body_trees: dict[int, ParsedModule] = {}
         self._snippets: list[ParsedModule] = []
+        self._not_entries: set[int] = set()
+        self._trees: dict[int, ParsedModule] = {}  # function or class node -> the tree it is in
+        self._parent: ParsedModule | None = None  # for the tree of one body: the module's
 
     def is_elided(self, node: cst.CSTNode) -> bool:
         """Was this function's body left out of the parse, and not needed since?"""
         return id(node) in self._elided and id(node) not in self._bodies
+
+    def tree_of(self, node: cst.CSTNode) -> ParsedModule:
+        """The tree holding a function's body (or a class's): this one, or the one parsed
+        for that body alone. Its positions are the cheap ones to compute for that code."""
+        return self._body_trees.get(id(node)) or self._trees.get(id(node)) or self
+
+    def note_tree(self, node: cst.CSTNode, tree: ParsedModule) -> None:
+        """Remember that ``node`` (a nested function, lambda or class) is in ``tree``."""
+        if tree is not self:
+            self._trees[id(node)] = tree
+
+    def entry_point(self, node: cst.CSTNode) -> bool:
+        """Is this function of a linted file worth analysing on its own (see the prescan)?"""
+        return id(node) not in self._not_entries
+
+    def limit_entry_points(self, entries: Sequence[Unit]) -> None:
+        """Of the elided functions, only ``entries`` are entry points from now on."""
+        chosen = {id(u) for u in entries}
+        self._not_entries = {node for node, unit in self._elided.items() if id(unit) not in chosen}
 
     def body(self, node: cst.FunctionDef) -> Sequence[cst.BaseStatement]:
         """The statements of a function's body, parsing an elided body now."""
@@ -52,10 +74,12 @@ class ParsedModule:
 
             source, offset = body_snippet(self._text, unit)
             snippet = ParsedModule(self.path, cst.parse_module(source), shifts=[(1, offset)])
+            snippet._parent = self
             first = snippet.module.body[0]
             full = first.body.body[0] if unit.method else first  # type: ignore[attr-defined]
             self._snippets.append(snippet)
             self._bodies[id(node)] = getattr(full.body, "body", ())
+            self._body_trees[id(node)] = snippet
         return self._bodies[id(node)]
 
     def site(self, node: cst.CSTNode) -> LazySite:
@@ -63,7 +87,7 @@ class ParsedModule:
 
     def _span(self, node: cst.CSTNode) -> tuple[CodeRange, int, int] | None:
         if self._positions is None:
-            self._positions = self._wrapper.resolve(PositionProvider)
+            self._positions = positions(self.module)
         span = self._positions.get(node)
         if span is None:
             return None
@@ -74,15 +98,33 @@ class ParsedModule:
         return self._shifts[max(index, 0)][1]
 
     def resolve(self, node: cst.CSTNode) -> Site:
+        # The walk created sites from the tree each node is in (see tree_of), so the first
+        # try is nearly always right; the others are a safety net.
         found = self._span(node)
-        for snippet in self._snippets:
+        for other in (self._parent, *(self._parent or self)._snippets):
             if found is not None:
                 break
-            found = snippet._span(node)
+            if other is not None and other is not self:
+                found = other._span(node)
         if found is None:
             return Site(self.path, 1, 0, 1, 0)
         span, start, end = found
         return Site(self.path, span.start.line + start, span.start.column, span.end.line + end, span.end.column)
+
+
+def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's source range, as libcst's PositionProvider computes it.
+
+    The provider's own code generation is run directly: going through a MetadataWrapper
+    adds a visit of the whole tree that costs as much again, for nothing here. If a
+    libcst release moves those internals, the public (slower) way is used.
+    """
+    try:
+        provider = PositionProvider()
+        provider._gen_impl(module)  # noqa: SLF001
+        return provider._computed  # noqa: SLF001
+    except AttributeError:
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
 class LazySite:

@@ -7,10 +7,12 @@ NumPy array in the other leaves both atoms on the name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Site
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,8 @@ def is_cuda(value: frozenset[Atom]) -> bool:
 
 def literal_default(param: cst.Param) -> frozenset[Atom]:
     """The value of a parameter's default when it is a literal string or integer."""
+    import libcst as cst
+
     default = param.default
     if isinstance(default, cst.SimpleString) and isinstance(default.evaluated_value, str):
         return one(Str(default.evaluated_value))

@@ -272,6 +272,7 @@ class Walker(ImportWalker):
             for atom in self.eval_quiet(target):
                 if isinstance(atom, ModRef) and atom.qualname == "numba.cuda.jit":
                     kernel = True
+        self.module.parsed.note_tree(node, self.tree)
         func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel)
         self.env[node.name.value] = one(func)
         if self.module_level:
@@ -287,6 +288,7 @@ class Walker(ImportWalker):
                     bases.append(atom.qualname)
                 elif isinstance(atom, ClassRef):
                     project_bases.append(atom)
+        self.module.parsed.note_tree(node, self.tree)
         cls = ClassRef(self.module.path, node.name.value, node, tuple(bases))
         self.analyzer.register_class(cls, project_bases)
         self.env[node.name.value] = one(cls)

@@ -111,7 +111,7 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
     node = target._node  # noqa: SLF001 - the fix rewrites exactly the node that was analysed
     if state is None or not isinstance(node, cst.Call) or not _picklable(child, state):
         return None
-    rewritten = _rewrite(node, start, state, target._module)  # noqa: SLF001
+    rewritten = _rewrite(node, start, state, state.parsed)  # the import goes at the top of the module
     if rewritten is None:
         return None
     new_call, imports = rewritten

@@ -5,14 +5,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 from gpudoctor.lint.analysis.events import Event
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
-from gpudoctor.lint.analysis.source import concrete
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
 from gpudoctor.lint.knowledge.registry import DISPLAY
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
 
 
 @dataclass
@@ -49,6 +50,8 @@ class CheckContext:
         }
         effect = event.effect
         path = getattr(getattr(effect, "site", None), "path", None)
+        from gpudoctor.lint.analysis.analyzer import ModuleState
+
         state = self.analyzer.module(Path(path)) if path else None
         states = {path: state} if isinstance(state, ModuleState) else {}
         return spawn_fix(event, self.builder.child_of(flow, event), states, import_time)
@@ -66,8 +69,19 @@ def display(framework: str) -> str:
     return DISPLAY.get(framework, framework)
 
 
-def line_of(site: Site) -> str:
-    return f"line {site.row}"
+def line_of(site: Site, here: Site | None = None) -> str:
+    """Where ``site`` is, for a message about ``here``: "line 12", or "helpers.py:12" when
+    it is in another file (relative to ``here``'s folder when below it)."""
+    import os
+
+    from gpudoctor.lint.analysis.source import concrete
+
+    site = concrete(site)
+    if here is None or concrete(here).path == site.path:
+        return f"line {site.row}"
+    folder = os.path.dirname(concrete(here).path)
+    shown = os.path.relpath(site.path, folder) if site.path.startswith(folder + os.sep) else site.path
+    return f"{shown}:{site.row}"
 
 
 class Rule:
@@ -93,6 +107,8 @@ class Rule:
 
     def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
                 severity: str | None = None, fix: Fix | None = None) -> Finding:
+        from gpudoctor.lint.analysis.source import concrete
+
         plain = tuple(Related(concrete(r.site), r.message) for r in related)
         return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,
                        self.fix_title, fix)

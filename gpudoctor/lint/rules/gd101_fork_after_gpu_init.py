@@ -192,7 +192,7 @@ if __name__ == "__main__":
         child_fw = use_event.effect.framework if use_event is not None else received[0]
         message = (
             f"{WHAT[start.kind]} after {display(init.framework)} initialized CUDA in this "
-            f"process ({line_of(init.site)}: {init.api}); the child uses "
+            f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
             f"{display(child_fw)} and will {CONSEQUENCE.get(child_fw, 'fail')}"
         )
         related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start, ThreadStart
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
 
 FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK)
 
@@ -215,7 +215,7 @@ def main():
             assert isinstance(started, ThreadStart)
             yield self.finding(
                 effect.site,
-                f"the process is forked while a thread started at line {started.site.row} "
+                f"the process is forked while a thread started at {line_of(started.site, effect.site)} "
                 f"({started.api}) may still run; locks held by that thread stay locked in the child",
                 (Related(started.site, "thread started here"),),
             )

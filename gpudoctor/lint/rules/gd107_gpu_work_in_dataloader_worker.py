@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import DataLoaderStart, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules._base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
 
 
 class GpuWorkInDataloaderWorker(Rule):
@@ -123,7 +123,7 @@ def main():
                 yield self.finding(
                     effect.site,
                     f"DataLoader forks {effect.workers} workers whose code uses CUDA "
-                    f"({init.api}, line {init.site.row}); in a forked worker that fails with "
+                    f"({init.api}, {line_of(init.site, effect.site)}); in a forked worker that fails with "
                     '"Cannot re-initialize CUDA in forked subprocess"',
                     (Related(init.site, "the worker uses CUDA here"),),
                 )

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
 from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.environment import READERS
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
 
 
 def too_late(var: str, state: State) -> Event | None:
@@ -200,6 +200,6 @@ torch.ones(1, device="cuda")
             yield self.finding(
                 effect.site,
                 f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
-                f"({init.api}, line {init.site.row}); the new value is ignored",
+                f"({init.api}, {line_of(init.site, effect.site)}); the new value is ignored",
                 (Related(init.site, f"{display(init.framework)} initialized here"),),
             )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules._base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
 
 
 class TfDeviceConfigAfterInit(Rule):
@@ -164,7 +164,7 @@ tf.constant(1.0)
             yield self.finding(
                 effect.site,
                 f"{effect.api.rsplit('.', 1)[-1]}() runs after the TensorFlow runtime was "
-                f"initialized ({init.api}, line {init.site.row}); it raises RuntimeError — "
-                f"call it before line {init.site.row}",
+                f"initialized ({init.api}, {line_of(init.site, effect.site)}); it raises RuntimeError — "
+                f"call it before {line_of(init.site, effect.site)}",
                 (Related(init.site, "TensorFlow runtime initialized here"),),
             )

@@ -1,0 +1,84 @@
+"""Analyse one linted file on its own: its flows, every rule, and what the result depended on.
+
+Each linted file is analysed with a fresh analyzer, so that its findings depend only on its
+own code, the modules it reaches, and the names other linted files import from it. That is
+what lets results be cached per file and files be analysed in parallel with the same
+answer as in one process.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpudoctor.lint.findings import Finding, Site
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.reading import ParseFailure
+
+
+@dataclass
+class Outcome:
+    """What analysing one linted file produced."""
+
+    path: Path
+    findings: list[Finding] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # file read -> digest of its bytes
+    dirs: dict[str, str] = field(default_factory=dict)  # directory listed -> digest of its names
+    errors: list[str] = field(default_factory=list)  # internal errors: never cached
+
+
+def analyse(project: Project, path: Path, default_method: str,
+            called_elsewhere: frozenset[str] = frozenset()) -> Outcome:
+    """Run the module flow and the entry-point flows of ``path``, then every rule."""
+    from gpudoctor.lint.analysis.analyzer import Analyzer
+    from gpudoctor.lint.analysis.flows import FlowBuilder
+    from gpudoctor.lint.analysis.reading import ParseFailure
+    from gpudoctor.lint.rules._base import CheckContext
+    from gpudoctor.lint.rules._registry import all_rules
+    from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
+
+    path = path.resolve()
+    outcome = Outcome(path)
+    with project.tracking() as touched:
+        analyzer = Analyzer(project, frozenset({path}))
+        builder = FlowBuilder(analyzer, default_method)
+        try:
+            state = analyzer.module(path)
+            if isinstance(state, ParseFailure):
+                outcome.findings.append(UnparseableFile().finding(site_of(state), state.message))
+            else:
+                flows = [builder.module_flow(state)]
+                flows.extend(builder.function_flows(state, called_elsewhere))
+                ctx = CheckContext(state, flows, builder, analyzer)
+                # Every rule runs, so that an advisory rule stays quiet where the rule that
+                # supersedes it fired, even when that one is not selected.
+                for rule in all_rules():
+                    outcome.findings.extend(rule().check(ctx))
+            # A module the analysis followed into and could not parse.
+            outcome.findings.extend(UnparseableFile().finding(site_of(failure), failure.message)
+                                    for failure in analyzer.failures if Path(failure.path) != path)
+        except RecursionError:
+            outcome.errors.append(f"{path}: nesting too deep to analyse")
+        except Exception:  # noqa: BLE001
+            outcome.errors.append(f"{path}: internal error\n{traceback.format_exc()}")
+    outcome.files = {str(p): project.digest(p) for p in sorted(touched.files)}
+    outcome.dirs = {str(d): project.listing_digest(d) for d in sorted(touched.dirs)}
+    return outcome
+
+
+def site_of(failure: ParseFailure) -> Site:
+    return Site(str(Path(failure.path).resolve()), failure.row, failure.col, failure.row, failure.col)
+
+
+def analyse_batch(root: str, paths: list[str], default_method: str,
+                  called_elsewhere: dict[str, list[str]]) -> list[Outcome]:
+    """Worker entry point: analyse several linted files, sharing one project's parses."""
+    from gpudoctor.lint.analysis.project import Project
+
+    project = Project(Path(root))
+    return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
+            for p in paths]

@@ -1,0 +1,92 @@
+"""Analyse linted files in worker processes, started the safe way.
+
+A tool that explains why forking a process with threads or an initialized GPU runtime
+breaks does not fork the process it runs in: workers come from a fork server (a fresh,
+single-threaded interpreter that imported the analysis once) or are spawned. They ignore
+Ctrl-C from the moment they exist; the parent handles it by terminating them, so an
+interrupted run leaves no process behind and prints no traceback per worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.producer import Outcome
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """forkserver where it exists: the server, a fresh single-threaded process, imports the
+    analysis once and forks each worker from that clean state. spawn elsewhere."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["gpudoctor.lint.producer", "gpudoctor.lint.analysis.walker",
+                                        "gpudoctor.lint.rules._registry"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Start processes with SIGINT ignored: an ignored signal stays ignored across exec, so
+    they cannot be interrupted halfway through starting. Only in the main thread (signal
+    handlers belong to it); the window is kept to the start of the processes themselves."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C until the block ends, then raise it: a pool interrupted while it is
+    being built cannot be terminated cleanly (its half-started workers would fail loudly)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def run_batches(root: str, batches: list[list[str]], method: str,
+                called: dict[str, list[str]]) -> list[Outcome]:
+    """Run each batch of linted files in its own worker process; return every outcome."""
+    from gpudoctor.lint.producer import analyse_batch
+
+    context = _context()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with _sigint_ignored():  # quick: starts the server process and returns
+            forkserver.ensure_running()
+        with _sigint_deferred():  # workers fork from the server, ignoring SIGINT as it does
+            pool = context.Pool(processes=len(batches))
+    else:
+        with _sigint_ignored():  # quick: each worker is started and left to boot
+            pool = context.Pool(processes=len(batches))
+    try:
+        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}))
+                   for batch in batches]
+        outcomes = [outcome for result in pending for outcome in result.get()]
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return outcomes

@@ -1,0 +1,191 @@
+"""The result cache: reused when nothing changed, never when something the result depends on did."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.cli import main
+from gpudoctor.lint.cache import FOLDER, Cache
+from gpudoctor.lint.engine import LintResult, lint_paths
+from gpudoctor.lint.rules._registry import all_rules
+from gpudoctor.lint.selection import build_selection
+from gpudoctor.lint.settings import Settings
+
+MAIN = """\
+import multiprocessing as mp
+
+import cupy as cp
+from helpers import prepare
+
+
+def work(i):
+    return float(cp.arange(i).sum())
+
+
+if __name__ == "__main__":
+    prepare()
+    with mp.Pool(2) as pool:
+        pool.map(work, range(4))
+"""
+HARMLESS = "def prepare():\n    return None\n"  # the parent never touches the GPU
+GPU_INIT = "import cupy as cp\n\n\ndef prepare():\n    cp.ones(3)\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "main.py").write_text(MAIN)
+    (tmp_path / "helpers.py").write_text(HARMLESS)
+    return tmp_path
+
+
+def run(root: Path, minor: int = 12) -> LintResult:
+    codes = [r.code for r in all_rules()]
+    settings = Settings(build_selection(codes, ["GD101"]), minor, "linux", root)
+    cache = Cache(root, f"py3{minor}|linux|{root}")
+    files = sorted(root.glob("*.py"))
+    return lint_paths(files, settings, cache=cache)
+
+
+def codes(result: LintResult) -> set[tuple[str, str, int]]:
+    return {(f.code, Path(f.site.path).name, f.site.row) for f in result.findings}
+
+
+def test_second_run_reuses_every_result(project: Path) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    first = run(project)
+    second = run(project)
+    assert (first.analysed, first.cached) == (1, 0)
+    assert (second.analysed, second.cached) == (0, 1)
+    assert codes(first) == codes(second) == {("GD101", "main.py", 13)}
+    assert second.findings == first.findings  # messages, related sites, fixes: all of it
+    # The init is in another file: the message names it by file, not by a bare line number.
+    assert "(cupy.ones, helpers.py:5)" in first.findings[0].message
+
+
+def test_a_changed_dependency_invalidates_the_result(project: Path) -> None:
+    assert codes(run(project)) == set()
+    (project / "helpers.py").write_text(GPU_INIT)  # main.py itself is unchanged
+    again = run(project)
+    assert again.analysed == 1
+    assert codes(again) == {("GD101", "main.py", 13)}
+    (project / "helpers.py").write_text(HARMLESS)
+    assert codes(run(project)) == set()
+
+
+def test_a_new_module_that_changes_what_an_import_means_invalidates(project: Path) -> None:
+    (project / "helpers.py").unlink()
+    (project / "pkg").mkdir()
+    (project / "main.py").write_text(MAIN.replace("from helpers import", "from pkg.helpers import"))
+    assert codes(run(project)) == set()  # pkg.helpers does not exist: nothing known
+    (project / "pkg" / "helpers.py").write_text(GPU_INIT)
+    assert codes(run(project)) == {("GD101", "main.py", 13)}
+
+
+def test_settings_that_change_the_analysis_have_their_own_results(project: Path) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    assert codes(run(project, minor=12)) == {("GD101", "main.py", 13)}
+    on_314 = run(project, minor=14)  # forkserver by default: another answer, not the cached one
+    assert on_314.analysed == 1 and "GD101" not in {c for c, _, _ in codes(on_314)}
+
+
+def test_the_cache_folder_is_ignored_by_git_and_tagged(project: Path) -> None:
+    assert main(["lint", "--select", "GD101", "."]) == 0
+    folder = project / FOLDER
+    assert (folder / ".gitignore").read_text() == "*\n"
+    assert (folder / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    stores = list(folder.glob("*/*.json"))
+    assert stores and all(json.loads(p.read_text()) is not None for p in stores)  # JSON, not pickle
+
+
+def test_no_cache_reads_and_writes_nothing(project: Path) -> None:
+    assert main(["lint", "--no-cache", "--select", "GD101", "."]) == 0
+    assert not (project / FOLDER).exists()
+
+
+def test_cache_dir_option(project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("cache")
+    assert main(["lint", "--cache-dir", str(elsewhere), "--select", "GD101", "."]) == 0
+    assert (elsewhere / ".gitignore").exists() and not (project / FOLDER).exists()
+
+
+def test_selection_is_applied_after_the_cache(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    assert main(["lint", "--select", "GD101", "."]) == 1
+    assert main(["lint", "--select", "GD3", "."]) == 0  # the same cached results, other rules shown
+    assert main(["lint", "--select", "GD101", "."]) == 1
+    assert capsys.readouterr().out.count("GD101") == 2
+
+
+def test_a_damaged_cache_is_rebuilt(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    assert main(["lint", "."]) == 1
+    for store in (project / FOLDER).glob("*/*.json"):
+        store.write_text("{not json")
+    assert main(["lint", "."]) == 1
+    assert capsys.readouterr().out.count("GD101") == 2
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write to a read-only folder")
+def test_an_unwritable_cache_is_a_warning(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / FOLDER).mkdir()
+    (project / FOLDER).chmod(0o500)
+    try:
+        assert main(["lint", "--select", "GD101", "."]) == 0
+    finally:
+        (project / FOLDER).chmod(0o700)
+    assert "cannot write the cache" in capsys.readouterr().err
+
+
+def test_an_unwritable_cache_location_is_a_warning(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = project / "not-a-folder"
+    blocker.write_text("a file where the cache folder should go\n")
+    assert main(["lint", "--cache-dir", str(blocker / "cache"), "--select", "GD101", "."]) == 0
+    err = capsys.readouterr().err
+    assert "cannot write the cache" in err and "--no-cache" in err
+
+
+RUN_POOL = """\
+import multiprocessing as mp
+
+import cupy as cp
+
+
+def run_pool(fn):
+    with mp.Pool(2) as pool:
+        return pool.map(fn, range(2))
+"""
+CALLER = """\
+import multiprocessing as mp
+
+import cupy as cp
+from helpers import run_pool
+
+
+def work(i):
+    return float(cp.ones(i).sum())
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    cp.ones(1)
+    run_pool(work)
+"""
+
+
+def test_a_function_another_linted_file_imports_is_judged_in_its_callers_context(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "helpers.py").write_text(RUN_POOL)
+    (tmp_path / "main.py").write_text(CALLER)
+    # main.py sets spawn before calling run_pool: the pool in helpers.py is fine there.
+    assert main(["lint", "."]) == 0
+    # Once nothing imports run_pool, it is judged on its own: a default (fork) pool next
+    # to CuPy. The cached result of helpers.py must not survive that change in main.py.
+    (tmp_path / "main.py").write_text(CALLER.replace("from helpers import run_pool", "run_pool = print"))
+    assert main(["lint", "."]) == 1
+    assert "helpers.py:7:10: GD103" in capsys.readouterr().out

@@ -1,0 +1,100 @@
+"""--jobs: the same findings from spawned workers, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpudoctor.lint import engine
+from gpudoctor.lint.engine import lint_paths
+from gpudoctor.lint.rules._registry import all_rules
+from gpudoctor.lint.selection import build_selection
+from gpudoctor.lint.settings import Settings
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+JOB = '''\
+import multiprocessing as mp
+import cupy as cp
+
+
+def work_{n}(x):
+    return float(cp.sum(cp.asarray(x)))
+
+
+class Runner{n}:
+    def run(self, items):
+        cp.ones(1)
+        ctx = mp.get_context("spawn") if len(items) > {n} else mp.get_context()
+        with ctx.Pool(4) as pool:
+            return pool.map(work_{n}, items)
+{padding}
+'''
+
+
+def _corpus(where: Path, count: int, padding_lines: int = 0) -> list[Path]:
+    padding = "".join(f"\ndef helper_{i}(a, b):\n    return [x * {i} for x in range(a) if x % b]\n"
+                      for i in range(padding_lines))
+    files = []
+    for n in range(count):
+        path = where / f"job_{n}.py"
+        path.write_text(JOB.format(n=n, padding=padding))
+        files.append(path)
+    return files
+
+
+def _findings(files: list[Path], root: Path, jobs: int) -> tuple[list[tuple[str, str, int, int, str]], int]:
+    codes = [r.code for r in all_rules()]
+    result = lint_paths(files, Settings(build_selection(codes, codes), 12, "linux", root), jobs=jobs)
+    assert not result.internal_errors
+    return [(f.code, f.site.path, f.site.row, f.site.col, f.message) for f in result.findings], result.workers
+
+
+def test_workers_find_exactly_what_one_process_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    cases = FIXTURES / "cases"
+    files = sorted(cases.rglob("*.py"))
+    alone, none = _findings(files, cases, jobs=1)
+    together, workers = _findings(files, cases, jobs=2)
+    assert (none, workers) == (0, 2)
+    assert together == alone and len(alone) > 40
+    # The workers are gone. multiprocessing's fork server and resource tracker stay until
+    # this process exits (they serve every pool of the process, and exit with it).
+    left = [p for p in psutil.Process().children(recursive=True)
+            if not {"resource_tracker", "forkserver"} & set(" ".join(p.cmdline()).replace(".", " ").split())]
+    assert not left, [p.cmdline() for p in left]
+
+
+def test_small_runs_stay_in_process(tmp_path: Path) -> None:
+    files = _corpus(tmp_path, 3)
+    _, workers = _findings(files, tmp_path, jobs=2)
+    assert workers == 0  # starting workers would cost more than the analysis
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.6], ids=["while-starting", "while-analysing"])
+def test_ctrl_c_stops_the_workers_and_prints_no_traceback(tmp_path: Path, delay: float) -> None:
+    _corpus(tmp_path, 200, padding_lines=60)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "2", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    parent = psutil.Process(process.pid)
+    deadline = time.monotonic() + 60
+    while len(parent.children()) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before the workers were seen"
+    time.sleep(delay)
+    workers = parent.children(recursive=True)
+    assert len(workers) >= 2 and process.poll() is None
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130, (out, err)
+    assert "gpudoctor: interrupted" in err and "Traceback" not in err
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
