@@ -80,6 +80,8 @@ def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: 
     for raw in paths or ["."]:
         path = Path(raw)
         if not path.exists():
+            if path.is_symlink():
+                raise GpudoctorError(f"{raw}: a symbolic link to nothing (or a symlink loop)")
             raise GpudoctorError(f"{raw}: no such file or directory")
         if path.is_dir():
             for item in _walk(path, excluded):

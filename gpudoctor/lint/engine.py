@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Finding, Related, Site
+from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:
-        if _real(finding.site.path) not in display:
+        if real_path(finding.site.path) not in display:
             continue
         key = (finding.code, finding.site.path, finding.site.row, finding.site.col)
         kept = unique.get(key)
@@ -144,7 +144,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     for (code, path, row, col), finding in unique.items():
         if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
             continue
-        resolved = _real(path)
+        resolved = real_path(path)
         found = directives.get(resolved)
         if found is not None and found.suppresses(row, code):
             used.add((resolved, row, code))
@@ -154,11 +154,6 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         out.append(finding)
     out.extend(_unused_noqa(directives, used, settings))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
-
-
-@lru_cache(maxsize=4096)
-def _real(path: str) -> Path:
-    return Path(path).resolve()
 
 
 def _selected(code: str, path: Path, settings: Settings) -> bool:
@@ -186,7 +181,7 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:
     def show(site: Site) -> Site:
-        resolved = _real(site.path)
+        resolved = real_path(site.path)
         shown = display.get(resolved)
         if shown is None:
             try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Finding, Site
+from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
@@ -41,7 +42,7 @@ def analyse(project: Project, path: Path, default_method: str,
     from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
 
-    path = path.resolve()
+    path = project.real(path)
     outcome = Outcome(path)
     with project.tracking() as touched:
         analyzer = Analyzer(project, frozenset({path}))
@@ -71,7 +72,7 @@ def analyse(project: Project, path: Path, default_method: str,
 
 
 def site_of(failure: ParseFailure) -> Site:
-    return Site(str(Path(failure.path).resolve()), failure.row, failure.col, failure.row, failure.col)
+    return Site(str(real_path(failure.path)), failure.row, failure.col, failure.row, failure.col)
 
 
 def analyse_batch(root: str, paths: list[str], default_method: str,

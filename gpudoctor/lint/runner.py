@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.lint import settings as S
+from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.selection import build_selection
 
 
@@ -19,7 +20,7 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     rules = all_rules()
     known = [r.code for r in rules]
     start = Path(paths[0]) if paths else Path.cwd()
-    pyproject = S.find_pyproject(start.resolve())
+    pyproject = S.find_pyproject(real_path(start))
     config = parse_table(S.read_pyproject(pyproject), pyproject, known) if pyproject else FileConfig()
     root = pyproject.parent if pyproject else Path.cwd()
     if args.target_version:

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.selection import Selection
 
 SUPPORTED_MINORS = range(10, 15)  # py310 .. py314
@@ -28,7 +29,7 @@ class Settings:
 
     def _relative(self, path: Path) -> str | None:
         try:
-            return path.resolve().relative_to(self.project_root.resolve()).as_posix()
+            return real_path(path).relative_to(real_path(self.project_root)).as_posix()
         except ValueError:
             return None
 

@@ -60,10 +60,11 @@ class ExprEvaluator:
         # The tree the walked code belongs to: the module's, or the separately parsed body
         # of one of its functions (see ParsedModule.body).
         self.tree = module.parsed
+        self.anchor: cst.CSTNode | None = None  # the top-level statement being walked
 
     # -- helpers -------------------------------------------------------------------------
     def site(self, node: cst.CSTNode) -> Site:
-        return self.tree.site(node)
+        return self.tree.site(node, self.anchor if self.tree is self.module.parsed else None)
 
     def emit(self, effect: Effect) -> None:
         self.events.append(Event(effect, self.ctx))

@@ -73,7 +73,12 @@ class Prescan:
         self.units: list[Unit] = []
         self._bodies: list[list[ast.stmt]] = []
         self._outside: list[ast.AST] = []
+        # The first row of each top-level statement as libcst sees them: statements on one
+        # line (``a = 1; b = 2``) are one libcst statement.
+        self.top_rows: list[int] = []
         for statement in tree.body:
+            if not self.top_rows or statement.lineno != self.top_rows[-1]:
+                self.top_rows.append(statement.lineno)
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.units.append(_unit(statement, lines, method=False, outside=self._outside))
                 self._bodies.append(statement.body)
@@ -157,11 +162,33 @@ class Prescan:
         return [u for u in self.units if id(u) in kept]
 
 
+class TooDeep(Exception):
+    """CPython's own parser gives up on the file's nesting: no Python can run it, and
+    libcst's parser slows down without bound on it, so it is not handed to libcst."""
+
+    def __init__(self, message: str, row: int = 1, col: int = 0) -> None:
+        super().__init__(message)
+        self.message, self.row, self.col = message, row, col
+
+
 def prescan(text: str) -> Prescan | None:
-    """Scan ``text``; None if CPython cannot parse it (libcst then has the last word)."""
+    """Scan ``text``; None if CPython cannot parse it (libcst then has the last word,
+    since the target Python may accept syntax the running one does not).
+
+    Raises TooDeep if CPython gives up on the nesting, which no version accepts.
+    """
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except RecursionError:
+        raise TooDeep("cannot parse: the code is nested too deeply for Python's parser") from None
+    except MemoryError:
+        raise TooDeep("cannot parse: the file is too large for Python's parser") from None
+    except SyntaxError as error:
+        if "too many nested" in (error.msg or "") or "too complex" in (error.msg or ""):
+            raise TooDeep(f"cannot parse: {error.msg}", error.lineno or 1,
+                          max((error.offset or 1) - 1, 0)) from None
+        return None
+    except ValueError:
         return None
     return Prescan(text, tree)
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.prescan import Prescan, Unit, prescan
+from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
+from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.source import ParsedModule
@@ -91,6 +92,7 @@ class Project:
         self._parsed: dict[Path, ParsedModule | ParseFailure] = {}
         self._gate: dict[Path, bool] = {}
         self._scans: dict[Path, Prescan | None] = {}
+        self._too_deep: dict[Path, ParseFailure] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._dirs: dict[Path, Path] = {}
         self._listings: dict[Path, frozenset[str]] = {}
@@ -102,7 +104,7 @@ class Project:
         """``path.resolve()``, computed once per path (it costs a system call per component)."""
         found = self._real.get(path)
         if found is None:
-            found = self._real[path] = path.resolve()
+            found = self._real[path] = real_path(path)
             self._real[found] = found
         return found
 
@@ -209,7 +211,11 @@ class Project:
         path = self.real(path)
         if path not in self._scans:
             text = self.text(path)
-            self._scans[path] = None if isinstance(text, ParseFailure) else prescan(text)
+            try:
+                self._scans[path] = None if isinstance(text, ParseFailure) else prescan(text)
+            except TooDeep as deep:
+                self._scans[path] = None
+                self._too_deep[path] = ParseFailure(str(path), deep.message, deep.row, deep.col)
         elif self._touched is not None:
             self._touched.files.add(path)
         return self._scans[path]
@@ -221,12 +227,14 @@ class Project:
         path = self.real(path)
         if path not in self._parsed:
             text = self.text(path)
+            scan = None if isinstance(text, ParseFailure) else self.prescan(path)
             if isinstance(text, ParseFailure):
                 self._parsed[path] = text
+            elif path in self._too_deep:
+                self._parsed[path] = self._too_deep[path]
             else:
-                scan = self.prescan(path)
                 self._parsed[path] = parse(str(path), text, scan.units if scan else (),
-                                           scan.elidable() if scan else ())
+                                           scan.elidable() if scan else (), scan.top_rows if scan else ())
         elif self._touched is not None:
             self._touched.files.add(path)
         return self._parsed[path]
@@ -303,7 +311,7 @@ class Project:
         consulted.append(candidate.parent)
         if candidate.name not in self._listing(candidate.parent) or not candidate.is_file():
             return None
-        return candidate.resolve()
+        return real_path(candidate)
 
     def _listing(self, folder: Path) -> frozenset[str]:
         names = self._listings.get(folder)

@@ -32,6 +32,9 @@ class ParsedModule:
         self._shifts = list(shifts)  # (first row, rows to add), ascending: see prescan.skeleton
         self.module = module
         self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
+        self._top_rows: list[int] | None = None  # original first row of each top-level statement
+        self._tops: dict[int, int] | None = None
+        self._statement_cache: dict[int, Mapping[cst.CSTNode, CodeRange]] = {}
         self._text = text
         self._elided = {id(node): unit for node, unit in elided}
         self._bodies: dict[int, Sequence[cst.BaseStatement]] = {}
@@ -82,8 +85,8 @@ class ParsedModule:
             self._body_trees[id(node)] = snippet
         return self._bodies[id(node)]
 
-    def site(self, node: cst.CSTNode) -> LazySite:
-        return LazySite(self, node)
+    def site(self, node: cst.CSTNode, anchor: cst.CSTNode | None = None) -> LazySite:
+        return LazySite(self, node, anchor)
 
     def _span(self, node: cst.CSTNode) -> tuple[CodeRange, int, int] | None:
         if self._positions is None:
@@ -93,13 +96,56 @@ class ParsedModule:
             return None
         return span, self._shift(span.start.line), self._shift(span.end.line)
 
+    def _top_index(self) -> dict[int, int]:
+        if self._tops is None:
+            self._tops = {id(statement): i for i, statement in enumerate(self.module.body)}
+        return self._tops
+
+    def _resolve_in_statement(self, node: cst.CSTNode, anchor: cst.CSTNode) -> Site | None:
+        """Position ``node`` from the code of its top-level statement alone.
+
+        Computing positions costs a code generation of the whole tree; for one finding in a
+        large module, generating its statement is enough: the statement's first row is
+        known from CPython's parse, and the rows inside it follow.
+        """
+        index = self._top_index().get(id(anchor))
+        if index is None or self._top_rows is None or len(self._top_rows) != len(self.module.body):
+            return None
+        spans = self._statement_cache.get(index)
+        if spans is None:
+            spans = self._statement_cache[index] = _statement_spans(self, anchor)
+        span, head = spans.get(node), spans.get(anchor)
+        if span is None or head is None:
+            return None
+        # Rows of the skeleton (elided bodies removed), then of the file.
+        original = self._top_rows[index]
+        skeleton_top = original - self._unshift(original)
+        start = span.start.line - head.start.line + skeleton_top
+        end = span.end.line - head.start.line + skeleton_top
+        return Site(self.path, start + self._shift(start), span.start.column, end + self._shift(end), span.end.column)
+
+    def _unshift(self, original_row: int) -> int:
+        """The shift of the skeleton segment an original row (not in an elided body) is in."""
+        shift = 0
+        for start, rows in self._shifts:
+            if start + rows > original_row:
+                break
+            shift = rows
+        return shift
+
     def _shift(self, row: int) -> int:
         index = bisect.bisect_right(self._shifts, (row, float("inf"))) - 1
         return self._shifts[max(index, 0)][1]
 
-    def resolve(self, node: cst.CSTNode) -> Site:
+    def resolve(self, node: cst.CSTNode, anchor: cst.CSTNode | None = None) -> Site:
         # The walk created sites from the tree each node is in (see tree_of), so the first
         # try is nearly always right; the others are a safety net.
+        if anchor is None and id(node) in self._top_index():
+            anchor = node
+        if anchor is not None and self._positions is None:
+            site = self._resolve_in_statement(node, anchor)
+            if site is not None:
+                return site
         found = self._span(node)
         for other in (self._parent, *(self._parent or self)._snippets):
             if found is not None:
@@ -110,6 +156,10 @@ class ParsedModule:
             return Site(self.path, 1, 0, 1, 0)
         span, start, end = found
         return Site(self.path, span.start.line + start, span.start.column, span.end.line + end, span.end.column)
+
+
+def _statement_spans(self: ParsedModule, anchor: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
+    return positions(self.module.with_changes(body=[anchor], header=[], footer=[]))
 
 
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
@@ -130,11 +180,12 @@ def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
 class LazySite:
     """Where a node is: compared by identity now, turned into rows and columns on demand."""
 
-    __slots__ = ("_module", "_node", "_site")
+    __slots__ = ("_anchor", "_module", "_node", "_site")
 
-    def __init__(self, module: ParsedModule, node: cst.CSTNode) -> None:
+    def __init__(self, module: ParsedModule, node: cst.CSTNode, anchor: cst.CSTNode | None = None) -> None:
         self._module = module
         self._node = node
+        self._anchor = anchor  # the top-level statement the node is in, when known
         self._site: Site | None = None
 
     @property
@@ -143,7 +194,7 @@ class LazySite:
 
     def concrete(self) -> Site:
         if self._site is None:
-            self._site = self._module.resolve(self._node)
+            self._site = self._module.resolve(self._node, self._anchor)
         return self._site
 
     @property
@@ -191,7 +242,8 @@ def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
     return ParseFailure(path, f"cannot parse with libcst: {reason}", exc.raw_line, exc.raw_column)
 
 
-def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit] = ()) -> ParsedModule | ParseFailure:
+def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit] = (),
+          top_rows: Sequence[int] = ()) -> ParsedModule | ParseFailure:
     """Parse ``text`` with libcst; syntax errors and parser limits become a ParseFailure.
 
     ``units`` are every function the prescan found, in order; the bodies of ``elide``
@@ -205,8 +257,12 @@ def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit
             module = cst.parse_module(source)
             pairs = _pair(module, units, elide)
             if pairs is not None:
-                return ParsedModule(path, module, text, pairs, shifts)
-        return ParsedModule(path, cst.parse_module(text), text)
+                parsed = ParsedModule(path, module, text, pairs, shifts)
+                parsed._top_rows = list(top_rows) if top_rows else None
+                return parsed
+        parsed = ParsedModule(path, cst.parse_module(text), text)
+        parsed._top_rows = list(top_rows) if top_rows else None
+        return parsed
     except cst.ParserSyntaxError as exc:
         return _explain(path, text, exc)
     except RecursionError:

@@ -33,7 +33,10 @@ class Walker(ImportWalker):
 
     def walk_block(self, body: Sequence[cst.CSTNode]) -> bool:
         """Walk statements; return True when the block cannot fall through (return, raise...)."""
+        top = self.module_level and body is self.module.parsed.module.body
         for statement in body:
+            if top:
+                self.anchor = statement
             if self.walk_statement(statement):
                 return True
         return False
