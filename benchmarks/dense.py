@@ -75,11 +75,14 @@ def main() -> int:
                        "import sys, pathlib, libcst\n"
                        "for p in pathlib.Path(sys.argv[1]).glob('*.py'): libcst.parse_module(p.read_text())",
                        str(corpus)], args.repeat)
-        lint = _time([sys.executable, "-m", "gpudoctor", "lint", "--exit-zero", "--no-cache", str(corpus)],
-                     args.repeat)
-    print(f"dense corpus: {2 * args.files} files ({args.files} that matter); median of {args.repeat} runs")
-    print(f"  libcst parse only (floor)   {floor:8.2f} s")
-    print(f"  gpudoctor lint              {lint:8.2f} s  {lint / floor:6.2f}x the floor")
+        lint = [sys.executable, "-m", "gpudoctor", "lint", "--exit-zero", "--no-cache", str(corpus)]
+        one = _time([*lint, "--jobs", "1"], args.repeat)
+        two = _time([*lint, "--jobs", "2"], args.repeat)
+    print(f"dense corpus: {2 * args.files} files, every one linted; median of {args.repeat} runs")
+    print(f"  libcst parse only (floor)     {floor:7.2f} s")
+    print(f"  gpudoctor lint --jobs 1       {one:7.2f} s  {one / floor:5.2f}x the floor")
+    print(f"  gpudoctor lint --jobs 2       {two:7.2f} s  {two / floor:5.2f}x the floor  "
+          f"{one / two:5.2f}x faster than --jobs 1")
     return 0
 
 

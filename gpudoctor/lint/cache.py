@@ -6,7 +6,8 @@ Two stores, both JSON (a cache is data; it must never be able to run code):
   import), valid while the file's bytes hash the same.
 - **results**: per linted file, the findings its analysis produced, valid while its bytes,
   the names other linted files import from it, and every file and directory listing the
-  analysis read are unchanged.
+  analysis read are unchanged; and the plan of the last run (which files to lint), valid
+  while every file and listing it read is unchanged.
 
 Both live under a folder named for the gpudoctor version and a fingerprint of the linter's
 own code, and results under a key of the settings that change the analysis (target
@@ -61,6 +62,7 @@ class Cache:
         self._results_file = self.folder / f"results-{name}.json"
         self.facts: dict[str, tuple[str, Facts]] = {}
         self.results: dict[str, dict[str, Any]] = {}
+        self.plan: dict[str, Any] = {}
         self._load()
 
     def _load(self) -> None:
@@ -77,6 +79,7 @@ class Cache:
     def _load_results(self, data: dict[str, Any]) -> None:
         if data.get("settings") == self.settings_key:
             self.results = data["files"]
+            self.plan = data.get("plan") or {}
 
     # -- results -------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
@@ -103,6 +106,23 @@ class Cache:
             "findings": [asdict(f) for f in outcome.findings],
         }
 
+    # -- the plan: which files to lint ---------------------------------------------------
+    def lookup_plan(self, project: Project, key: str) -> tuple[list[Path], dict[Path, frozenset[str]]] | None:
+        plan = self.plan
+        if plan.get("key") != key:
+            return None
+        if any(project.digest(Path(p)) != d for p, d in plan["files"].items()):
+            return None
+        if any(project.listing_digest(Path(d)) != h for d, h in plan["dirs"].items()):
+            return None
+        linted = [Path(p) for p in plan["linted"]]
+        return linted, {path: frozenset(plan["called"].get(str(path), ())) for path in linted}
+
+    def store_plan(self, key: str, linted: list[Path], called: dict[Path, frozenset[str]],
+                   files: dict[str, str], dirs: dict[str, str]) -> None:
+        self.plan = {"key": key, "linted": [str(p) for p in linted], "files": files, "dirs": dirs,
+                     "called": {str(p): sorted(n) for p, n in called.items() if n}}
+
     # -- writing -----------------------------------------------------------------------------
     def save(self, project: Project) -> None:
         """Write both stores, keeping the entries of files that still exist."""
@@ -113,7 +133,7 @@ class Cache:
         try:
             self._prepare()
             _write_json(self._facts_file, {p: [d, f.to_json()] for p, (d, f) in facts.items()})
-            _write_json(self._results_file, {"settings": self.settings_key, "files": results})
+            _write_json(self._results_file, {"settings": self.settings_key, "files": results, "plan": self.plan})
         except OSError as exc:
             print(f"gpudoctor: warning: cannot write the cache in {self.base}: {exc.strerror or exc} "
                   "(use --no-cache to skip it)", file=sys.stderr)

@@ -189,3 +189,23 @@ def test_a_function_another_linted_file_imports_is_judged_in_its_callers_context
     (tmp_path / "main.py").write_text(CALLER.replace("from helpers import run_pool", "run_pool = print"))
     assert main(["lint", "."]) == 1
     assert "helpers.py:7:10: GD103" in capsys.readouterr().out
+
+
+def test_the_plan_follows_a_module_outside_the_linted_files(tmp_path: Path) -> None:
+    # Only a.py is linted (as pre-commit does). Whether it is worth analysing depends on
+    # b.py, which it imports: the cached plan must notice when b.py starts a pool.
+    (tmp_path / "a.py").write_text("import cupy as cp\n\nfrom b import run\n\n\n"
+                                   "def work(i):\n    return float(cp.ones(i).sum())\n\n\nrun(work)\n")
+    (tmp_path / "b.py").write_text("def run(f):\n    return [f(i) for i in range(3)]\n")
+    codes = [r.code for r in all_rules()]
+    settings = Settings(build_selection(codes, codes), 12, "linux", tmp_path)
+
+    def analysed() -> int:
+        result = lint_paths([tmp_path / "a.py"], settings, cache=Cache(tmp_path, "key"))
+        return result.analysed + result.cached
+
+    assert analysed() == 0
+    assert analysed() == 0
+    (tmp_path / "b.py").write_text("import multiprocessing as mp\n\n\ndef run(f):\n"
+                                   "    with mp.Pool(2) as pool:\n        return pool.map(f, range(3))\n")
+    assert analysed() == 1

@@ -37,7 +37,7 @@ MAX_DEPTH, MAX_SUMMARIES, MAX_EVENTS = 24, 20_000, 400
 # base it would walk the whole import graph. Import-time effects are followed this many
 # imports deep, and at most this many modules that were not asked for are analysed.
 MAX_IMPORT_DEPTH = 3
-MAX_EXTRA_MODULES = 100
+MAX_EXTRA_MODULES = 30
 
 
 @dataclass
