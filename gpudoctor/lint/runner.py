@@ -151,12 +151,12 @@ def _write(text: str, output_file: str | None) -> None:
     if output_file is None:
         sys.stdout.write(text)
         return
+    from gpudoctor.output_file import write_text_file
+
     target = Path(output_file)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(target)
+        write_text_file(target, text)
     except OSError as exc:
         raise GpudoctorError(f"cannot write {output_file}: {exc.strerror or exc}") from exc
 

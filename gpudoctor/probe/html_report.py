@@ -10,7 +10,6 @@ sees half a report.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -60,15 +59,12 @@ def check_target(path: str) -> Path:
 
 
 def write(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` atomically: a temporary file beside it, then a rename."""
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    """Write ``text`` to ``target`` (atomically for a regular file; see write_text_file)."""
+    from gpudoctor.output_file import write_text_file
+
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
+        write_text_file(target, text)
     except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
         raise GpudoctorError(f"--html {target}: cannot write: {error.strerror or error}") from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,25 @@ def test_declared_source_encoding_is_honoured(project: Path, capsys: pytest.Capt
     (project / "latin1.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9'\n")
     assert main(["lint", "latin1.py"]) == 0
     assert "All checks passed!" in capsys.readouterr().out
+
+
+def test_output_file_keeps_pipes_devices_and_links(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `-o /dev/null` once replaced the device with a plain file (a rename over it).
+    import stat
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.py").write_text(BAD)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_text()))
+    reader.start()
+    assert main(["lint", "--no-cache", "-o", str(pipe), "bad.py"]) == 1
+    reader.join(timeout=30)
+    assert stat.S_ISFIFO(pipe.lstat().st_mode) and "GD101" in received[0]
+    real = tmp_path / "report.txt"
+    real.write_text("old\n")
+    (tmp_path / "link.txt").symlink_to(real)
+    assert main(["lint", "--no-cache", "-o", "link.txt", "bad.py"]) == 1
+    assert (tmp_path / "link.txt").is_symlink() and "GD101" in real.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,10 +14,6 @@ import psutil
 import pytest
 
 from gpudoctor.lint import engine
-from gpudoctor.lint.engine import lint_paths
-from gpudoctor.lint.rules._registry import all_rules
-from gpudoctor.lint.selection import build_selection
-from gpudoctor.lint.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -50,31 +47,50 @@ def _corpus(where: Path, count: int, padding_lines: int = 0) -> list[Path]:
     return files
 
 
-def _findings(files: list[Path], root: Path, jobs: int) -> tuple[list[tuple[str, str, int, int, str]], int]:
-    codes = [r.code for r in all_rules()]
-    result = lint_paths(files, Settings(build_selection(codes, codes), 12, "linux", root), jobs=jobs)
-    assert not result.internal_errors
-    return [(f.code, f.site.path, f.site.row, f.site.col, f.message) for f in result.findings], result.workers
+_RUN = """
+import json, sys
+from pathlib import Path
+from gpudoctor.lint import engine
+from gpudoctor.lint.rules._registry import all_rules
+from gpudoctor.lint.selection import build_selection
+from gpudoctor.lint.settings import Settings
+
+engine.PARALLEL_MIN_BYTES = int(sys.argv[3])
+root = Path(sys.argv[1])
+codes = [r.code for r in all_rules()]
+settings = Settings(build_selection(codes, codes), 12, "linux", root)
+result = engine.lint_paths(sorted(root.rglob("*.py")), settings, jobs=int(sys.argv[2]))
+import psutil
+infrastructure = ("forkserver", "resource_tracker")  # serve every pool; exit with this process
+left = [p.pid for p in psutil.Process().children(recursive=True)
+        if not any(word in " ".join(p.cmdline()) for word in infrastructure)]
+print(json.dumps({"errors": result.internal_errors, "workers": result.workers, "left": left,
+                  "findings": [[f.code, f.site.path, f.site.row, f.site.col, f.message] for f in result.findings]}))
+"""
 
 
-def test_workers_find_exactly_what_one_process_finds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+def _findings(root: Path, jobs: int, min_bytes: int) -> tuple[list[list[object]], int]:
+    """Lint in a child process, so that the pool's fork server and resource tracker (which
+    live as long as the process that started them) are not left among this test run's
+    children."""
+    done = subprocess.run([sys.executable, "-c", _RUN, str(root), str(jobs), str(min_bytes)],
+                          capture_output=True, text=True, timeout=300, check=True)
+    data = json.loads(done.stdout)
+    assert data["errors"] == [] and data["left"] == []  # no worker outlives the run
+    return data["findings"], data["workers"]
+
+
+def test_workers_find_exactly_what_one_process_finds() -> None:
     cases = FIXTURES / "cases"
-    files = sorted(cases.rglob("*.py"))
-    alone, none = _findings(files, cases, jobs=1)
-    together, workers = _findings(files, cases, jobs=2)
+    alone, none = _findings(cases, jobs=1, min_bytes=0)
+    together, workers = _findings(cases, jobs=2, min_bytes=0)
     assert (none, workers) == (0, 2)
     assert together == alone and len(alone) > 40
-    # The workers are gone. multiprocessing's fork server and resource tracker stay until
-    # this process exits (they serve every pool of the process, and exit with it).
-    left = [p for p in psutil.Process().children(recursive=True)
-            if not {"resource_tracker", "forkserver"} & set(" ".join(p.cmdline()).replace(".", " ").split())]
-    assert not left, [p.cmdline() for p in left]
 
 
 def test_small_runs_stay_in_process(tmp_path: Path) -> None:
-    files = _corpus(tmp_path, 3)
-    _, workers = _findings(files, tmp_path, jobs=2)
+    _corpus(tmp_path, 3)
+    _, workers = _findings(tmp_path, jobs=2, min_bytes=engine.PARALLEL_MIN_BYTES)
     assert workers == 0  # starting workers would cost more than the analysis
 
 

@@ -28,8 +28,9 @@ def _try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_hook_fails_on_the_bug_and_passes_once_fixed(tmp_path: Path) -> None:
-    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
-        pytest.skip("git is not installed")
+    probe = subprocess.run(["git", "--version"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"git is not usable here: {probe.stderr.strip() or probe.returncode}")
     repo = tmp_path / "user-repo"
     repo.mkdir()
     _git(repo, "init", "-q")
