@@ -95,6 +95,7 @@ class Project:
         self._too_deep: dict[Path, ParseFailure] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._dirs: dict[Path, Path] = {}
+        self._resolved: dict[tuple[Path, str, int], tuple[Path | None, tuple[tuple[Path, tuple[str, ...]], ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
         self._touched: Touched | None = None
         self._real: dict[Path, Path] = {}
@@ -265,16 +266,30 @@ class Project:
     # -- module names ------------------------------------------------------------------------
     def resolve(self, importer: Path, name: str, level: int = 0) -> Path | None:
         """Return the project file a module name refers to, from ``importer``'s point of view."""
-        parts = [p for p in name.split(".") if p]
         home = self._dirs.get(importer)
         if home is None:
             home = self._dirs[importer] = self.real(importer).parent
+        key = (home, name, level)
+        found = self._resolved.get(key)
+        if found is None:
+            consulted: list[tuple[Path, tuple[str, ...]]] = []
+            found = self._resolved[key] = (self._resolve(home, name, level, consulted), tuple(consulted))
+        if self._touched is not None:
+            for base, parts in found[1]:
+                self._touched.dirs.update(self._files[(base, parts)][1])
+        return found[0]
+
+    def _resolve(self, home: Path, name: str, level: int,
+                 consulted: list[tuple[Path, tuple[str, ...]]]) -> Path | None:
+        parts = [p for p in name.split(".") if p]
         if level:
             base = home
             for _ in range(level - 1):
                 base = base.parent
+            consulted.append((base, tuple(parts)))
             return self._module_file(base, parts)
         for base in (home, *self._roots):
+            consulted.append((base, tuple(parts)))
             found = self._module_file(base, parts)
             if found is not None:
                 return found
