@@ -195,3 +195,18 @@ def test_output_file_keeps_pipes_devices_and_links(tmp_path: Path, monkeypatch: 
     (tmp_path / "link.txt").symlink_to(real)
     assert main(["lint", "--no-cache", "-o", "link.txt", "bad.py"]) == 1
     assert (tmp_path / "link.txt").is_symlink() and "GD101" in real.read_text()
+
+
+def test_an_init_at_import_is_shown_through_the_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.py").write_text('import tensorflow as tf\n\ngpus = tf.config.list_physical_devices("GPU")\n\n\n'
+                                       "def predict(batch):\n    return tf.constant(batch).numpy()\n")
+    (tmp_path / "train.py").write_text(
+        "from concurrent.futures import ProcessPoolExecutor\n\nfrom model import predict\n\n"
+        "if __name__ == '__main__':\n    with ProcessPoolExecutor(4) as pool:\n"
+        "        print(list(pool.map(predict, [[1.0], [2.0]])))\n")
+    assert main(["lint", "--no-cache", "--output-format", "full", "train.py"]) == 1
+    out = capsys.readouterr().out
+    assert "(tensorflow.config.list_physical_devices, model.py:3)" in out
+    assert "through this import" in out and "through this call" not in out

@@ -197,7 +197,13 @@ if __name__ == "__main__":
         )
         related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
-            related.append(Related(init_event.ctx.via, "through this call"))
+            related.append(Related(init_event.ctx.via, f"through this {_what_runs(init_event.ctx.via)}"))
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
         return self.finding(start.site, message, tuple(related), fix=fix)
+
+
+def _what_runs(site: object) -> str:
+    """"import" when the init ran as a module was imported, else "call"."""
+    node = getattr(site, "_node", None)
+    return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
