@@ -31,6 +31,9 @@ class LintResult:
 _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
                                re.M)
 _WORD = re.compile(r"\w+")
+# A run this large may need workers: their fork server starts while the plan is made
+# (when the cached plan cannot be reused).
+PRESTART_MIN_FILES = 200
 # Starting worker processes costs about as much as analysing this much source in-process.
 PARALLEL_MIN_BYTES = 150_000
 
@@ -42,7 +45,7 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     from gpudoctor.lint.rules._registry import all_rules
 
     project = Project(settings.project_root, cache.facts if cache is not None else None)
-    linted, called = _plan(project, files, cache)
+    linted, called = _plan(project, files, cache, prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
     result = LintResult(files_checked=len(files))
     found: dict[Path, list[Finding]] = {}
     todo = []
@@ -70,8 +73,8 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     return result
 
 
-def _plan(project: Project, files: list[Path],
-          cache: Cache | None) -> tuple[list[Path], dict[Path, frozenset[str]]]:
+def _plan(project: Project, files: list[Path], cache: Cache | None,
+          prestart: bool = False) -> tuple[list[Path], dict[Path, frozenset[str]]]:
     """Which files to lint, and the names each imports from the others (see below).
 
     Reused from the cache when every file has the same bytes as last time and every
@@ -85,6 +88,10 @@ def _plan(project: Project, files: list[Path],
         planned = cache.lookup_plan(project, key)
         if planned is not None:
             return planned
+    if prestart:  # a large run that cannot reuse its plan: workers are likely
+        from gpudoctor.lint.workers import prestart as start_workers_server
+
+        start_workers_server()
     with project.tracking() as touched:
         linted = list(dict.fromkeys(project.real(path) for path in files if project.may_matter(path)))
         called = _called_elsewhere(project, linted)

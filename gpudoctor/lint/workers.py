@@ -35,7 +35,8 @@ def _context() -> multiprocessing.context.BaseContext:
 def _sigint_ignored() -> Iterator[None]:
     """Start processes with SIGINT ignored: an ignored signal stays ignored across exec, so
     they cannot be interrupted halfway through starting. Only in the main thread (signal
-    handlers belong to it); the window is kept to the start of the processes themselves."""
+    handlers belong to it). The window is kept to launching the processes (milliseconds):
+    a Ctrl-C inside it is lost, and the next one works."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -61,6 +62,17 @@ def _sigint_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
     if caught:
         raise KeyboardInterrupt
+
+
+def prestart() -> None:
+    """Start the fork server now, so that its start (a fresh interpreter importing the
+    analysis) overlaps with this process deciding which files to lint."""
+    context = _context()
+    if context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with _sigint_ignored():
+            forkserver.ensure_running()
 
 
 def run_batches(root: str, batches: list[list[str]], method: str,
