@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor import __version__
-from gpudoctor.lint.analysis.project import Facts
+from gpudoctor.lint.analysis.gate import Facts
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.lint.analysis.prescan import body_snippet, prescan, skeleton
+from gpudoctor.lint.analysis.prescan import prescan
+from gpudoctor.lint.analysis.skeleton import body_snippet, skeleton
 from gpudoctor.lint.analysis.source import ParsedModule, parse
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures"

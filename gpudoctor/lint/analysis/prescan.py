@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpudoctor.lint.analysis.skeleton import NEWLINE
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.table import TF_CONFIG
@@ -45,7 +45,6 @@ ENV_WRITERS = frozenset({"setdefault", "update"})
 USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
 _SPECIAL = START_NAMES | CONFIG_NAMES | {"putenv"}
 _DIRECTIVE = re.compile(r"noqa:\s*GD|gpudoctor:")
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass
@@ -69,7 +68,7 @@ class Prescan:
     def __init__(self, text: str, tree: ast.Module) -> None:
         self._text = text
         self._tree: ast.Module | None = tree
-        lines = _NEWLINE.split(text)
+        lines = NEWLINE.split(text)
         self.units: list[Unit] = []
         self._bodies: list[list[ast.stmt]] = []
         self._outside: list[ast.AST] = []
@@ -295,39 +294,3 @@ def _may_have_workers(call: ast.Call) -> bool:
         if keyword.arg == "num_workers":
             return not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0)
     return False
-
-
-def skeleton(text: str, units: Iterable[Unit]) -> tuple[str, list[tuple[int, int]]]:
-    """``text`` with the bodies of ``units`` replaced by ``...``, and where its lines came from.
-
-    The second value lists ``(row, shift)`` pairs, ascending: a skeleton row at or after
-    ``row`` (up to the next pair) is original row ``row + shift``. Columns do not move.
-    """
-    lines = _NEWLINE.split(text)
-    ends = _NEWLINE.findall(text) + [""]
-    out: list[str] = []
-    shifts: list[tuple[int, int]] = [(1, 0)]
-    row = 1  # next original row to copy
-    for unit in sorted(units, key=lambda u: u.body_row):
-        for index in range(row - 1, unit.body_row - 1):
-            out.append(lines[index] + ends[index])
-        out.append(unit.indent + "..." + (ends[unit.end_row - 1] or "\n"))
-        row = unit.end_row + 1
-        next_row = len(out) + 1  # every chunk is one line
-        shifts.append((next_row, row - next_row))
-    for index in range(row - 1, len(lines)):
-        out.append(lines[index] + ends[index])
-    return "".join(out), shifts
-
-
-def body_snippet(text: str, unit: Unit) -> tuple[str, int]:
-    """Source that parses to just this function at its own columns, and its line offset.
-
-    Line endings are the file's own: they are part of the values of multi-line strings.
-    """
-    lines = _NEWLINE.split(text)
-    ends = _NEWLINE.findall(text) + [""]
-    own = "".join(lines[i] + (ends[i] or "\n") for i in range(unit.def_row - 1, unit.end_row))
-    if not unit.method:
-        return own, unit.def_row - 1
-    return "class _:" + (ends[0] or "\n") + own, unit.def_row - 2

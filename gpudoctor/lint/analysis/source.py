@@ -73,7 +73,7 @@ class ParsedModule:
         if unit is None:
             return getattr(node.body, "body", ())
         if id(node) not in self._bodies:
-            from gpudoctor.lint.analysis.prescan import body_snippet
+            from gpudoctor.lint.analysis.skeleton import body_snippet
 
             source, offset = body_snippet(self._text, unit)
             snippet = ParsedModule(self.path, cst.parse_module(source), shifts=[(1, offset)])
@@ -251,7 +251,7 @@ def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit
     """
     try:
         if elide:
-            from gpudoctor.lint.analysis.prescan import skeleton
+            from gpudoctor.lint.analysis.skeleton import skeleton
 
             source, shifts = skeleton(text, elide)
             module = cst.parse_module(source)

@@ -1,0 +1,80 @@
+"""The gate: what a file's text says about whether it can matter, before any parse.
+
+Facts about a file are a function of its bytes alone, so the cache keeps them by hash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# What a file must mention for a rule to report anything in it: a process or thread start,
+# a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
+ACTS = re.compile(
+    r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
+    r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|set_memory_growth|"
+    r"set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
+    r"noqa:\s*GD|gpudoctor:"
+)
+# Words one of which a file matching ACTS contains (``str.find`` is much faster than the
+# regular expression; the expression confirms).
+_ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
+               "start_processes", ".spawn(", "environ", "putenv", "set_memory_growth",
+               "set_visible_devices", "set_logical_device", "set_virtual_device",
+               "parallelism_threads", "gpudoctor:")
+_NOQA_GD = re.compile(r"noqa:\s*GD")
+# What an imported module must mention for a GPU-using importer to matter: it starts
+# processes (the importer's GPU work may run in them) or configures the GPU (after the
+# importer initialized it).
+STARTS = re.compile(
+    r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
+    r"set_memory_growth|set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
+    r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|TF_FORCE_GPU|TF_GPU_ALLOCATOR|XLA_|CUPY_GPU|PYTORCH_CUDA"
+)
+# What a module must mention for its code to have effects worth following into it.
+USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the gate needs to know about one file; a function of its bytes alone (cacheable)."""
+
+    acts: bool  # its code can get a finding: starts processes, configures the GPU, ...
+    uses_gpu: bool  # it mentions a GPU framework
+    starts: bool  # as an imported module, it starts processes or configures the GPU
+    follow: bool  # as an imported module, its code is worth walking
+    imports: tuple[tuple[str, int], ...]  # (module, relative level) of its import lines
+
+    def to_json(self) -> list[object]:
+        return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports]]
+
+    @classmethod
+    def from_json(cls, data: list[object]) -> Facts:
+        acts, uses_gpu, starts, follow, imports = data
+        return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
+                   tuple((str(n), int(level)) for n, level in imports))  # type: ignore[union-attr]
+
+
+UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
+
+
+def import_names(text: str) -> tuple[tuple[str, int], ...]:
+    found: list[tuple[str, int]] = []
+    for match in _IMPORT_LINE.finditer(text):
+        if match.group(1) is not None:
+            dotted = match.group(1)
+            level = len(dotted) - len(dotted.lstrip("."))
+            names = [dotted.lstrip(".")]
+        else:
+            level = 0
+            names = [n.split(" as ")[0].strip() for n in match.group(2).split(",")]
+        found.extend((name, level) for name in names if name or level)
+    return tuple(dict.fromkeys(found))
+
+
+def mentions_acts(text: str) -> bool:
+    """The ACTS search, with a fast rejection of the many files that mention none of its words."""
+    if any(word in text for word in _ACTS_WORDS):
+        return ACTS.search(text) is not None
+    return "noqa" in text and _NOQA_GD.search(text) is not None

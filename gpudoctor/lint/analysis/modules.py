@@ -1,0 +1,102 @@
+"""Which project file a module name means: resolved through directory listings, each read once."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from gpudoctor.lint.paths import real_path
+
+Consulted = tuple[tuple[Path, tuple[str, ...]], ...]
+
+
+class ModuleFinder:
+    """Resolve module names under a project's roots; remember what each answer looked at."""
+
+    def __init__(self, roots: list[Path], real: Callable[[Path], Path]) -> None:
+        self._roots = roots
+        self._real = real
+        self._dirs: dict[Path, Path] = {}
+        self._resolved: dict[tuple[Path, str, int], tuple[Path | None, Consulted]] = {}
+        self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
+        self._listings: dict[Path, frozenset[str]] = {}
+
+    def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, set[Path]]:
+        """The project file ``name`` means in ``importer``, and the folders the answer read."""
+        home = self._dirs.get(importer)
+        if home is None:
+            home = self._dirs[importer] = self._real(importer).parent
+        key = (home, name, level)
+        found = self._resolved.get(key)
+        if found is None:
+            consulted: list[tuple[Path, tuple[str, ...]]] = []
+            found = self._resolved[key] = (self._resolve(home, name, level, consulted), tuple(consulted))
+        folders: set[Path] = set()
+        for base, parts in found[1]:
+            folders.update(self._files[(base, parts)][1])
+        return found[0], folders
+
+    def listing_digest(self, folder: Path) -> str:
+        return hashlib.blake2b("\n".join(sorted(self._listing(folder))).encode(), digest_size=16).hexdigest()
+
+    def _resolve(self, home: Path, name: str, level: int,
+                 consulted: list[tuple[Path, tuple[str, ...]]]) -> Path | None:
+        parts = [p for p in name.split(".") if p]
+        if level:
+            base = home
+            for _ in range(level - 1):
+                base = base.parent
+            consulted.append((base, tuple(parts)))
+            return self._module_file(base, parts)
+        for base in (home, *self._roots):
+            consulted.append((base, tuple(parts)))
+            found = self._module_file(base, parts)
+            if found is not None:
+                return found
+        return None
+
+    def _module_file(self, base: Path, parts: list[str]) -> Path | None:
+        key = (base, tuple(parts))
+        found = self._files.get(key)
+        if found is None:
+            folders: list[Path] = []
+            found = self._files[key] = (self._find_module(base, parts, folders), tuple(folders))
+        return found[0]
+
+    def _find_module(self, base: Path, parts: list[str], consulted: list[Path]) -> Path | None:
+        """``parts`` as a module under ``base``: a ``.py`` file or a package's ``__init__.py``.
+
+        Directory listings are read once each, so resolving every import of a large
+        project costs one system call per directory, not several per import.
+        """
+        if not parts:
+            candidate = base / "__init__.py"
+        else:
+            folder = base.joinpath(*parts[:-1])
+            consulted.append(folder)
+            names = self._listing(folder)
+            if parts[-1] + ".py" in names:
+                candidate = folder / (parts[-1] + ".py")
+            elif parts[-1] in names:
+                candidate = folder / parts[-1] / "__init__.py"
+            else:
+                return None
+        consulted.append(candidate.parent)
+        if candidate.name not in self._listing(candidate.parent) or not candidate.is_file():
+            return None
+        return real_path(candidate)
+
+    def _listing(self, folder: Path) -> frozenset[str]:
+        names = self._listings.get(folder)
+        if names is None:
+            try:
+                with os.scandir(folder) as entries:
+                    # What an import can name: modules and packages (not dot-folders).
+                    names = frozenset(entry.name for entry in entries if not entry.name.startswith(".")
+                                      and (entry.name.endswith(".py") or entry.is_dir()))
+            except OSError:
+                names = frozenset()
+            self._listings[folder] = names
+        return names
