@@ -63,6 +63,7 @@ class Cache:
         self.facts: dict[str, tuple[str, Facts]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
+        self._changed = False
         self._load()
 
     def _load(self) -> None:
@@ -99,6 +100,7 @@ class Cache:
     def store(self, outcome: Outcome, called_elsewhere: frozenset[str]) -> None:
         if outcome.errors:
             return  # an internal error is retried next time
+        self._changed = True
         self.results[str(outcome.path)] = {
             "called_elsewhere": sorted(called_elsewhere),
             "files": outcome.files,
@@ -120,12 +122,15 @@ class Cache:
 
     def store_plan(self, key: str, linted: list[Path], called: dict[Path, frozenset[str]],
                    files: dict[str, str], dirs: dict[str, str]) -> None:
+        self._changed = True
         self.plan = {"key": key, "linted": [str(p) for p in linted], "files": files, "dirs": dirs,
                      "called": {str(p): sorted(n) for p, n in called.items() if n}}
 
     # -- writing -----------------------------------------------------------------------------
     def save(self, project: Project) -> None:
-        """Write both stores, keeping the entries of files that still exist."""
+        """Write both stores, keeping the entries of files that still exist (if anything changed)."""
+        if not self._changed and not project.new_facts:
+            return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.new_facts.items()})
         facts = {p: e for p, e in facts.items() if os.path.exists(p)}

@@ -209,3 +209,12 @@ def test_the_plan_follows_a_module_outside_the_linted_files(tmp_path: Path) -> N
     (tmp_path / "b.py").write_text("import multiprocessing as mp\n\n\ndef run(f):\n"
                                    "    with mp.Pool(2) as pool:\n        return pool.map(f, range(3))\n")
     assert analysed() == 1
+
+
+def test_a_run_with_nothing_new_writes_nothing(project: Path) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    run(project)
+    stores = sorted((project / FOLDER).glob("*/*.json"))
+    before = [p.stat().st_mtime_ns for p in stores]
+    assert run(project).cached == 1
+    assert [p.stat().st_mtime_ns for p in stores] == before  # pre-commit runs leave the disk alone
