@@ -263,3 +263,23 @@ def test_positions_are_libcsts_own() -> None:
     module = cst.parse_module(text)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     assert dict(positions(module)) == dict(expected) and len(expected) > 100
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab \\'\"\n\r\té{}")), max_size=12),
+       prefix=st.sampled_from(["", "r", "R", "u", "b", "rb"]),
+       quote=st.sampled_from(['"', "'", '"""', "'''"]))
+def test_string_values_are_what_python_reads(text: str, prefix: str, quote: str) -> None:
+    from gpudoctor.lint.analysis.literals import string_value
+
+    try:
+        node = cst.parse_expression(prefix + quote + text + quote)
+    except (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError):
+        return  # not one literal
+    if not isinstance(node, cst.SimpleString):
+        return
+    try:
+        expected = node.evaluated_value
+    except (SyntaxError, ValueError):
+        return
+    assert string_value(node) == expected

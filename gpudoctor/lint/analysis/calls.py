@@ -9,6 +9,7 @@ import libcst as cst
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.events import Child, EnvWrite, Init, TfConfig, splice
 from gpudoctor.lint.analysis.expressions import ExprEvaluator
+from gpudoctor.lint.analysis.literals import string_value
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
@@ -217,8 +218,8 @@ class CallEvaluator(ExprEvaluator):
             if isinstance(first, cst.Dict):
                 for element in first.elements:
                     key = getattr(element, "key", None)
-                    if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-                        names.add(key.evaluated_value)
+                    if isinstance(key, cst.SimpleString) and isinstance(key_name := string_value(key), str):
+                        names.add(key_name)
         elif args.positional:
             names.update(strings(args.positional[0]))
             value = args.positional[1] if len(args.positional) > 1 else UNKNOWN

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from gpudoctor.lint.analysis.literals import string_value
+
 SWALLOWED = frozenset({"RuntimeError", "Exception", "BaseException"})
 LOGGING_CALLS = ("print", "log", "logger", "logging", "warnings", "warn", "LOG", "_log")
 
@@ -16,7 +18,7 @@ def is_main_guard(test: cst.BaseExpression) -> bool:
         return False
     sides = (test.left, target.comparator)
     names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
-    mains = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
+    mains = [s for s in sides if isinstance(s, cst.SimpleString) and string_value(s) == "__main__"]
     return bool(names and mains)
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from gpudoctor.lint.analysis.events import Context, Effect, Event
+from gpudoctor.lint.analysis.literals import string_value
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
@@ -111,7 +112,7 @@ class ExprEvaluator:
         return UNKNOWN
 
     def _e_SimpleString(self, node: cst.SimpleString) -> Value:
-        value = node.evaluated_value
+        value = string_value(node)
         return one(Str(value)) if isinstance(value, str) else UNKNOWN
 
     def _e_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:

@@ -23,8 +23,9 @@ class ModuleFinder:
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
 
-    def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, set[Path]]:
-        """The project file ``name`` means in ``importer``, and the folders the answer read."""
+    def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, Consulted]:
+        """The project file ``name`` means in ``importer``, and what the answer looked at
+        (see ``folders``)."""
         home = self._dirs.get(importer)
         if home is None:
             home = self._dirs[importer] = self._real(importer).parent
@@ -33,10 +34,14 @@ class ModuleFinder:
         if found is None:
             consulted: list[tuple[Path, tuple[str, ...]]] = []
             found = self._resolved[key] = (self._resolve(home, name, level, consulted), tuple(consulted))
-        folders: set[Path] = set()
-        for base, parts in found[1]:
-            folders.update(self._files[(base, parts)][1])
-        return found[0], folders
+        return found
+
+    def folders(self, consulted: Consulted) -> set[Path]:
+        """The folders whose listings an answer of ``resolve`` depends on."""
+        out: set[Path] = set()
+        for base, parts in consulted:
+            out.update(self._files[(base, parts)][1])
+        return out
 
     def listing_digest(self, folder: Path) -> str:
         return hashlib.blake2b("\n".join(sorted(self._listing(folder))).encode(), digest_size=16).hexdigest()

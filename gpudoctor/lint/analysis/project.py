@@ -210,9 +210,9 @@ class Project:
     # -- module names ------------------------------------------------------------------------
     def resolve(self, importer: Path, name: str, level: int = 0) -> Path | None:
         """Return the project file a module name refers to, from ``importer``'s point of view."""
-        found, folders = self.modules.resolve(importer, name, level)
+        found, consulted = self.modules.resolve(importer, name, level)
         if self._touched is not None:
-            self._touched.dirs.update(folders)
+            self._touched.dirs.update(self.modules.folders(consulted))
         return found
 
     def listing_digest(self, folder: Path) -> str:

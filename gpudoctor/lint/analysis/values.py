@@ -241,8 +241,10 @@ def literal_default(param: cst.Param) -> frozenset[Atom]:
     import libcst as cst
 
     default = param.default
-    if isinstance(default, cst.SimpleString) and isinstance(default.evaluated_value, str):
-        return one(Str(default.evaluated_value))
+    from gpudoctor.lint.analysis.literals import string_value
+
+    if isinstance(default, cst.SimpleString) and isinstance(value := string_value(default), str):
+        return one(Str(value))
     if isinstance(default, cst.Integer):
         return one(Int(int(default.value, 0)))
     return UNKNOWN
