@@ -36,3 +36,23 @@ def test_linting_imports_no_gpu_stack(tmp_path: Path) -> None:
     )
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.py")], capture_output=True, text=True)
     assert run.stdout.strip().endswith("LOADED []"), run.stdout + run.stderr
+
+
+def test_no_line_of_the_linter_reads_as_a_gpu_import() -> None:
+    # Rule examples are code in strings: they are written indented (and dedented at class
+    # creation) so that a plain text search of the linter finds no GPU framework import.
+    import re
+
+    pattern = re.compile(r"^(import|from) (torch|cupy|tensorflow|jax|numba|pycuda|pynvml|psutil|gpudoctor\.probe)\b")
+    offending = [f"{path.relative_to(ROOT)}:{row}" for path in (ROOT / "gpudoctor" / "lint").rglob("*.py")
+                 for row, line in enumerate(path.read_text().splitlines(), start=1) if pattern.match(line)]
+    assert offending == []
+
+
+def test_libcst_is_not_imported_when_nothing_needs_parsing(tmp_path: Path) -> None:
+    # Most commits touch no file that can matter: pre-commit's run must not pay for libcst.
+    (tmp_path / "plain.py").write_text('"""Uses multiprocessing, says the docstring."""\nimport json\n')
+    code = ("import sys; from gpudoctor.cli import main; main(['lint', '--no-cache', sys.argv[1]]);"
+            "print('LIBCST', 'libcst' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plain.py")], capture_output=True, text=True)
+    assert run.stdout.strip().endswith("LIBCST False"), run.stdout + run.stderr

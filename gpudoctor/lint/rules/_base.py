@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -89,7 +90,9 @@ class Rule:
 
     The docstring is the rule's documentation (ruff's headings). ``VALID`` and
     ``INVALID`` are snippets in the fixture format (``# ruleid: CODE`` on the line
-    before each expected finding); the test suite runs them and the docs show them.
+    before each expected finding), written indented in the rule's file (so that no line
+    of the linter's source reads as an import of a GPU framework) and dedented here; the
+    test suite runs them.
     """
 
     code: ClassVar[str]
@@ -101,6 +104,11 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.VALID = tuple(textwrap.dedent(text) for text in cls.VALID)
+        cls.INVALID = tuple(textwrap.dedent(text) for text in cls.INVALID)
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         raise NotImplementedError

@@ -41,40 +41,40 @@ class UnusedNoqa(Rule):
     fix_title = "Remove the unused code from the noqa comment"
     INVALID = (
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def work(x):
-    return x
+        def work(x):
+            return x
 
-if __name__ == "__main__":
-    # ruleid: GD001
-    with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
-        pool.map(work, [1])
-""",
+        if __name__ == "__main__":
+            # ruleid: GD001
+            with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
+                pool.map(work, [1])
+        """,
     )
     VALID = (
         """\
-import multiprocessing as mp
-import cupy as cp
+        import multiprocessing as mp
+        import cupy as cp
 
-def work(x):
-    return float(cp.sum(cp.asarray(x)))
+        def work(x):
+            return float(cp.sum(cp.asarray(x)))
 
-if __name__ == "__main__":
-    cp.ones(3)
-    with mp.Pool(2) as pool:  # noqa: GD101
-        pool.map(work, [[1]])
-""",
+        if __name__ == "__main__":
+            cp.ones(3)
+            with mp.Pool(2) as pool:  # noqa: GD101
+                pool.map(work, [[1]])
+        """,
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def work(x):
-    return x
+        def work(x):
+            return x
 
-if __name__ == "__main__":
-    with mp.get_context("spawn").Pool(2) as pool:  # noqa: E501
-        pool.map(work, [1])
-""",
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:  # noqa: E501
+                pool.map(work, [1])
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:

@@ -50,46 +50,46 @@ class ProcessStartWithoutMainGuard(Rule):
     fix_title = 'Move the process start under `if __name__ == "__main__":`'
     INVALID = (
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def work(x):
-    return x
+        def work(x):
+            return x
 
-ctx = mp.get_context("spawn")
-# ruleid: GD104
-pool = ctx.Pool(2)
-pool.map(work, [1, 2])
-""",
+        ctx = mp.get_context("spawn")
+        # ruleid: GD104
+        pool = ctx.Pool(2)
+        pool.map(work, [1, 2])
+        """,
         """\
-import torch.multiprocessing as mp
+        import torch.multiprocessing as mp
 
-def train(rank):
-    pass
+        def train(rank):
+            pass
 
-# ruleid: GD104
-mp.spawn(train, nprocs=2)
-""",
+        # ruleid: GD104
+        mp.spawn(train, nprocs=2)
+        """,
     )
     VALID = (
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def work(x):
-    return x
+        def work(x):
+            return x
 
-if __name__ == "__main__":
-    with mp.get_context("spawn").Pool(2) as pool:
-        pool.map(work, [1, 2])
-""",
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                pool.map(work, [1, 2])
+        """,
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def work(x):
-    return x
+        def work(x):
+            return x
 
-with mp.get_context("fork").Pool(2) as pool:
-    pool.map(work, [1, 2])
-""",
+        with mp.get_context("fork").Pool(2) as pool:
+            pool.map(work, [1, 2])
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:

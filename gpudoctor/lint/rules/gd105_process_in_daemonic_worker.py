@@ -52,65 +52,65 @@ class ProcessInDaemonicWorker(Rule):
     fix_title = "Start the processes from the parent, or run the work in the pool itself"
     INVALID = (
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def job(x):
-    return x
+        def job(x):
+            return x
 
-def task(x):
-    p = mp.Process(target=job, args=(x,))
-    # ruleid: GD105
-    p.start()
-    p.join()
+        def task(x):
+            p = mp.Process(target=job, args=(x,))
+            # ruleid: GD105
+            p.start()
+            p.join()
 
-if __name__ == "__main__":
-    with mp.Pool(2) as pool:
-        pool.map(task, [1, 2])
-""",
+        if __name__ == "__main__":
+            with mp.Pool(2) as pool:
+                pool.map(task, [1, 2])
+        """,
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def inner(x):
-    return x
+        def inner(x):
+            return x
 
-def outer(xs):
-    # ruleid: GD105
-    with mp.Pool(2) as pool:
-        return pool.map(inner, xs)
+        def outer(xs):
+            # ruleid: GD105
+            with mp.Pool(2) as pool:
+                return pool.map(inner, xs)
 
-if __name__ == "__main__":
-    with mp.Pool(2) as pool:
-        pool.map(outer, [[1], [2]])
-""",
+        if __name__ == "__main__":
+            with mp.Pool(2) as pool:
+                pool.map(outer, [[1], [2]])
+        """,
     )
     VALID = (
         """\
-from concurrent.futures import ProcessPoolExecutor
-import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing as mp
 
-def job(x):
-    return x
+        def job(x):
+            return x
 
-def task(x):
-    p = mp.Process(target=job, args=(x,))
-    p.start()
-    p.join()
+        def task(x):
+            p = mp.Process(target=job, args=(x,))
+            p.start()
+            p.join()
 
-if __name__ == "__main__":
-    with ProcessPoolExecutor(2) as ex:
-        list(ex.map(task, [1, 2]))
-""",
+        if __name__ == "__main__":
+            with ProcessPoolExecutor(2) as ex:
+                list(ex.map(task, [1, 2]))
+        """,
         """\
-import multiprocessing as mp
+        import multiprocessing as mp
 
-def job(x):
-    return x
+        def job(x):
+            return x
 
-if __name__ == "__main__":
-    procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
-    for p in procs:
-        p.start()
-""",
+        if __name__ == "__main__":
+            procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
+            for p in procs:
+                p.start()
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:

@@ -55,56 +55,56 @@ class GpuWorkInDataloaderWorker(Rule):
     fix_title = "Keep DataLoader workers on the CPU; move batches to the GPU in the training loop"
     INVALID = (
         """\
-import torch
-from torch.utils.data import DataLoader, Dataset
+        import torch
+        from torch.utils.data import DataLoader, Dataset
 
-class Cached(Dataset):
-    def __len__(self):
-        return 10
+        class Cached(Dataset):
+            def __len__(self):
+                return 10
 
-    def __getitem__(self, i):
-        return torch.full((3,), i).cuda()
+            def __getitem__(self, i):
+                return torch.full((3,), i).cuda()
 
-def main():
-    # ruleid: GD107
-    return DataLoader(Cached(), batch_size=2, num_workers=2)
-""",
+        def main():
+            # ruleid: GD107
+            return DataLoader(Cached(), batch_size=2, num_workers=2)
+        """,
         """\
-import torch
-from torch.utils.data import DataLoader
+        import torch
+        from torch.utils.data import DataLoader
 
-def to_gpu(batch):
-    return torch.stack(batch).to("cuda")
+        def to_gpu(batch):
+            return torch.stack(batch).to("cuda")
 
-def main(ds):
-    # ruleid: GD107
-    return DataLoader(ds, num_workers=4, collate_fn=to_gpu)
-""",
+        def main(ds):
+            # ruleid: GD107
+            return DataLoader(ds, num_workers=4, collate_fn=to_gpu)
+        """,
     )
     VALID = (
         """\
-import torch
-from torch.utils.data import DataLoader, Dataset
+        import torch
+        from torch.utils.data import DataLoader, Dataset
 
-class Cached(Dataset):
-    def __getitem__(self, i):
-        return torch.full((3,), i)
+        class Cached(Dataset):
+            def __getitem__(self, i):
+                return torch.full((3,), i)
 
-def main():
-    for batch in DataLoader(Cached(), num_workers=2):
-        batch.cuda()
-""",
+        def main():
+            for batch in DataLoader(Cached(), num_workers=2):
+                batch.cuda()
+        """,
         """\
-import torch
-from torch.utils.data import DataLoader, Dataset
+        import torch
+        from torch.utils.data import DataLoader, Dataset
 
-class Cached(Dataset):
-    def __getitem__(self, i):
-        return torch.full((3,), i).cuda()
+        class Cached(Dataset):
+            def __getitem__(self, i):
+                return torch.full((3,), i).cuda()
 
-def main():
-    return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
-""",
+        def main():
+            return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
