@@ -1,4 +1,4 @@
-"""Project-wide state of one lint run: module walks, function summaries, class members.
+"""The state of one linted file's analysis: module walks and function summaries (classes: classes.py).
 
 Summaries are memoized per (function, abstract argument values), which makes the
 analysis context-sensitive on arguments while computing each summary once.
@@ -6,12 +6,13 @@ analysis context-sensitive on arguments while computing each summary once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Context, Event, Init, splice
 from gpudoctor.lint.analysis.source import ParsedModule, ParseFailure
 from gpudoctor.lint.analysis.values import (
@@ -19,13 +20,11 @@ from gpudoctor.lint.analysis.values import (
     Atom,
     ClassRef,
     FuncRef,
-    Instance,
     ModRef,
     ModuleObj,
     literal_default,
     one,
 )
-from gpudoctor.lint.knowledge.processes import canonical
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
@@ -73,7 +72,7 @@ class ModuleState:
         return self._import_events
 
 
-class Analyzer:
+class Analyzer(ClassModel):
     """Walks modules and functions on demand and remembers every result."""
 
     def __init__(self, project: Project, linted: frozenset[Path] = frozenset()) -> None:
@@ -84,9 +83,7 @@ class Analyzer:
         self._modules: dict[Path, ModuleState | ParseFailure] = {}
         self._summaries: dict[tuple[object, ...], tuple[list[Event], Value]] = {}
         self._stack: list[tuple[object, ...]] = []
-        self._members: dict[ClassRef, dict[str, Value]] = {}
-        self._bases: dict[ClassRef, list[ClassRef]] = {}
-        self._primed: set[ClassRef] = set()
+        ClassModel.__init__(self)
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
 
@@ -172,61 +169,10 @@ class Analyzer:
                 return one(ModuleObj(str(sub)))
         return UNKNOWN
 
-    # -- classes -------------------------------------------------------------------------
-    def register_class(self, cls: ClassRef, project_bases: list[ClassRef]) -> None:
-        self._bases[cls] = project_bases
-        self._members.setdefault(cls, {})
-
-    def subclass_of(self, cls: ClassRef, bases: frozenset[str], depth: int = 0) -> bool:
-        if any(canonical(b) in bases for b in cls.bases):
-            return True
-        return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self._bases.get(cls, ()))
-
-    def store_member(self, cls: ClassRef, attr: str, value: Value) -> None:
-        members = self._members.setdefault(cls, {})
-        members[attr] = members.get(attr, UNKNOWN) | value
-
-    def member(self, atom: Instance | ClassRef, attr: str, depth: int = 0) -> Value:
-        cls = atom.cls if isinstance(atom, Instance) else atom
-        if isinstance(atom, Instance) and attr != "__init__":
-            self._prime(cls)
-            stored = self._members.get(cls, {}).get(attr)
-            if stored:
-                return stored
-        for statement in cls.node.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == attr:
-                return one(self._method(cls, statement, atom))
-        if depth < 8:
-            for base in self._bases.get(cls, ()):
-                found = self.member(Instance(base) if isinstance(atom, Instance) else base, attr, depth + 1)
-                if found and isinstance(atom, Instance):
-                    # A method found on a base class is bound to this instance.
-                    return frozenset(replace(f, bound=(one(atom),)) if isinstance(f, FuncRef) else f for f in found)
-                if found:
-                    return found
-        return UNKNOWN
-
-    def _method(self, cls: ClassRef, node: cst.FunctionDef, atom: Instance | ClassRef) -> FuncRef:
-        decorators = {cst.helpers.get_full_name_for_node(d.decorator) for d in node.decorators}
-        bound: tuple[Value, ...] = ()
-        if "staticmethod" not in decorators:
-            if "classmethod" in decorators:
-                bound = (one(cls),)
-            elif isinstance(atom, Instance):
-                bound = (one(atom),)
+    def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
         state = self._modules.get(Path(cls.module))
         if isinstance(state, ModuleState):
             state.parsed.note_tree(node, state.parsed.tree_of(cls.node))
-        return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
-
-    def _prime(self, cls: ClassRef) -> None:
-        """Walk ``__init__`` once so ``self.x`` set there is known to other methods."""
-        if cls in self._primed:
-            return
-        self._primed.add(cls)
-        for atom in self.member(Instance(cls), "__init__"):
-            if isinstance(atom, FuncRef):
-                self.call(atom, (), UNKNOWN, {})
 
     # -- functions -----------------------------------------------------------------------
     def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,

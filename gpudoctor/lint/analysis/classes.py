@@ -1,0 +1,86 @@
+"""The classes of the checked project: bases, members set in ``__init__``, bound methods."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, one
+from gpudoctor.lint.knowledge.processes import canonical
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.events import Event
+
+Value = frozenset
+
+
+class ClassModel:
+    """What the analysis knows of each class; part of the Analyzer."""
+
+    def __init__(self) -> None:
+        self._members: dict[ClassRef, dict[str, Value]] = {}
+        self._bases: dict[ClassRef, list[ClassRef]] = {}
+        self._primed: set[ClassRef] = set()
+
+    def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
+             keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]:
+        raise NotImplementedError  # the Analyzer's
+
+    def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
+        """The Analyzer remembers which parsed tree a method is in (see ParsedModule.tree_of)."""
+
+    def register_class(self, cls: ClassRef, project_bases: list[ClassRef]) -> None:
+        self._bases[cls] = project_bases
+        self._members.setdefault(cls, {})
+
+    def subclass_of(self, cls: ClassRef, bases: frozenset[str], depth: int = 0) -> bool:
+        if any(canonical(b) in bases for b in cls.bases):
+            return True
+        return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self._bases.get(cls, ()))
+
+    def store_member(self, cls: ClassRef, attr: str, value: Value) -> None:
+        members = self._members.setdefault(cls, {})
+        members[attr] = members.get(attr, UNKNOWN) | value
+
+    def member(self, atom: Instance | ClassRef, attr: str, depth: int = 0) -> Value:
+        cls = atom.cls if isinstance(atom, Instance) else atom
+        if isinstance(atom, Instance) and attr != "__init__":
+            self._prime(cls)
+            stored = self._members.get(cls, {}).get(attr)
+            if stored:
+                return stored
+        for statement in cls.node.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == attr:
+                return one(self._method(cls, statement, atom))
+        if depth < 8:
+            for base in self._bases.get(cls, ()):
+                found = self.member(Instance(base) if isinstance(atom, Instance) else base, attr, depth + 1)
+                if found and isinstance(atom, Instance):
+                    # A method found on a base class is bound to this instance.
+                    return frozenset(replace(f, bound=(one(atom),)) if isinstance(f, FuncRef) else f for f in found)
+                if found:
+                    return found
+        return UNKNOWN
+
+    def _method(self, cls: ClassRef, node: cst.FunctionDef, atom: Instance | ClassRef) -> FuncRef:
+        decorators = {cst.helpers.get_full_name_for_node(d.decorator) for d in node.decorators}
+        bound: tuple[Value, ...] = ()
+        if "staticmethod" not in decorators:
+            if "classmethod" in decorators:
+                bound = (one(cls),)
+            elif isinstance(atom, Instance):
+                bound = (one(atom),)
+        self.note_method_tree(cls, node)
+        return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
+
+    def _prime(self, cls: ClassRef) -> None:
+        """Walk ``__init__`` once so ``self.x`` set there is known to other methods."""
+        if cls in self._primed:
+            return
+        self._primed.add(cls)
+        for atom in self.member(Instance(cls), "__init__"):
+            if isinstance(atom, FuncRef):
+                self.call(atom, (), UNKNOWN, {})
+
