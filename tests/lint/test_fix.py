@@ -93,3 +93,14 @@ def test_json_carries_the_fix(repo: Path, capsys: pytest.CaptureFixture[str]) ->
     assert len(fixes) == 4 and {f["applicability"] for f in fixes} == {"unsafe"}
     edit = fixes[0]["edits"][-1]
     assert set(edit) == {"content", "location", "end_location"}
+
+
+def test_a_fix_keeps_the_file_a_symlink_points_to_and_its_mode(repo: Path) -> None:
+    (repo / "real").mkdir()
+    (repo / "train.py").rename(repo / "real" / "train.py")
+    (repo / "real" / "train.py").chmod(0o755)
+    (repo / "train.py").symlink_to(repo / "real" / "train.py")
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]) == 1
+    assert (repo / "train.py").is_symlink()
+    assert 'get_context("spawn")' in (repo / "real" / "train.py").read_text()
+    assert (repo / "real" / "train.py").stat().st_mode & 0o777 == 0o755

@@ -192,6 +192,16 @@ class LazySite:
     def path(self) -> str:
         return self._module.path
 
+    @property
+    def node(self) -> cst.CSTNode:
+        """The node itself (what a fix rewrites, what a message names)."""
+        return self._node
+
+    @property
+    def tree(self) -> ParsedModule:
+        """The parsed tree the node is in."""
+        return self._module
+
     def concrete(self) -> Site:
         if self._site is None:
             self._site = self._module.resolve(self._node, self._anchor)

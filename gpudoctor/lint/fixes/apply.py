@@ -86,7 +86,8 @@ def diff(fix_plan: FixPlan) -> str:
 
 
 def write(fix_plan: FixPlan) -> None:
+    """Write each fixed file whole (a symlinked file keeps its link, a script its mode)."""
+    from gpudoctor.output_file import write_text_file
+
     for path, (_, new) in fix_plan.texts.items():
-        temporary = path.with_name(f".{path.name}.gpudoctor-fix")
-        temporary.write_text(new, encoding="utf-8")
-        temporary.replace(path)
+        write_text_file(path, new)

@@ -108,7 +108,7 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
     if not isinstance(target, LazySite) or start.site in import_time_sites:
         return None
     state = state_of.get(target.path)
-    node = target._node  # noqa: SLF001 - the fix rewrites exactly the node that was analysed
+    node = target.node  # the fix rewrites exactly the node that was analysed
     if state is None or not isinstance(node, cst.Call) or not _picklable(child, state):
         return None
     rewritten = _rewrite(node, start, state, state.parsed)  # the import goes at the top of the module
@@ -116,6 +116,6 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
         return None
     new_call, imports = rewritten
     site = target.concrete()
-    code = target._module.module.code_for_node(new_call)  # noqa: SLF001
+    code = target.tree.module.code_for_node(new_call)
     main = Edit(code, (site.row, site.col), (site.end_row, site.end_col))
     return Fix(TITLE, "unsafe", (*imports, main))

@@ -205,5 +205,7 @@ class ForkAfterGpuInit(Rule):
 
 def _what_runs(site: object) -> str:
     """"import" when the init ran as a module was imported, else "call"."""
-    node = getattr(site, "_node", None)
+    from gpudoctor.lint.analysis.source import LazySite
+
+    node = site.node if isinstance(site, LazySite) else None
     return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
