@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +26,6 @@ class LintResult:
     workers: int = 0  # worker processes used (0: analysed in this process)
 
 
-# Import statements, parenthesized ones whole: an import of a module names it in one of them.
-_IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
-                               re.M)
-_WORD = re.compile(r"\w+")
 # A run this large may need workers: their fork server starts while the plan is made
 # (when the cached plan cannot be reused).
 PRESTART_MIN_FILES = 200
@@ -107,6 +102,8 @@ def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozen
     A linted file's own analysis follows those calls with the values the caller passes,
     so the functions they name are not also analysed on their own with nothing known.
     """
+    from gpudoctor.lint.analysis.gate import imported_words
+
     out: dict[Path, set[str]] = {path: set() for path in linted}
     stems: dict[str, int] = {}  # module name -> how many linted files have it
     for path in linted:
@@ -116,7 +113,7 @@ def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozen
         text = project.text(importer)
         if isinstance(text, str):
             own = importer.parent.name if importer.name == "__init__.py" else importer.stem
-            words = {w for m in _IMPORT_STATEMENT.finditer(text) for w in _WORD.findall(m.group(0))}
+            words = imported_words(text)
             if not any(stems.get(w, 0) > (w == own) for w in words):
                 continue  # its imports name no other linted module
         scan = project.prescan(importer)

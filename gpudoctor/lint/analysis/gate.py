@@ -33,6 +33,10 @@ STARTS = re.compile(
 )
 # What a module must mention for its code to have effects worth following into it.
 USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
+# Import statements, parenthesized ones whole: an import of a module names it in one of them.
+_IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
+                               re.M)
+_WORD = re.compile(r"\w+")
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
 
 
@@ -78,3 +82,8 @@ def mentions_acts(text: str) -> bool:
     if any(word in text for word in _ACTS_WORDS):
         return ACTS.search(text) is not None
     return "noqa" in text and _NOQA_GD.search(text) is not None
+
+
+def imported_words(text: str) -> set[str]:
+    """Every word of every import statement: a module imported by any means is among them."""
+    return {word for match in _IMPORT_STATEMENT.finditer(text) for word in _WORD.findall(match.group(0))}
