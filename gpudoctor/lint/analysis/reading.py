@@ -48,16 +48,3 @@ def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
         return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
     except LookupError:
         return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
-
-
-def syntax_failure(path: str, text: str) -> ParseFailure | None:
-    """Check syntax with CPython's parser only (several times faster than libcst)."""
-    import ast
-
-    try:
-        ast.parse(text)
-    except SyntaxError as error:
-        return ParseFailure(path, f"cannot parse: {error.msg}", error.lineno or 1, max((error.offset or 1) - 1, 0))
-    except (ValueError, RecursionError, MemoryError) as error:
-        return ParseFailure(path, f"cannot parse: {error}", 1, 0)
-    return None

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from gpudoctor.lint.analysis.reading import ParseFailure, read_text, syntax_failure
+from gpudoctor.lint.analysis.reading import ParseFailure
 from gpudoctor.lint.findings import Site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.prescan import Unit
 
-__all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete", "parse", "read_text", "syntax_failure"]
+__all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete", "parse"]
 
 
 class ParsedModule:
