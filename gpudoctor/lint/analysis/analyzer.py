@@ -29,12 +29,15 @@ from gpudoctor.lint.analysis.values import (
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.walker import Walker
+    from gpudoctor.lint.analysis.walks import Active
 
 Value = frozenset
 MAX_DEPTH, MAX_SUMMARIES, MAX_EVENTS = 24, 20_000, 400
 # Following imports is what finds a pool built in a helper module, but on a large code
 # base it would walk the whole import graph. Import-time effects are followed this many
-# imports deep, and at most this many modules that were not asked for are analysed.
+# imports deep, and once this many modules that were not asked for have been analysed
+# (counting the modules their walks analysed), no new one is. A module reached d imports
+# deep gets half as many per level, so that one import cannot use up the whole budget.
 MAX_IMPORT_DEPTH = 3
 MAX_EXTRA_MODULES = 30
 
@@ -75,10 +78,10 @@ class ModuleState:
 class Analyzer(ClassModel):
     """Walks modules and functions on demand and remembers every result."""
 
-    def __init__(self, project: Project, linted: frozenset[Path] = frozenset()) -> None:
+    def __init__(self, project: Project, linted: frozenset[Path] = frozenset(), depth: int = 0) -> None:
         self.project = project
         self.linted = frozenset(project.real(p) for p in linted)
-        self._extra_left = MAX_EXTRA_MODULES
+        self._depth = depth  # how many imports deep this analysis starts
         self._import_depth = 0
         self._modules: dict[Path, ModuleState | ParseFailure] = {}
         self._summaries: dict[tuple[object, ...], tuple[list[Event], Value]] = {}
@@ -86,24 +89,38 @@ class Analyzer(ClassModel):
         ClassModel.__init__(self)
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
+        self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
         key = self.project.real(path)
-        if key in self._modules:
-            return self._modules[key]
-        if key not in self.linted:
-            if self._extra_left <= 0 or not self.project.worth_following(key):
-                # Not analysed: names from it stay unknown (no effect assumed).
-                failure = ParseFailure(str(key), "not analysed", 1, 0)
-                self._modules[key] = failure
-                return failure
-            self._extra_left -= 1
+        found = self._modules.get(key)
+        if found is not None:
+            return found
+        if key in self.linted:
+            return self.walk_own(key)[0]
+        if len(self.closure) >= MAX_EXTRA_MODULES or not self.project.worth_following(key):
+            # Not analysed: names from it stay unknown (no effect assumed).
+            failure = self._modules[key] = ParseFailure(str(key), "not analysed", 1, 0)
+            return failure
+        walked = self.project.walks.get(key, self._depth + self._import_depth)
+        self._modules[key] = walked.state
+        self.closure |= walked.closure
+        if walked.touched is not None:
+            self.project.note_touched(walked.touched)
+        self.failures.extend(f for f in walked.failures if f not in self.failures)
+        self.reached |= walked.reached
+        for cls, bases in walked.classes.items():
+            self.class_bases.setdefault(cls, bases)
+        return walked.state
+
+    def walk_own(self, key: Path) -> tuple[ModuleState | ParseFailure, Active | None]:
+        """Walk a module's top level in this analysis (see walks.py for what it depends on)."""
         parsed = self.project.parsed(key)
         if isinstance(parsed, ParseFailure):
             self._modules[key] = parsed
             self.failures.append(parsed)
-            return parsed
+            return parsed, None
         from gpudoctor.lint.analysis.walker import Walker
 
         if key in self.linted:
@@ -113,12 +130,14 @@ class Analyzer(ClassModel):
         state = ModuleState(str(key), parsed)
         self._modules[key] = state
         walker = Walker(self, state, state.env, module_level=True, ctx=Context(import_time=True))
+        active = self.project.walks.begin(key, state)
         try:
             walker.walk_block(parsed.module.body)
         finally:
+            self.project.walks.end(active)
             state.events = walker.events
             state.walking = False
-        return state
+        return state, active
 
     def import_module(self, walker: Walker, dotted: str, level: int,
                       node: cst.CSTNode | None) -> Value:
@@ -136,8 +155,22 @@ class Analyzer(ClassModel):
             self.run_import(walker, target, node)
         return one(ModuleObj(str(target)))
 
+    def import_submodule(self, walker: Walker, package: Value, full: str, level: int,
+                         node: cst.CSTNode) -> Value:
+        """``from package import name`` where the package binds no ``name``: Python imports
+        the submodule ``package.name``, running its top level."""
+        for atom in package:
+            if isinstance(atom, ModuleObj) and atom.path.endswith("__init__.py"):
+                state = self.module(Path(atom.path))
+                name = full.rsplit(".", 1)[-1]
+                if isinstance(state, ModuleState) and name in state.env:
+                    return UNKNOWN  # the package's own name wins
+                if self.project.resolve(Path(walker.module.path), full, level) is not None:
+                    return self.import_module(walker, full, level, node)
+        return UNKNOWN
+
     def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:
-        if self._import_depth >= MAX_IMPORT_DEPTH:
+        if self._depth + self._import_depth >= MAX_IMPORT_DEPTH:
             return
         self._import_depth += 1
         try:
@@ -170,9 +203,9 @@ class Analyzer(ClassModel):
         return UNKNOWN
 
     def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
-        state = self._modules.get(Path(cls.module))
-        if isinstance(state, ModuleState):
-            state.parsed.note_tree(node, state.parsed.tree_of(cls.node))
+        parsed = self.project.parsed(Path(cls.module))
+        if not isinstance(parsed, ParseFailure):
+            parsed.note_tree(node, parsed.tree_of(cls.node))
 
     # -- functions -----------------------------------------------------------------------
     def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,

@@ -21,7 +21,7 @@ class ClassModel:
 
     def __init__(self) -> None:
         self._members: dict[ClassRef, dict[str, Value]] = {}
-        self._bases: dict[ClassRef, list[ClassRef]] = {}
+        self.class_bases: dict[ClassRef, list[ClassRef]] = {}
         self._primed: set[ClassRef] = set()
 
     def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
@@ -32,13 +32,13 @@ class ClassModel:
         """The Analyzer remembers which parsed tree a method is in (see ParsedModule.tree_of)."""
 
     def register_class(self, cls: ClassRef, project_bases: list[ClassRef]) -> None:
-        self._bases[cls] = project_bases
+        self.class_bases[cls] = project_bases
         self._members.setdefault(cls, {})
 
     def subclass_of(self, cls: ClassRef, bases: frozenset[str], depth: int = 0) -> bool:
         if any(canonical(b) in bases for b in cls.bases):
             return True
-        return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self._bases.get(cls, ()))
+        return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self.class_bases.get(cls, ()))
 
     def store_member(self, cls: ClassRef, attr: str, value: Value) -> None:
         members = self._members.setdefault(cls, {})
@@ -55,7 +55,7 @@ class ClassModel:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == attr:
                 return one(self._method(cls, statement, atom))
         if depth < 8:
-            for base in self._bases.get(cls, ()):
+            for base in self.class_bases.get(cls, ()):
                 found = self.member(Instance(base) if isinstance(atom, Instance) else base, attr, depth + 1)
                 if found and isinstance(atom, Instance):
                     # A method found on a base class is bound to this instance.

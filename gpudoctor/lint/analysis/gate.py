@@ -87,3 +87,26 @@ def mentions_acts(text: str) -> bool:
 def imported_words(text: str) -> set[str]:
     """Every word of every import statement: a module imported by any means is among them."""
     return {word for match in _IMPORT_STATEMENT.finditer(text) for word in _WORD.findall(match.group(0))}
+
+
+def import_candidates(text: str) -> tuple[tuple[str, int], ...]:
+    """(module, level) for every module an import statement may import, members included:
+    ``from pkg import a`` may import ``pkg`` and ``pkg.a``."""
+    found: list[tuple[str, int]] = []
+    for match in _IMPORT_STATEMENT.finditer(text):
+        statement = match.group(0).strip()
+        if statement.startswith("from"):
+            head, _, names = statement[4:].partition(" import")
+            dotted = head.strip()
+            level = len(dotted) - len(dotted.lstrip("."))
+            base = dotted.lstrip(".")
+            found.append((base, level))
+            for word in _WORD.findall(names.split("#")[0]):
+                if word != "as":
+                    found.append((f"{base}.{word}" if base else word, level))
+        else:
+            for part in statement[6:].split("#")[0].split(","):
+                name = part.split(" as ")[0].strip()
+                if name:
+                    found.append((name, 0))
+    return tuple(dict.fromkeys(found))

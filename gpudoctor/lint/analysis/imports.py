@@ -6,7 +6,7 @@ import libcst as cst
 
 from gpudoctor.lint.analysis.calls import CallEvaluator
 from gpudoctor.lint.analysis.events import Init
-from gpudoctor.lint.analysis.values import UNKNOWN, ModRef, one
+from gpudoctor.lint.analysis.values import ModRef, one
 from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
 
 
@@ -38,7 +38,9 @@ class ImportWalker(CallEvaluator):
             name = cst.helpers.get_full_name_for_node(alias.name) or ""
             full = f"{base}.{name}" if base else name
             self.initializing_import(full, node)
-            value = self.attribute(module_value, name, node) if module_value else UNKNOWN
+            value = self.analyzer.import_submodule(self, module_value, full, level, node)
+            if not value and module_value:
+                value = self.attribute(module_value, name, node)
             if not value and not level:
                 value = one(ModRef(full))
             target = alias.asname.name if alias.asname is not None else alias.name

@@ -9,10 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.gate import ACTS, STARTS, UNREADABLE, USES_GPU, Facts, import_names, mentions_acts
+from gpudoctor.lint.analysis.gate import (
+    ACTS,
+    STARTS,
+    UNREADABLE,
+    USES_GPU,
+    Facts,
+    import_candidates,
+    import_names,
+    mentions_acts,
+)
 from gpudoctor.lint.analysis.modules import ModuleFinder
 from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
+from gpudoctor.lint.analysis.walks import ModuleStore
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
@@ -45,6 +55,7 @@ class Project:
         self._touched: Touched | None = None
         self._real: dict[Path, Path] = {}
         self.modules = ModuleFinder(self._roots, self.real)
+        self.walks = ModuleStore(self)
 
     # -- reading -------------------------------------------------------------------------
     def real(self, path: Path) -> Path:
@@ -84,13 +95,25 @@ class Project:
 
     @contextmanager
     def tracking(self) -> Iterator[Touched]:
-        """Record every file and directory listing read inside the block."""
+        """Record every file and directory listing read inside the block.
+
+        Blocks nest: what an inner block read, the outer one read too.
+        """
+        outer = self._touched
         touched = Touched(set(), {self.root})
         self._touched = touched
         try:
             yield touched
         finally:
-            self._touched = None
+            self._touched = outer
+            if outer is not None:
+                self.note_touched(touched)
+
+    def note_touched(self, touched: Touched) -> None:
+        """Count what an earlier block read as read now (its result is being reused)."""
+        if self._touched is not None:
+            self._touched.files |= touched.files
+            self._touched.dirs |= touched.dirs
 
 
     # -- facts and the gate ----------------------------------------------------------------
@@ -143,8 +166,23 @@ class Project:
         return scan is None or scan.acts  # None: libcst decides, or reports GD000
 
     def worth_following(self, path: Path) -> bool:
-        """Should the analysis walk a module it reached through an import?"""
-        return self.facts(path).follow
+        """Should the analysis walk a module it reached through an import?
+
+        Yes if it mentions a GPU framework or something a rule reads; a package
+        ``__init__`` also if a module of its own package that it imports does (importing
+        the package runs that module's top level).
+        """
+        path = self.real(path)
+        if self.facts(path).follow:
+            return True
+        if path.name != "__init__.py":
+            return False
+        text = self.text(path)
+        if isinstance(text, ParseFailure):
+            return False
+        return any(target is not None and target.parent == path.parent and target != path
+                   and self.facts(target).follow
+                   for name, level in import_candidates(text) for target in [self.resolve(path, name, level)])
 
     def starts(self, path: Path) -> bool:
         """Does this module, once imported, start processes or configure the GPU?"""
