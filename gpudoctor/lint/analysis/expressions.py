@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -19,6 +20,7 @@ from gpudoctor.lint.analysis.values import (
     Instance,
     Int,
     ModRef,
+    ProcessObj,
     Str,
     container,
     elements,
@@ -190,7 +192,8 @@ class ExprEvaluator:
             values.append(self.eval(element.value))
         return container(*values)
 
-    def comprehension(self, node: Any, results: list[cst.BaseExpression]) -> Value:
+    def comprehension(self, node: Any, results: list[cst.BaseExpression],
+                      keys: tuple[cst.BaseExpression, ...] = ()) -> Value:
         clause = node.for_in
         while clause is not None:
             source = self.eval(clause.iter)
@@ -198,6 +201,8 @@ class ExprEvaluator:
             for condition in clause.ifs:
                 self.eval(condition.test)
             clause = clause.inner_for_in
+        for key in keys:  # evaluated for their effects; what a dict holds is its values
+            self.eval(key)
         return container(*(self.eval(result) for result in results))
 
     def _e_ListComp(self, node: cst.ListComp) -> Value:
@@ -207,7 +212,7 @@ class ExprEvaluator:
     _e_GeneratorExp = _e_ListComp
 
     def _e_DictComp(self, node: cst.DictComp) -> Value:
-        return self.comprehension(node, [node.key, node.value])
+        return self.comprehension(node, [node.value], keys=(node.key,))
 
     def _e_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
         left, right = self.eval(node.left), self.eval(node.right)
@@ -263,6 +268,13 @@ class ExprEvaluator:
             self.bind(target.value, container(value))
         elif isinstance(target, cst.Attribute):
             owner = self.eval(target.value)
+            if target.attr.value == "daemon" and isinstance(target.value, cst.Name) and \
+                    any(isinstance(atom, ProcessObj) for atom in owner):
+                # ``p.daemon = True`` before ``p.start()``: as daemonic as ``daemon=True``.
+                flag = truth(value)
+                self.env[target.value.value] = frozenset(
+                    replace(atom, daemon=flag) if isinstance(atom, ProcessObj) and flag is not None else atom
+                    for atom in owner)
             for atom in owner:
                 if isinstance(atom, Instance):
                     self.analyzer.store_member(atom.cls, target.attr.value, value)

@@ -142,23 +142,28 @@ class Project:
         starts = STARTS.search(text) is not None and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
-                     imports=import_names(text) if uses_gpu and not acts else ())
+                     imports=import_names(text) if not acts else ())
 
     def may_matter(self, path: Path) -> bool:
         """Is the file worth linting: can a finding be reported in it?
 
-        Yes if its code starts processes or configures the GPU itself, or if it uses a GPU
-        framework and imports a project module that does (its pool may run this file's
-        GPU work). The text is searched first; a file the search keeps is confirmed with
-        CPython's parser, which ignores strings and comments and thread pools. Everything
-        else is never parsed by libcst.
+        Yes if its code starts processes or configures the GPU itself, or if it imports a
+        project module that does and it uses a GPU framework, itself or through another
+        module it imports (that module's pool may run this file's GPU work). The text is
+        searched first; a file the search keeps is confirmed with CPython's parser, which
+        ignores strings and comments and thread pools. Everything else is never parsed by
+        libcst.
         """
         path = self.real(path)
         if path not in self._gate:
             facts = self.facts(path)
-            self._gate[path] = facts.acts or (facts.uses_gpu and any(
-                target is not None and target != path and self.facts(target).starts
-                for name, level in facts.imports for target in [self.resolve(path, name, level)]))
+            if facts.acts:
+                self._gate[path] = True
+            else:
+                targets = [target for name, level in facts.imports
+                           if (target := self.resolve(path, name, level)) is not None and target != path]
+                self._gate[path] = any(self.facts(t).starts for t in targets) and (
+                    facts.uses_gpu or any(self.facts(t).uses_gpu for t in targets))
         return self._gate[path]
 
     def _acts(self, path: Path) -> bool:

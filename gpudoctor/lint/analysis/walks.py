@@ -59,6 +59,11 @@ class _Memo:
     walked: Walked
 
 
+# Walks kept at most; past it the store starts afresh. A walk is a function of its key and
+# its cycles, so one made again is the same walk: forgetting costs time, never findings.
+MAX_KEPT = 2_000
+
+
 class ModuleStore:
     """The walks of one Project's modules, keyed by (path, import depth) and their cycles."""
 
@@ -66,6 +71,7 @@ class ModuleStore:
         self.project = project
         self._done: dict[tuple[Path, int], list[_Memo]] = {}
         self._active: list[Active] = []
+        self._kept = 0
 
     def get(self, path: Path, depth: int) -> Walked:
         """The walk of ``path`` reached ``depth`` imports deep, from the store or made now."""
@@ -79,6 +85,10 @@ class ModuleStore:
                 self._note(memo.hits, memo.misses, walking)
                 return memo.walked
         walked, entry = self._walk(path, depth)
+        self._kept += 1
+        if self._kept > MAX_KEPT:
+            self._done.clear()
+            self._kept = 1
         hits = frozenset(entry.hits) if entry else frozenset()
         misses = frozenset(entry.misses) if entry else frozenset()
         self._done.setdefault((path, depth), []).append(_Memo(hits, misses, walked))

@@ -120,9 +120,13 @@ class ProcessInDaemonicWorker(Rule):
             for event, _ in flow.points[flow.prelude:]:
                 effect = event.effect
                 if isinstance(effect, Start) and effect.kind in STARTS:
+                    parent = flow.start.effect  # type: ignore[union-attr]
+                    pool = parent.kind != P.PROCESS
+                    where = "a daemonic Pool worker" if pool else "a daemonic Process (daemon=True)"
                     yield self.finding(
                         effect.site,
-                        "a process is started inside a daemonic Pool worker; it will fail with "
+                        f"a process is started inside {where}; it will fail with "
                         '"daemonic processes are not allowed to have children"',
-                        (Related(flow.start.effect.site, "the worker runs in this Pool"),),  # type: ignore[union-attr]
+                        (Related(parent.site, "the worker runs in this Pool" if pool
+                                 else "this Process is daemonic"),),
                     )
