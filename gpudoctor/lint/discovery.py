@@ -69,20 +69,24 @@ def _walk(root: Path, excluded: Callable[[Path], bool]) -> Iterator[Path]:
 
 
 def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: False,
-             force_exclude: bool = False) -> list[Path]:
+             force_exclude: bool = False, missing: list[str] | None = None) -> list[Path]:
     """Return the files to lint, in a stable order, each once.
 
     Directories are walked, skipping what ``excluded`` says; files named explicitly are
     linted even when excluded, unless ``force_exclude`` (what pre-commit needs, since it
-    names every changed file).
+    names every changed file). A path that does not exist is an error; with ``missing``,
+    its message is added there and the other paths are still discovered.
     """
     found: dict[Path, None] = {}
     for raw in paths or ["."]:
         path = Path(raw)
         if not path.exists():
-            if path.is_symlink():
-                raise GpudoctorError(f"{raw}: a symbolic link to nothing (or a symlink loop)")
-            raise GpudoctorError(f"{raw}: no such file or directory")
+            message = (f"{raw}: a symbolic link to nothing (or a symlink loop)" if path.is_symlink()
+                       else f"{raw}: no such file or directory")
+            if missing is None:
+                raise GpudoctorError(message)
+            missing.append(message)
+            continue
         if path.is_dir():
             for item in _walk(path, excluded):
                 found.setdefault(item, None)

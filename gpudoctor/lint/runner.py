@@ -48,7 +48,10 @@ def run_lint(args: argparse.Namespace) -> int:
 
     paths = list(args.paths) or ["."]
     settings = build_settings(args, paths)
-    files = discover(paths, settings.excluded, force_exclude=args.force_exclude)
+    missing: list[str] = []  # reported, and the other paths still linted (exit 2 at the end)
+    files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing)
+    for message in missing:
+        print(f"gpudoctor: error: {message}", file=sys.stderr)
     jobs = args.jobs or _cpus()
     cache = None if args.no_cache else _cache(settings, args.cache_dir)
     result = lint_paths(files, settings, cache=cache, jobs=jobs)
@@ -69,7 +72,7 @@ def run_lint(args: argparse.Namespace) -> int:
     _write(text, args.output_file)
     for message in result.internal_errors:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
-    if result.internal_errors:
+    if result.internal_errors or missing:
         return 2
     if result.findings and not args.exit_zero:
         return 1
@@ -84,9 +87,16 @@ def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]
     for path in fix_plan.refused:
         print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
     noun = "fix" if len(fix_plan.fixed) == 1 else "fixes"
-    print(f"Would fix {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
-          f"({len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}) with {noun} above.",
-          file=sys.stderr)
+    if fix_plan.fixed:
+        print(f"Would fix {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
+              f"({len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}) with the {noun} above.",
+              file=sys.stderr)
+    else:
+        from gpudoctor.lint.fixes.apply import eligible
+
+        hidden = 0 if unsafe else sum(1 for f in findings if eligible(f, unsafe=True))
+        print("No fix to show" + (f": {hidden} unsafe fix{'es' if hidden != 1 else ''} hidden, "
+                                  "add `--unsafe-fixes` to see them." if hidden else "."), file=sys.stderr)
     return 1 if fix_plan.texts else 0
 
 
@@ -132,7 +142,11 @@ def _fix_hint(findings: list, args: argparse.Namespace) -> str:  # type: ignore[
     if safe and not args.fix:
         lines.append(f"{safe} fixable with `--fix`.")
     if hidden and not args.unsafe_fixes:
-        lines.append(f"{hidden} more fixable with `--fix --unsafe-fixes` (may change behaviour; see --diff).")
+        lines.append(f"No safe fix; {hidden} unsafe fix{'es' if hidden != 1 else ''} hidden: "
+                     "preview with `--diff --unsafe-fixes`, apply with `--fix --unsafe-fixes` "
+                     "(may change behaviour)." if not safe else
+                     f"{hidden} more fixable with `--fix --unsafe-fixes` (may change behaviour; "
+                     "preview with `--diff --unsafe-fixes`).")
     elif hidden and not args.fix:
         lines.append(f"{hidden} fixable with `--fix --unsafe-fixes`.")
     return "".join(line + "\n" for line in lines)

@@ -41,7 +41,17 @@ def test_findings_exit_1_with_concise_lines(project: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "bad.py:10:10: GD101 the Pool forks its worker processes after CuPy initialized CUDA" in out
     assert "(cupy.arange, line 4)" in out
-    assert "\nFound 1 finding.\n1 more fixable with `--fix --unsafe-fixes`" in out
+    # One finding and no safe fix: the hint must not read as if there were a second one.
+    assert ("\nFound 1 finding.\nNo safe fix; 1 unsafe fix hidden: preview with "
+            "`--diff --unsafe-fixes`, apply with `--fix --unsafe-fixes`") in out
+    assert "more fixable" not in out
+
+
+def test_diff_without_unsafe_fixes_says_they_are_hidden(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--diff"])
+    captured = capsys.readouterr()
+    assert "No fix to show: 1 unsafe fix hidden, add `--unsafe-fixes` to see them." in captured.err
+    assert "Would fix 0" not in captured.err
 
 
 def test_clean_file_exits_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,6 +94,13 @@ def test_unknown_code_is_a_usage_error(project: Path, capsys: pytest.CaptureFixt
 def test_missing_path_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", "nope.py"]) == 2
     assert "nope.py: no such file or directory" in capsys.readouterr().err
+
+
+def test_missing_path_does_not_stop_the_others(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "nope_dir/", "bad.py"]) == 2
+    captured = capsys.readouterr()
+    assert "nope_dir/: no such file or directory" in captured.err
+    assert "bad.py:10:10: GD101" in captured.out
 
 
 def test_bad_target_version_is_argparse_error(project: Path) -> None:

@@ -51,7 +51,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_fix_alone_applies_no_unsafe_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", "--fix", "train.py"]) == 1
     assert (repo / "train.py").read_text() == SOURCE
-    assert "4 more fixable with `--fix --unsafe-fixes`" in capsys.readouterr().out
+    assert "No safe fix; 4 unsafe fixes hidden" in capsys.readouterr().out
 
 
 def test_diff_shows_and_changes_nothing(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,12 +19,39 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
-def _try_repo(repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def _try_repo(repo: Path, home: Path, hook: str = "gpudoctor-lint",
+              files: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
+    which = ["--files", *files] if files else ["--all-files"]
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "gpudoctor-lint", "--all-files"],
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), hook, *which],
         cwd=repo, env=env, capture_output=True, text=True, timeout=900,
     )
+
+
+HELPER = """import tensorflow as tf
+
+
+def setup():
+    return tf.constant(1.0)
+"""
+APP = """import multiprocessing as mp
+
+import tensorflow as tf
+
+import helper
+
+helper.setup()
+
+
+def work(x):
+    return float(tf.reduce_sum(tf.constant([x])))
+
+
+if __name__ == "__main__":
+    with mp.Pool(2) as pool:
+        print(pool.map(work, [1.0, 2.0]))
+"""
 
 
 def test_hook_fails_on_the_bug_and_passes_once_fixed(tmp_path: Path) -> None:
@@ -50,3 +77,14 @@ def test_hook_fails_on_the_bug_and_passes_once_fixed(tmp_path: Path) -> None:
     passed = _try_repo(repo, tmp_path / "pre-commit-home")
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "Passed" in passed.stdout
+
+    # A commit that changes only helper.py: the per-file hook sees nothing wrong in it,
+    # the project hook reports what the change does to app.py.
+    (repo / "helper.py").write_text(HELPER)
+    (repo / "app.py").write_text(APP)
+    _git(repo, "add", ".")
+    per_file = _try_repo(repo, tmp_path / "pre-commit-home", files=("helper.py",))
+    assert per_file.returncode == 0, per_file.stdout + per_file.stderr
+    project = _try_repo(repo, tmp_path / "pre-commit-home", "gpudoctor-lint-project", ("helper.py",))
+    assert project.returncode == 1, project.stdout + project.stderr
+    assert "app.py:15:10: GD101 the Pool forks its worker processes after TensorFlow" in project.stdout
