@@ -19,7 +19,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: $(VENV)/.demo-installed
-	@echo "== gpudoctor lint fixtures/seeds   (the seed documents' own examples)"
+	@echo "== gpudoctor lint fixtures/seeds   (the code examples of the documents gpudoctor grew from)"
 	$(BIN)/gpudoctor lint --output-format full fixtures/seeds; test $$? -le 1
 	@echo
 	@echo "== gpudoctor probe   (this machine)"

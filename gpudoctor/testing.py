@@ -18,6 +18,7 @@ def assert_lint_clean(paths: str | os.PathLike[str] | Iterable[str | os.PathLike
     The message uses the concise format (``path:row:col: CODE message``), so an editor
     or CI log can jump to each finding.
     """
+    __tracebackhide__ = True  # pytest shows the findings, not this function's source
     from gpudoctor.lint.discovery import discover
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.reporters import get_reporter

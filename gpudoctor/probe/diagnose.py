@@ -160,6 +160,10 @@ def diagnose(run: RunRecord) -> Diagnosis:
         fatal = _fatal(run.fatal_errors.get(pid))
         python_exit = pid in recorded and recorded[pid] is None
         verdict, reason = _judge(run, track, code, oom_seen, fatal, python_exit)
+        if verdict == "killed" and code == -signal.SIGTERM and pid != run.root_pid and \
+                run.stop_reason == "exited" and (track is None or not track.killed_by_supervisor):
+            # How multiprocessing.Pool and ProcessPoolExecutor shut their workers down.
+            verdict, reason = "ok", "stopped with SIGTERM by its parent (how a process pool shuts down its workers)"
         stack = run.stacks.get(pid)
         if stack is None and pid in run.fatal_errors:
             stack = stacks.Stack(run.fatal_errors[pid], "faulthandler", None)

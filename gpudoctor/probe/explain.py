@@ -26,6 +26,9 @@ _RUNTIME_NAMES = {
 _FIX_FORK = ('Fix: start the workers with the spawn or forkserver start method '
              '(multiprocessing.get_context("spawn")), or initialize the GPU framework '
              'only inside the workers, never in the parent before it forks.')
+_FIX_THREADS = ('Fix: start the workers with the spawn or forkserver start method '
+                '(multiprocessing.get_context("spawn")), or fork before starting threads '
+                '(or join them first).')
 
 
 def signal_name(number: int) -> str:
@@ -90,8 +93,10 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     waiting = [p for p in hung if p.start != "fork"]
     if forked and waiting:
         lines.append(f"{_pids(waiting)} wait(s) for them (e.g. Pool.map waiting for results).")
-    if any(p.runtimes_at_fork or (p.threads_at_fork or 0) > 1 for p in forked):
+    if any(p.runtimes_at_fork for p in forked):
         lines.append(_FIX_FORK)
+    elif any((p.threads_at_fork or 0) > 1 for p in forked):
+        lines.append(_FIX_THREADS)
     return lines
 
 
@@ -120,7 +125,8 @@ def _memory(run: RunRecord) -> list[str]:
 
 def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
     found = [m for m in matches if m.pattern.kind == kind]
-    return [f"{label}{m.pattern.meaning}{f' (known error #{m.pattern.row})' if m.pattern.row else ''}: {m.line}"
+    return [f"{label}{m.pattern.meaning}"
+            f"{f' (row {m.pattern.row} of docs/error-strings.md)' if m.pattern.row else ''}: {m.line}"
             for m in found[:5]]
 
 
@@ -150,8 +156,9 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
         lines.append(f"Fork bomb: the tree grew past --max-processes {run.limits.max_processes} "
                      "live processes; gpudoctor stopped all of them.")
     elif run.stop_reason == "timeout":
-        lines.append(f"Still running after --timeout {run.limits.timeout:g} s and not hung "
-                     "(its processes were using CPU); gpudoctor stopped it.")
+        lines.append(f"Still running after --timeout {run.limits.timeout:g} s; no process had made "
+                     f"no progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot call "
+                     "it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
     elif run.stop_reason == "interrupted":
         name = signal_name(run.signal_received or signal.SIGINT)
         lines.append(f"Interrupted by {name} after {run.duration:.1f} s; the tree was stopped.")

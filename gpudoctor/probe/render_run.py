@@ -57,6 +57,14 @@ def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
+# How gpudoctor found every process of the tree, in words.
+_TRACKING = {
+    "subreaper": "every descendant, even one that leaves the session, is reparented to gpudoctor "
+                 "(Linux child subreaper)",
+    "psutil scan": "descendants found by scanning the process table (no subreaper here)",
+}
+
+
 def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     """Print the verdict, the explanation and a line per process."""
     from rich.markup import escape
@@ -66,7 +74,7 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  exit code "
                   f"{diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})")
     console.print(escape(diagnosis.explanation))
-    console.print(f"tracking: {run.tracking}"
+    console.print(f"tracking: {_TRACKING.get(run.tracking, run.tracking)}"
                   + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()
     for p in diagnosis.processes:

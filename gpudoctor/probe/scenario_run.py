@@ -110,8 +110,8 @@ def _reason(status: str, document: dict[str, Any], settings: Settings) -> str:
     if status == "ok":
         return f"exited with status 0 after {document['duration']:.1f} s"
     if status == "error" and document["stop_reason"] == "timeout":
-        return (f"still running after --scenario-timeout {settings.timeout:g} s, and not hung "
-                "(its processes were using CPU)")
+        return (f"still running after --scenario-timeout {settings.timeout:g} s; no process had made "
+                f"no progress for {settings.hang_after:g} s, so it was not judged hung")
     if status == "hung":
         hung = [p for p in processes if p["verdict"] == "hung"]
         forked = [p for p in hung if p["start"] == "fork"]

@@ -147,7 +147,7 @@ def test_a_command_that_exits_at_once_is_ok(command: list[str]) -> None:
 def test_terminal_output_names_the_tracking() -> None:
     done = gpudoctor(["probe", "--", "true"])
     assert done.returncode == 0
-    assert "tracking: subreaper" in done.stdout
+    assert "tracking: every descendant, even one that leaves the session, is reparented" in done.stdout
 
 
 def test_a_hanging_py_spy_is_cut_short(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_timeout_stops_a_busy_command() -> None:
     assert (code, doc["verdict"], doc["stop_reason"]) == (1, "killed", "timeout")
     (root,) = doc["processes"]
     assert root["verdict"] == "killed"
-    assert "not hung" in doc["explanation"]
+    assert "so gpudoctor cannot call it a hang" in doc["explanation"]
     assert running([root["pid"]]) == []
 
 
@@ -185,3 +185,27 @@ def test_sigkill_to_gpudoctor_leaves_nothing_running(tmp_path: Path) -> None:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
+
+
+POOL_DONE = """
+import multiprocessing as mp
+
+def square(x):
+    return x * x
+
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:  # leaving the block terminates the workers
+        print(pool.map(square, range(4)))
+"""
+
+
+def test_pool_workers_stopped_by_their_pool_are_not_called_killed(tmp_path: Path) -> None:
+    script = tmp_path / "pool_done.py"
+    script.write_text(POOL_DONE)
+    code, doc, _ = gpudoctor_json(["--timeout", "60", "--", PY, str(script)])
+    assert (code, doc["verdict"]) == (0, "ok"), doc["explanation"]
+    workers = [p for p in doc["processes"] if p["start"] != "root" and p["exit_code"] == -15]
+    assert workers, doc["processes"]  # the pool did stop them with SIGTERM
+    for worker in workers:
+        assert worker["verdict"] == "ok"
+        assert "stopped with SIGTERM by its parent" in worker["explanation"]
