@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, Event, Init, splice
+from gpudoctor.lint.analysis.events import Context, Event, Init, Start, splice
 from gpudoctor.lint.analysis.source import ParsedModule, ParseFailure
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
@@ -25,6 +25,7 @@ from gpudoctor.lint.analysis.values import (
     literal_default,
     one,
 )
+from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
@@ -274,6 +275,8 @@ def _compress(events: list[Event]) -> list[Event]:
     out: list[Event] = []
     for event in events:
         effect = event.effect
+        if isinstance(effect, Start) and effect.kind == OS_FORK:
+            seen.clear()  # what follows also runs in the child: its first init is its own
         if isinstance(effect, Init):
             key = (effect.framework, effect.level, event.ctx.fork_child, event.ctx.fork_parent)
             if key in seen:
