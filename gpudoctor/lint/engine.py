@@ -160,6 +160,8 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     for finding in raw:
         if real_path(finding.site.path) not in display:
             continue
+        if finding.code == "GD000" and finding.related and real_path(finding.related[0].site.path) in display:
+            continue  # the unparseable module is linted too: reported there, once
         key = (finding.code, finding.site.path, finding.site.row, finding.site.col)
         kept = unique.get(key)
         if kept is None or (kept.severity != "error" and finding.severity == "error"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.findings import Finding, Site
+from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
@@ -59,9 +59,19 @@ def analyse(project: Project, path: Path, default_method: str,
                 # supersedes it fired, even when that one is not selected.
                 for rule in all_rules():
                     outcome.findings.extend(rule().check(ctx))
-            # A module the analysis followed into and could not parse.
-            outcome.findings.extend(UnparseableFile().finding(site_of(failure), failure.message)
-                                    for failure in analyzer.failures if Path(failure.path) != path)
+            # A module the analysis followed into and could not parse: reported in it, and at
+            # the import that led there (shown when the module itself is not being linted).
+            for failure in analyzer.failures:
+                if Path(failure.path) == path:
+                    continue
+                outcome.findings.append(UnparseableFile().finding(site_of(failure), failure.message))
+                via = analyzer.failed_imports.get(failure.path)
+                if via is not None:
+                    name = Path(failure.path).name
+                    outcome.findings.append(UnparseableFile().finding(
+                        via, f"{name} cannot be parsed, so gpudoctor cannot follow this import: "
+                             f"{failure.message}",
+                        (Related(site_of(failure), f"{name} cannot be parsed here"),)))
         except RecursionError:
             outcome.errors.append(f"{path}: nesting too deep to analyse")
         except Exception:  # noqa: BLE001

@@ -227,3 +227,16 @@ def test_an_init_at_import_is_shown_through_the_import(tmp_path: Path, monkeypat
     out = capsys.readouterr().out
     assert "(tensorflow.config.list_physical_devices, model.py:3)" in out
     assert "through this import" in out and "through this call" not in out
+
+
+def test_unparseable_import_is_reported_at_the_import_when_only_the_importer_is_linted(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    project = Path(__file__).resolve().parents[2] / "fixtures" / "projects" / "broken_helper"
+    monkeypatch.chdir(project)
+    assert main(["lint", "--no-cache", "main.py"]) == 1
+    out = capsys.readouterr().out
+    assert "main.py:8:1: GD000 helpers.py cannot be parsed, so gpudoctor cannot follow this import" in out
+    # Linting both, it is reported once, where the parser stops.
+    assert main(["lint", "--no-cache", "main.py", "helpers.py"]) == 1
+    out = capsys.readouterr().out
+    assert "helpers.py:10:5: GD000" in out and "main.py:8:1" not in out

@@ -25,6 +25,7 @@ from gpudoctor.lint.analysis.values import (
     literal_default,
     one,
 )
+from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class Analyzer(ClassModel):
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
+        self.linted_paths = frozenset(str(p) for p in self.linted)
+        self.failed_imports: dict[str, Site] = {}  # unparseable module -> import in a linted file
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
@@ -174,10 +177,14 @@ class Analyzer(ClassModel):
         if self._depth + self._import_depth >= MAX_IMPORT_DEPTH:
             return
         self._import_depth += 1
+        known = len(self.failures)
         try:
             state = self.module(path)
         finally:
             self._import_depth -= 1
+        if walker.module.path in self.linted_paths:
+            for failure in self.failures[known:]:  # reached through this import of a linted file
+                self.failed_imports.setdefault(failure.path, walker.site(node))
         if isinstance(state, ParseFailure) or state.walking or state.path in walker.imported:
             return
         walker.imported.add(state.path)

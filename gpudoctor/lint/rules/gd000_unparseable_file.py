@@ -12,7 +12,9 @@ class UnparseableFile(Rule):
     """## What it does
     Reports a file gpudoctor needs to analyse but cannot parse (a syntax error, a null
     byte, invalid UTF-8): a file whose code starts processes or configures the GPU, a
-    module such a file imports, or any file that cannot be read as text.
+    module such a file imports, or any file that cannot be read as text. An unparseable
+    module is reported where the parser stops, and also at the import that led to it when
+    only the importing file is linted (as in pre-commit, which names changed files).
 
     A file that can matter to no rule (it starts no process and writes no GPU setting) is
     not parsed at all, which is what keeps gpudoctor fast on large code bases; its syntax

@@ -213,9 +213,14 @@ class ForkAfterThreadStart(Rule):
                 continue
             started = parent.threads[0].effect
             assert isinstance(started, ThreadStart)
-            yield self.finding(
-                effect.site,
-                f"the process is forked while a thread started at {line_of(started.site, effect.site)} "
-                f"({started.api}) may still run; locks held by that thread stay locked in the child",
-                (Related(started.site, "thread started here"),),
-            )
+            where = line_of(started.site, effect.site)
+            if started.api == "thread pool":
+                message = (f"the process is forked while threads of the thread pool created at {where} "
+                           "may still run (they start with its first task and live until shutdown); "
+                           "locks they hold stay locked in the child")
+                related = Related(started.site, "thread pool created here")
+            else:
+                message = (f"the process is forked while a thread started at {where} ({started.api}) "
+                           "may still run; locks held by that thread stay locked in the child")
+                related = Related(started.site, "thread started here")
+            yield self.finding(effect.site, message, (related,))

@@ -132,6 +132,7 @@ class ImplicitForkStartMethod(Rule):
             yield self.finding(
                 effect.site,
                 f"{KINDS[effect.kind]} uses the default start method, fork, in a module that "
-                f"imports {names}; any GPU initialization before this line will break the workers",
+                f"imports {names}; workers that use the GPU will break if this process initializes "
+                "it before they are started",
                 fix=ctx.spawn_fix(flow, event),
             )

@@ -161,10 +161,20 @@ class TfDeviceConfigAfterInit(Rule):
                 continue
             init = init_event.effect
             assert isinstance(init, Init)
+            # Where to move the call: before the init, or before the call that led to it
+            # when the init happened inside a function called from here.
+            via = init_event.ctx.via
+            related = [Related(init.site, "TensorFlow runtime initialized here")]
+            if via is not None and via.path == effect.site.path and via.row != init.site.row:
+                reached = f", reached through the call at {line_of(via, effect.site)}"
+                target = via
+                related.append(Related(via, "through this call"))
+            else:
+                reached, target = "", init.site
             yield self.finding(
                 effect.site,
                 f"{effect.api.rsplit('.', 1)[-1]}() runs after the TensorFlow runtime was "
-                f"initialized ({init.api}, {line_of(init.site, effect.site)}); it raises RuntimeError — "
-                f"call it before {line_of(init.site, effect.site)}",
-                (Related(init.site, "TensorFlow runtime initialized here"),),
+                f"initialized ({init.api}, {line_of(init.site, effect.site)}{reached}); it raises "
+                f"RuntimeError — call it before {line_of(target, effect.site)}",
+                tuple(related),
             )

@@ -1,0 +1,48 @@
+"""What findings say: the place to act on, and no claim stronger than the analysis knows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudoctor.lint.analysis.project import Project
+from gpudoctor.lint.producer import analyse
+
+CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
+
+
+def _messages(relative: str, code: str) -> list[str]:
+    path = CASES / relative
+    outcome = analyse(Project(path.parent), path, "fork")
+    assert not outcome.errors, outcome.errors
+    return sorted({f.message for f in outcome.findings if f.code == code})  # flows repeat findings
+
+
+def test_gd302_points_at_the_call_that_led_to_the_init() -> None:
+    (message,) = _messages("tensorflow/trainer_configure_gpus_after_build.py", "GD302")
+    # The init is inside Trainer.__init__; what the user can move is the call at line 29.
+    assert "reached through the call at line 29" in message
+    assert message.endswith("call it before line 29")
+
+
+def test_gd302_without_a_call_points_at_the_init() -> None:
+    (message,) = _messages("tensorflow/memory_growth_after_op.py", "GD302")
+    assert message.endswith("call it before line 7") and "reached through" not in message
+
+
+def test_gd102_says_a_thread_pool_was_created_not_started() -> None:
+    (message,) = _messages("generic/thread_executor_then_process_executor.py", "GD102")
+    assert "threads of the thread pool created at line 8 may still run" in message
+    assert "started at line 8" not in message
+
+
+def test_gd103_does_not_claim_cpu_only_workers_break() -> None:
+    (message,) = _messages("torch/executor_cpu_tokenize_implicit_fork.py", "GD103")
+    assert "workers that use the GPU will break if this process initializes it" in message
+    assert "any GPU initialization" not in message
+
+
+def test_gd105_names_a_daemonic_process_as_such() -> None:
+    (message,) = _messages("generic/daemon_attribute_supervisor_pool.py", "GD105")
+    assert "inside a daemonic Process (daemon=True)" in message
+    (message,) = _messages("generic/pool_worker_starts_process.py", "GD105")
+    assert "inside a daemonic Pool worker" in message
