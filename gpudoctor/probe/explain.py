@@ -172,6 +172,12 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
     lines += _matched(matches, CAUSE, "Cause: ")
     if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != "hung":
         lines += _forks_from_initialized(judged)
+    elif verdict == "ok" and any(p.start == "fork" and p.runtimes_at_fork for p in judged):
+        # It worked this time: say that it was luck, with the evidence.
+        found = _forks_from_initialized(judged)
+        lines += [f"Warning: {found[0]} This run finished, but a child that uses the GPU "
+                  "runtime it inherited can hang or fail (gpudoctor lint reports it as GD101).",
+                  found[1]]
     if verdict == "oom" or any(m.pattern.category == GPU_OOM for m in matches):
         lines += _memory(run)
         lines += explain_oom.one_holds_all(run, judged)

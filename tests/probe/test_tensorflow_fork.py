@@ -86,3 +86,30 @@ def test_spawn_start_method_is_ok(tmp_path: Path) -> None:
     assert all(p["verdict"] != "hung" for p in doc["processes"])
     assert any(p["start"] == "spawn" for p in doc["processes"])
     assert running([p["pid"] for p in doc["processes"]]) == []
+
+
+LUCKY = """\
+import multiprocessing
+
+import tensorflow as tf
+
+
+def work(i):
+    return i * 2  # no TensorFlow in the workers: nothing waits for the missing pool
+
+
+if __name__ == "__main__":
+    tf.matmul(tf.ones((64, 64)), tf.ones((64, 64)))
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(work, range(4)))
+"""
+
+
+def test_a_fork_after_tensorflow_that_did_not_hang_is_ok_with_a_warning(tmp_path: Path) -> None:
+    source = script(tmp_path, "lucky.py", LUCKY)
+    code, doc, _ = gpudoctor_json(["--timeout", str(TIMEOUT), "--hang-after", "10", "--",
+                                   sys.executable, str(source)], timeout=TIMEOUT + 60)
+    assert (code, doc["verdict"]) == (0, "ok"), doc["explanation"]
+    assert "Warning: 2 process(es) were forked from a parent with TensorFlow initialized" in doc["explanation"]
+    assert "This run finished, but a child that uses the GPU runtime it inherited can hang" in doc["explanation"]
+    assert running([p["pid"] for p in doc["processes"]]) == []
