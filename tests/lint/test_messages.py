@@ -46,3 +46,13 @@ def test_gd105_names_a_daemonic_process_as_such() -> None:
     assert "inside a daemonic Process (daemon=True)" in message
     (message,) = _messages("generic/pool_worker_starts_process.py", "GD105")
     assert "inside a daemonic Pool worker" in message
+
+
+def test_gd302_points_at_the_import_that_ran_the_init_in_another_module() -> None:
+    root = CASES.parent / "projects" / "tf_serving_app"
+    # The finding is in gpu_config.py and comes from app.py's analysis (app.py calls it).
+    outcome = analyse(Project(root), root / "app.py", "fork")
+    messages = {f.message for f in outcome.findings if f.code == "GD302"}
+    (message,) = messages
+    assert "reached through the import at app.py:9" in message
+    assert message.endswith("call it before app.py:9")

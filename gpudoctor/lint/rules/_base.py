@@ -70,6 +70,14 @@ def display(framework: str) -> str:
     return DISPLAY.get(framework, framework)
 
 
+def what_runs(site: object) -> str:
+    """"import" when code ran because a module was imported at ``site``, else "call"."""
+    from gpudoctor.lint.analysis.source import LazySite
+
+    node = site.node if isinstance(site, LazySite) else None
+    return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
+
+
 def line_of(site: Site, here: Site | None = None) -> str:
     """Where ``site`` is, for a message about ``here``: "line 12", or "helpers.py:12" when
     it is in another file (relative to ``here``'s folder when below it)."""

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, what_runs
 
 CONSEQUENCE = {
     "tensorflow": "hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
@@ -197,15 +197,7 @@ class ForkAfterGpuInit(Rule):
         )
         related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
-            related.append(Related(init_event.ctx.via, f"through this {_what_runs(init_event.ctx.via)}"))
+            related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
         return self.finding(start.site, message, tuple(related), fix=fix)
-
-
-def _what_runs(site: object) -> str:
-    """"import" when the init ran as a module was imported, else "call"."""
-    from gpudoctor.lint.analysis.source import LazySite
-
-    node = site.node if isinstance(site, LazySite) else None
-    return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"

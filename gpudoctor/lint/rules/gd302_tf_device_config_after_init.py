@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, what_runs
 
 
 class TfDeviceConfigAfterInit(Rule):
@@ -165,10 +165,11 @@ class TfDeviceConfigAfterInit(Rule):
             # when the init happened inside a function called from here.
             via = init_event.ctx.via
             related = [Related(init.site, "TensorFlow runtime initialized here")]
-            if via is not None and via.path == effect.site.path and via.row != init.site.row:
-                reached = f", reached through the call at {line_of(via, effect.site)}"
+            if via is not None and (via.path, via.row) != (init.site.path, init.site.row):
+                how = what_runs(via)
+                reached = f", reached through the {how} at {line_of(via, effect.site)}"
                 target = via
-                related.append(Related(via, "through this call"))
+                related.append(Related(via, f"through this {how}"))
             else:
                 reached, target = "", init.site
             yield self.finding(
