@@ -94,3 +94,15 @@ def test_a_walk_is_reused_only_where_its_cycle_is_the_same(tmp_path: Path) -> No
         project.walks.end(entry)
     assert inside is not first
     assert package in entry.misses or backend in entry.misses
+
+
+def test_forgetting_walks_changes_no_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, text in CYCLIC.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    files = [tmp_path / name for name in ("train.py", "serve.py", "evaluate.py")]
+    kept = _outcomes(tmp_path, files, together=True)
+    from gpudoctor.lint.analysis import walks
+
+    monkeypatch.setattr(walks, "MAX_KEPT", 1)  # the store starts afresh after every walk
+    assert _outcomes(tmp_path, files, together=True) == kept
