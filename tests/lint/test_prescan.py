@@ -287,3 +287,14 @@ def test_string_values_are_what_python_reads(text: str, prefix: str, quote: str)
     except (SyntaxError, ValueError):
         return
     assert string_value(node) == expected
+
+
+def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
+    import ast
+
+    from gpudoctor.lint.analysis.prescan import _walk
+
+    source = (Path(__file__).resolve().parents[2] / "gpudoctor" / "lint" / "analysis" / "walker.py").read_text()
+    tree = ast.parse(source)
+    expected = [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
+    assert list(_walk(tree)) == expected

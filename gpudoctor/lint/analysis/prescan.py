@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.skeleton import NEWLINE
@@ -232,7 +234,7 @@ class _Scan:
     def scan(self, root: ast.AST) -> None:
         refs = self.refs
         strings: set[str] = set()
-        for node in ast.walk(root):
+        for node in _walk(root):
             kind = type(node)
             if kind is ast.Name:
                 refs.add(node.id)  # type: ignore[attr-defined]
@@ -277,6 +279,23 @@ class _Scan:
         if "putenv" in found:
             self.env_write = True
         refs |= strings
+
+
+def _walk(root: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` (breadth first, same order) without the Load/Store context nodes, and
+    about half again as fast: it is most of the cost of the gate's CPython stage."""
+    todo = deque([root])
+    pop, extend, append = todo.popleft, todo.extend, todo.append
+    node_type = ast.AST
+    while todo:
+        node = pop()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(v for v in value if isinstance(v, node_type))
+            elif isinstance(value, node_type) and name != "ctx":
+                append(value)
+        yield node
 
 
 def _is_environ(node: ast.AST) -> bool:
