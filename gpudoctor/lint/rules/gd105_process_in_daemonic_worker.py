@@ -1,4 +1,4 @@
-"""GD105: a process or pool started inside a daemonic Pool worker."""
+"""GD105: a process or pool started inside a daemonic process (a Pool worker, a daemon Process)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ class ProcessInDaemonicWorker(Rule):
     """## What it does
     Flags a `Process.start()`, a `Pool` or a `ProcessPoolExecutor` created in code that
     runs inside a `multiprocessing.Pool` worker (a task function or the pool's
-    `initializer`) or inside a `Process(daemon=True)`.
+    `initializer`) or inside a daemonic `Process` (`daemon=True`, or `p.daemon = True`
+    before `p.start()`).
 
     ## Why is this bad?
     Pool workers are daemonic processes, and daemonic processes may not have
