@@ -83,6 +83,20 @@ class ProcessInDaemonicWorker(Rule):
             with mp.Pool(2) as pool:
                 pool.map(outer, [[1], [2]])
         """,
+        """\
+        import multiprocessing as mp
+
+        def supervise(xs):
+            # ruleid: GD105
+            with mp.Pool(2) as pool:
+                return pool.map(abs, xs)
+
+        if __name__ == "__main__":
+            p = mp.Process(target=supervise, args=([-1, 2],))
+            p.daemon = True
+            p.start()
+            p.join()
+        """,
     )
     VALID = (
         """\
@@ -111,6 +125,19 @@ class ProcessInDaemonicWorker(Rule):
             procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
             for p in procs:
                 p.start()
+        """,
+        """\
+        import multiprocessing as mp
+
+        def supervise(xs):
+            with mp.Pool(2) as pool:
+                return pool.map(abs, xs)
+
+        if __name__ == "__main__":
+            p = mp.Process(target=supervise, args=([-1, 2],))
+            p.daemon = False
+            p.start()
+            p.join()
         """,
     )
 
