@@ -90,6 +90,21 @@ class ProcessStartWithoutMainGuard(Rule):
         with mp.get_context("fork").Pool(2) as pool:
             pool.map(work, [1, 2])
         """,
+        """\
+        import multiprocessing as mp
+
+        def work(x):
+            return x
+
+        def main():
+            ctx = mp.get_context("spawn")
+            procs = [ctx.Process(target=work, args=(i,)) for i in range(2)]
+            for p in procs:
+                p.start()
+
+        if __name__ == "__main__":
+            main()
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:

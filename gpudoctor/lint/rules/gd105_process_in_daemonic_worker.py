@@ -139,6 +139,21 @@ class ProcessInDaemonicWorker(Rule):
             p.start()
             p.join()
         """,
+        """\
+        import multiprocessing as mp
+        from multiprocessing.pool import ThreadPool
+
+        def fetch(x):
+            return x
+
+        def task(xs):
+            with ThreadPool(4) as threads:  # threads, not processes: allowed in a daemon
+                return threads.map(fetch, xs)
+
+        if __name__ == "__main__":
+            with mp.Pool(2) as pool:
+                pool.map(task, [[1], [2]])
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:

@@ -105,6 +105,19 @@ class GpuWorkInDataloaderWorker(Rule):
         def main():
             return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
         """,
+        """\
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader
+
+        def seed_worker(worker_id):
+            np.random.seed(torch.initial_seed() % 2**32)
+
+        def main(ds):
+            # the worker code seeds NumPy only; pinning is done by the parent's pin thread
+            return DataLoader(ds, num_workers=4, worker_init_fn=seed_worker, pin_memory=True,
+                              persistent_workers=True)
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
