@@ -56,3 +56,33 @@ def test_gd302_points_at_the_import_that_ran_the_init_in_another_module() -> Non
     (message,) = messages
     assert "reached through the import at app.py:9" in message
     assert message.endswith("call it before app.py:9")
+
+
+def test_gd302_in_one_function_points_at_the_init_not_at_the_caller(tmp_path: Path) -> None:
+    path = tmp_path / "setup_devices.py"
+    path.write_text(
+        "import tensorflow as tf\n\n\n"
+        "def setup():\n"
+        "    tf.config.list_logical_devices('GPU')\n"
+        "    tf.config.set_visible_devices([], 'GPU')\n\n\n"
+        "setup()\n"
+    )
+    outcome = analyse(Project(tmp_path), path, "fork")
+    (message,) = {f.message for f in outcome.findings if f.code == "GD302"}
+    assert message.endswith("call it before line 5") and "reached through" not in message
+
+
+def test_gd303_on_a_thread_setting_does_not_talk_about_memory() -> None:
+    (message,) = _messages("tensorflow/threading_config_after_model_swallowed.py", "GD303")
+    assert "default thread pool sizes" in message and "allocate-all" not in message
+
+
+def test_other_files_are_named_relative_to_the_reporting_file() -> None:
+    from gpudoctor.lint.findings import Site
+    from gpudoctor.lint.rules._base import line_of
+
+    here = Site("/p/app/pkg/pools.py", 5, 1, 5, 2)
+    assert line_of(Site("/p/app/pkg/pools.py", 3, 1, 3, 2), here) == "line 3"
+    assert line_of(Site("/p/app/pkg/gpu.py", 6, 1, 6, 2), here) == "gpu.py:6"
+    assert line_of(Site("/p/app/main.py", 10, 1, 10, 2), here) == "../main.py:10"
+    assert line_of(Site("/elsewhere/deep/x/y.py", 1, 1, 1, 2), here) == "/elsewhere/deep/x/y.py:1"

@@ -162,7 +162,7 @@ class Project:
             else:
                 targets = [target for name, level in facts.imports
                            if (target := self.resolve(path, name, level)) is not None and target != path]
-                self._gate[path] = any(self.facts(t).starts for t in targets) and (
+                self._gate[path] = any(self.starts(t) for t in targets) and (
                     facts.uses_gpu or any(self.facts(t).uses_gpu for t in targets))
         return self._gate[path]
 
@@ -185,13 +185,25 @@ class Project:
         text = self.text(path)
         if isinstance(text, ParseFailure):
             return False
-        return any(target is not None and target.parent == path.parent and target != path
-                   and self.facts(target).follow
-                   for name, level in import_candidates(text) for target in [self.resolve(path, name, level)])
+        return any(self.facts(target).follow for target in self._own_modules(path, text))
+
+    def _own_modules(self, package: Path, text: str) -> list[Path]:
+        """The modules of its own folder that a package ``__init__`` imports."""
+        return [target for name, level in import_candidates(text)
+                if (target := self.resolve(package, name, level)) is not None
+                and target.parent == package.parent and target != package]
 
     def starts(self, path: Path) -> bool:
-        """Does this module, once imported, start processes or configure the GPU?"""
-        return self.facts(path).starts
+        """Does this module, once imported, start processes or configure the GPU? A package
+        ``__init__`` does when a module of its own that it imports (and re-exports) does."""
+        path = self.real(path)
+        if self.facts(path).starts:
+            return True
+        if path.name != "__init__.py":
+            return False
+        text = self.text(path)
+        return not isinstance(text, ParseFailure) and any(
+            self.facts(target).starts for target in self._own_modules(path, text))
 
     # -- parsing ---------------------------------------------------------------------------
     def prescan(self, path: Path) -> Prescan | None:

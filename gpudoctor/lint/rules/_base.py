@@ -80,7 +80,8 @@ def what_runs(site: object) -> str:
 
 def line_of(site: Site, here: Site | None = None) -> str:
     """Where ``site`` is, for a message about ``here``: "line 12", or "helpers.py:12" when
-    it is in another file (relative to ``here``'s folder when below it)."""
+    it is in another file, always relative to ``here``'s folder ("../main.py:10"), unless
+    that climbs more than two folders (then the absolute path)."""
     import os
 
     from gpudoctor.lint.analysis.source import concrete
@@ -88,8 +89,9 @@ def line_of(site: Site, here: Site | None = None) -> str:
     site = concrete(site)
     if here is None or concrete(here).path == site.path:
         return f"line {site.row}"
-    folder = os.path.dirname(concrete(here).path)
-    shown = os.path.relpath(site.path, folder) if site.path.startswith(folder + os.sep) else site.path
+    shown = os.path.relpath(site.path, os.path.dirname(concrete(here).path))
+    if shown.startswith(os.path.join(os.pardir, os.pardir, os.pardir)):
+        shown = site.path
     return f"{shown}:{site.row}"
 
 

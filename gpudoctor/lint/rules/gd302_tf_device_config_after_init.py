@@ -165,7 +165,10 @@ class TfDeviceConfigAfterInit(Rule):
             # when the init happened inside a function called from here.
             via = init_event.ctx.via
             related = [Related(init.site, "TensorFlow runtime initialized here")]
-            if via is not None and (via.path, via.row) != (init.site.path, init.site.row):
+            # Only when the init ran inside a call or import the configuration did not: in
+            # the same function, moving the call above the init is the fix.
+            if via is not None and via != event.ctx.via and \
+                    (via.path, via.row) != (init.site.path, init.site.row):
                 how = what_runs(via)
                 reached = f", reached through the {how} at {line_of(via, effect.site)}"
                 target = via

@@ -169,9 +169,21 @@ class SwallowedDeviceConfigError(Rule):
         for _flow, _, event, _state in ctx.points():
             effect = event.effect
             if isinstance(effect, TfConfig) and effect.swallowed:
+                call = effect.api.rsplit(".", 1)[-1]
                 yield self.finding(
                     effect.site,
-                    f"{effect.api.rsplit('.', 1)[-1]}() is wrapped in a try whose handler only "
-                    "reports the RuntimeError; when it comes too late the program silently keeps "
-                    "TensorFlow's allocate-all default",
+                    f"{call}() is wrapped in a try whose handler only reports the RuntimeError; "
+                    f"when it comes too late the program silently keeps {_KEPT.get(call, _DEVICES)}",
                 )
+
+
+# What the program goes on with when each setting is refused.
+_DEVICES = "TensorFlow's default devices and its allocate-all memory"
+_KEPT = {
+    "set_memory_growth": "TensorFlow's allocate-all default",
+    "set_logical_device_configuration": "TensorFlow's allocate-all default",
+    "set_virtual_device_configuration": "TensorFlow's allocate-all default",
+    "set_visible_devices": "every GPU visible (each process initializes all of them)",
+    "set_intra_op_parallelism_threads": "TensorFlow's default thread pool sizes (one thread per core)",
+    "set_inter_op_parallelism_threads": "TensorFlow's default thread pool sizes (one thread per core)",
+}
