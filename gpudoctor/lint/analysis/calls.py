@@ -174,7 +174,15 @@ class CallEvaluator(ExprEvaluator):
         for atom in init:
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
+        if is_dataclass(cls.node):  # the generated __init__ ends by calling __post_init__
+            self.call_method_of(instance, "__post_init__", node)
         return one(instance)
+
+    def call_method_of(self, instance: Instance, name: str, node: cst.CSTNode) -> None:
+        """Run a special method Python calls on its own (``__post_init__``, ``__enter__``)."""
+        for atom in self.analyzer.member(instance, name):
+            if isinstance(atom, FuncRef):
+                self.inline(atom, Args(), node)
 
     # -- qualified names -----------------------------------------------------------------
     def call_qualname(self, qualname: str, args: Args, node: cst.Call) -> Value:
@@ -254,3 +262,15 @@ def literal_int(value: Value | None) -> int | None:
 def literal_str(value: Value | None) -> str | None:
     found = [a.value for a in (value or UNKNOWN) if isinstance(a, Str)]
     return found[0] if len(found) == 1 and len(value or ()) == 1 else None
+
+
+def is_dataclass(node: cst.ClassDef) -> bool:
+    """Decorated with ``@dataclass`` or ``@dataclasses.dataclass(...)``."""
+    for decorator in node.decorators:
+        target = decorator.decorator
+        if isinstance(target, cst.Call):
+            target = target.func
+        name = cst.helpers.get_full_name_for_node(target) or ""
+        if name.rsplit(".", 1)[-1] == "dataclass":
+            return True
+    return False

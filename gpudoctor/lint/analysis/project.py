@@ -163,7 +163,7 @@ class Project:
                 targets = [target for name, level in facts.imports
                            if (target := self.resolve(path, name, level)) is not None and target != path]
                 self._gate[path] = any(self.starts(t) for t in targets) and (
-                    facts.uses_gpu or any(self.facts(t).uses_gpu for t in targets))
+                    facts.uses_gpu or any(self.uses_gpu(t) for t in targets))
         return self._gate[path]
 
     def _acts(self, path: Path) -> bool:
@@ -196,14 +196,22 @@ class Project:
     def starts(self, path: Path) -> bool:
         """Does this module, once imported, start processes or configure the GPU? A package
         ``__init__`` does when a module of its own that it imports (and re-exports) does."""
+        return self._through_package(path, "starts")
+
+    def uses_gpu(self, path: Path) -> bool:
+        """Does this module (or, for a package ``__init__``, a module of its own that it
+        imports) use a GPU framework?"""
+        return self._through_package(path, "uses_gpu")
+
+    def _through_package(self, path: Path, fact: str) -> bool:
         path = self.real(path)
-        if self.facts(path).starts:
+        if getattr(self.facts(path), fact):
             return True
         if path.name != "__init__.py":
             return False
         text = self.text(path)
         return not isinstance(text, ParseFailure) and any(
-            self.facts(target).starts for target in self._own_modules(path, text))
+            getattr(self.facts(target), fact) for target in self._own_modules(path, text))
 
     # -- parsing ---------------------------------------------------------------------------
     def prescan(self, path: Path) -> Prescan | None:

@@ -15,6 +15,7 @@ from gpudoctor.lint.analysis.values import (
     ClassRef,
     ForkPid,
     FuncRef,
+    Instance,
     ModRef,
     PoolObj,
     one,
@@ -237,13 +238,20 @@ class Walker(ImportWalker):
             value = self.eval(item.item)
             values.append(value)
             self.enter_context(item.item, value)
+            bound = value
+            for atom in value:
+                if isinstance(atom, Instance):  # a class of the project: its __enter__ runs
+                    self.call_method_of(atom, "__enter__", item.item)
             if item.asname is not None:
-                self.bind(item.asname.name, value)
+                self.bind(item.asname.name, bound)
         ended = self.walk_block(node.body.body)
-        for value in values:  # leaving the block shuts thread pools down (joins their threads)
+        for value in reversed(values):
             for atom in value:
                 if isinstance(atom, PoolObj) and atom.kind == THREAD_POOL:
+                    # leaving the block shuts thread pools down (joins their threads)
                     self.emit(Join(atom.site, self.site(node), threads=True))
+                elif isinstance(atom, Instance):
+                    self.call_method_of(atom, "__exit__", node)
         return ended
 
     def enter_context(self, expr: cst.BaseExpression, value: Value) -> None:
