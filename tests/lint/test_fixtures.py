@@ -19,6 +19,8 @@ def test_fixture_expectations(case: Case) -> None:
     unexpected = sorted(actual - expected)
     detail = "\n".join(f"{f.site.path}:{f.site.row}: {f.code} {f.message}" for f in findings)
     assert not missing and not unexpected, f"missing {missing}, unexpected {unexpected}\n{detail}"
+    found = sorted(case.known_misses() & actual)
+    assert not found, f"known misses now reported, change todoruleid to ruleid: {found}"
 
 
 def test_fixture_corpus_is_substantial() -> None:

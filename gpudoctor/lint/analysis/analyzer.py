@@ -226,6 +226,8 @@ class Analyzer(ClassModel):
         if not entry:
             self.reached.add(id(func.node))
         env = self._bind(func, (*func.bound, *positional), rest, keywords)
+        for name, value in func.closure:
+            env.setdefault(name, value)
         key = (func, tuple(sorted(env.items(), key=lambda kv: kv[0])))
         cached = self._summaries.get(key)
         if cached is not None:

@@ -162,7 +162,7 @@ class Project:
             else:
                 targets = [target for name, level in facts.imports
                            if (target := self.resolve(path, name, level)) is not None and target != path]
-                self._gate[path] = any(self.starts(t) for t in targets) and (
+                self._gate[path] = any(self.facts(t).starts for t in targets) and (
                     facts.uses_gpu or any(self.uses_gpu(t) for t in targets))
         return self._gate[path]
 
@@ -194,9 +194,8 @@ class Project:
                 and target.parent == package.parent and target != package]
 
     def starts(self, path: Path) -> bool:
-        """Does this module, once imported, start processes or configure the GPU? A package
-        ``__init__`` does when a module of its own that it imports (and re-exports) does."""
-        return self._through_package(path, "starts")
+        """Does this module, once imported, start processes or configure the GPU?"""
+        return self.facts(path).starts
 
     def uses_gpu(self, path: Path) -> bool:
         """Does this module (or, for a package ``__init__``, a module of its own that it

@@ -78,14 +78,16 @@ class FuncRef:
     node: cst.CSTNode  # FunctionDef or Lambda
     bound: tuple[frozenset[Atom], ...] = ()  # partial() / bound self
     cuda_kernel: bool = False  # decorated with numba.cuda.jit
+    closure: tuple[tuple[str, frozenset[Atom]], ...] = ()  # enclosing names a nested def uses
 
     def __hash__(self) -> int:
-        return hash((self.module, self.qualname, id(self.node), self.bound))
+        return hash((self.module, self.qualname, id(self.node), self.bound, self.closure))
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, FuncRef) and self.node is other.node
             and self.module == other.module and self.bound == other.bound
+            and self.closure == other.closure
         )
 
 
