@@ -37,6 +37,7 @@ USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
 _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
                                re.M)
 _WORD = re.compile(r"\w+")
+_COMMENT = re.compile(r"#[^\n]*")
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
 
 
@@ -93,19 +94,22 @@ def import_candidates(text: str) -> tuple[tuple[str, int], ...]:
     """(module, level) for every module an import statement may import, members included:
     ``from pkg import a`` may import ``pkg`` and ``pkg.a``."""
     found: list[tuple[str, int]] = []
+    # Statements joined by a backslash or a semicolon are statements of their own lines.
+    text = text.replace("\\\n", " ").replace(";", "\n")
     for match in _IMPORT_STATEMENT.finditer(text):
-        statement = match.group(0).strip()
+        statement = _COMMENT.sub("", match.group(0)).strip()
         if statement.startswith("from"):
-            head, _, names = statement[4:].partition(" import")
+            head, _, names = statement[4:].partition("import")
             dotted = head.strip()
             level = len(dotted) - len(dotted.lstrip("."))
             base = dotted.lstrip(".")
             found.append((base, level))
-            for word in _WORD.findall(names.split("#")[0]):
-                if word != "as":
+            for part in names.strip(" \t()\n").split(","):
+                word = part.split(" as ")[0].strip(" \t()\n")
+                if word and word.isidentifier():
                     found.append((f"{base}.{word}" if base else word, level))
         else:
-            for part in statement[6:].split("#")[0].split(","):
+            for part in statement[6:].split(","):
                 name = part.split(" as ")[0].strip()
                 if name:
                     found.append((name, 0))

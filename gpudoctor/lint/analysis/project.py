@@ -188,10 +188,21 @@ class Project:
         return any(self.facts(target).follow for target in self._own_modules(path, text))
 
     def _own_modules(self, package: Path, text: str) -> list[Path]:
-        """The modules of its own folder that a package ``__init__`` imports."""
-        return [target for name, level in import_candidates(text)
-                if (target := self.resolve(package, name, level)) is not None
-                and target.parent == package.parent and target != package]
+        """The modules of its own package (subpackages too) that a package ``__init__``
+        imports, and, through a subpackage's ``__init__``, what that imports of its own."""
+        out: list[Path] = []
+        todo, seen = [(package, text)], {package}
+        while todo:
+            init, source = todo.pop()
+            for name, level in import_candidates(source):
+                target = self.resolve(init, name, level)
+                if target is None or target in seen or not target.is_relative_to(package.parent):
+                    continue
+                seen.add(target)
+                out.append(target)
+                if target.name == "__init__.py" and not isinstance(inner := self.text(target), ParseFailure):
+                    todo.append((target, inner))
+        return out
 
     def starts(self, path: Path) -> bool:
         """Does this module, once imported, start processes or configure the GPU?"""

@@ -28,7 +28,9 @@ from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
 
 Value = frozenset
-EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort"})
+EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
+                   # exec replaces the process: the code after it never runs
+                   *(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))})
 
 
 class Walker(ImportWalker):
