@@ -70,6 +70,27 @@ def display(framework: str) -> str:
     return DISPLAY.get(framework, framework)
 
 
+def unmargin(text: str) -> str:
+    """Remove the ``| `` margin example code is written behind (see ``Rule``): from every
+    line of an example, and from the code blocks of a docstring (not from its tables)."""
+    lines = textwrap.dedent(text).split("\n")
+    if all(line.startswith("|") for line in lines if line.strip()):
+        return "\n".join(_strip_margin(line) for line in lines)
+    fenced = False
+    out = []
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            line = _strip_margin(line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _strip_margin(line: str) -> str:
+    return line[2:] if line.startswith("| ") else line[1:] if line.startswith("|") else line
+
+
 def what_runs(site: object) -> str:
     """"import" when code ran because a module was imported at ``site``, else "call"."""
     from gpudoctor.lint.analysis.source import LazySite
@@ -100,9 +121,9 @@ class Rule:
 
     The docstring is the rule's documentation (ruff's headings). ``VALID`` and
     ``INVALID`` are snippets in the fixture format (``# ruleid: CODE`` on the line
-    before each expected finding), written indented in the rule's file (so that no line
-    of the linter's source reads as an import of a GPU framework) and dedented here; the
-    test suite runs them.
+    before each expected finding); the test suite runs them. Example code, in those and
+    in the docstring's code blocks, is written behind a ``| `` margin that is removed
+    here, so that no line of the linter's source reads as an import of a GPU framework.
     """
 
     code: ClassVar[str]
@@ -117,8 +138,8 @@ class Rule:
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        cls.VALID = tuple(textwrap.dedent(text) for text in cls.VALID)
-        cls.INVALID = tuple(textwrap.dedent(text) for text in cls.INVALID)
+        cls.VALID = tuple(unmargin(text) for text in cls.VALID)
+        cls.INVALID = tuple(unmargin(text) for text in cls.INVALID)
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         raise NotImplementedError
@@ -133,4 +154,4 @@ class Rule:
 
     @classmethod
     def documentation(cls) -> str:
-        return inspect.cleandoc(cls.__doc__ or "")
+        return unmargin(inspect.cleandoc(cls.__doc__ or ""))

@@ -26,16 +26,16 @@ class UnparseableFile(Rule):
 
     ## Example
     ```python
-    import tensorflow as tf
-    with strategy.scope():
-        # model definition goes here
+    | import tensorflow as tf
+    | with strategy.scope():
+    |     # model definition goes here
     ```
 
     Use instead:
     ```python
-    import tensorflow as tf
-    with strategy.scope():
-        model = build_model()
+    | import tensorflow as tf
+    | with strategy.scope():
+    |     model = build_model()
     ```
 
     ## References

@@ -20,14 +20,14 @@ class UnusedNoqa(Rule):
 
     ## Example
     ```python
-    with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
-        pool.map(work, items)
+    | with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
+    |     pool.map(work, items)
     ```
 
     Use instead:
     ```python
-    with mp.get_context("spawn").Pool(2) as pool:
-        pool.map(work, items)
+    | with mp.get_context("spawn").Pool(2) as pool:
+    |     pool.map(work, items)
     ```
 
     ## References
@@ -41,39 +41,39 @@ class UnusedNoqa(Rule):
     fix_title = "Remove the unused code from the noqa comment"
     INVALID = (
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            # ruleid: GD001
-            with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
-                pool.map(work, [1])
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     # ruleid: GD001
+        |     with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
+        |         pool.map(work, [1])
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import cupy as cp
-
-        def work(x):
-            return float(cp.sum(cp.asarray(x)))
-
-        if __name__ == "__main__":
-            cp.ones(3)
-            with mp.Pool(2) as pool:  # noqa: GD101
-                pool.map(work, [[1]])
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | def work(x):
+        |     return float(cp.sum(cp.asarray(x)))
+        |
+        | if __name__ == "__main__":
+        |     cp.ones(3)
+        |     with mp.Pool(2) as pool:  # noqa: GD101
+        |         pool.map(work, [[1]])
         """,
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:  # noqa: E501
-                pool.map(work, [1])
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:  # noqa: E501
+        |         pool.map(work, [1])
         """,
     )
 

@@ -51,24 +51,24 @@ class ForkAfterGpuInit(Rule):
 
     ## Example
     ```python
-    import multiprocessing as mp
-    import cupy as cp
-
-    x = cp.arange(10)  # CUDA initialized in the parent
-
-    def work(i):
-        return float(cp.sum(cp.arange(i)))
-
-    if __name__ == "__main__":
-        with mp.Pool(4) as pool:  # workers are forked here
-            print(pool.map(work, range(8)))
+    | import multiprocessing as mp
+    | import cupy as cp
+    |
+    | x = cp.arange(10)  # CUDA initialized in the parent
+    |
+    | def work(i):
+    |     return float(cp.sum(cp.arange(i)))
+    |
+    | if __name__ == "__main__":
+    |     with mp.Pool(4) as pool:  # workers are forked here
+    |         print(pool.map(work, range(8)))
     ```
 
     Use instead:
     ```python
-    if __name__ == "__main__":
-        with mp.get_context("spawn").Pool(4) as pool:
-            print(pool.map(work, range(8)))
+    | if __name__ == "__main__":
+    |     with mp.get_context("spawn").Pool(4) as pool:
+    |         print(pool.map(work, range(8)))
     ```
 
     ## Fix safety
@@ -88,84 +88,84 @@ class ForkAfterGpuInit(Rule):
     fix_title = 'Use the spawn start method: multiprocessing.get_context("spawn")'
     INVALID = (
         """\
-        import multiprocessing as mp
-        import cupy as cp
-
-        cp.cuda.Device(0).use()
-
-        def work(x):
-            return cp.sum(cp.asarray(x))
-
-        if __name__ == "__main__":
-            # ruleid: GD101
-            with mp.Pool(2) as pool:
-                pool.map(work, [[1, 2], [3]])
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | cp.cuda.Device(0).use()
+        |
+        | def work(x):
+        |     return cp.sum(cp.asarray(x))
+        |
+        | if __name__ == "__main__":
+        |     # ruleid: GD101
+        |     with mp.Pool(2) as pool:
+        |         pool.map(work, [[1, 2], [3]])
         """,
         """\
-        import os
-        import torch
-
-        def main():
-            torch.cuda.is_available()
-            # ruleid: GD101
-            pid = os.fork()
-            if pid == 0:
-                torch.zeros(1).cuda()
-                os._exit(0)
+        | import os
+        | import torch
+        |
+        | def main():
+        |     torch.cuda.is_available()
+        |     # ruleid: GD101
+        |     pid = os.fork()
+        |     if pid == 0:
+        |         torch.zeros(1).cuda()
+        |         os._exit(0)
         """,
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def infer(n):
-            return float(tf.reduce_sum(tf.ones((n, n))))
-
-        def run():
-            print(tf.constant(1.0))
-            p = mp.Process(target=infer, args=(3,))
-            # ruleid: GD101
-            p.start()
-
-        if __name__ == "__main__":
-            run()
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def infer(n):
+        |     return float(tf.reduce_sum(tf.ones((n, n))))
+        |
+        | def run():
+        |     print(tf.constant(1.0))
+        |     p = mp.Process(target=infer, args=(3,))
+        |     # ruleid: GD101
+        |     p.start()
+        |
+        | if __name__ == "__main__":
+        |     run()
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import cupy as cp
-
-        def work(x):
-            return float(cp.sum(cp.asarray(x)))
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [[1, 2], [3]])
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | def work(x):
+        |     return float(cp.sum(cp.asarray(x)))
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [[1, 2], [3]])
         """,
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def cpu_only(path):
-            return open(path).read()
-
-        if __name__ == "__main__":
-            tf.constant(1.0)
-            with mp.get_context("fork").Pool(2) as pool:
-                pool.map(cpu_only, ["a", "b"])
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def cpu_only(path):
+        |     return open(path).read()
+        |
+        | if __name__ == "__main__":
+        |     tf.constant(1.0)
+        |     with mp.get_context("fork").Pool(2) as pool:
+        |         pool.map(cpu_only, ["a", "b"])
         """,
         """\
-        import multiprocessing as mp
-        import torch
-
-        def work(i):
-            return torch.ones(i, device="cuda").sum().item()
-
-        if __name__ == "__main__":
-            n = torch.cuda.device_count()
-            mp.set_start_method("spawn")
-            with mp.Pool(n) as pool:
-                pool.map(work, range(n))
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def work(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     n = torch.cuda.device_count()
+        |     mp.set_start_method("spawn")
+        |     with mp.Pool(n) as pool:
+        |         pool.map(work, range(n))
         """,
     )
 

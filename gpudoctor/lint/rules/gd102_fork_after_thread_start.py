@@ -28,15 +28,15 @@ class ForkAfterThreadStart(Rule):
 
     ## Example
     ```python
-    threading.Thread(target=prefetch, daemon=True).start()
-    with mp.Pool(4) as pool:
-        pool.map(work, items)
+    | threading.Thread(target=prefetch, daemon=True).start()
+    | with mp.Pool(4) as pool:
+    |     pool.map(work, items)
     ```
 
     Use instead:
     ```python
-    with mp.get_context("spawn").Pool(4) as pool:
-        pool.map(work, items)
+    | with mp.get_context("spawn").Pool(4) as pool:
+    |     pool.map(work, items)
     ```
 
     ## References
@@ -51,154 +51,154 @@ class ForkAfterThreadStart(Rule):
     fix_title = 'Use the spawn start method, or start the processes before the threads'
     INVALID = (
         """\
-        import multiprocessing as mp
-        import threading
-
-        def beat():
-            pass
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            threading.Thread(target=beat, daemon=True).start()
-            # ruleid: GD102
-            with mp.Pool(2) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import threading
+        |
+        | def beat():
+        |     pass
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     threading.Thread(target=beat, daemon=True).start()
+        |     # ruleid: GD102
+        |     with mp.Pool(2) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        ex = ThreadPoolExecutor(4)
-        ex.submit(print, "hi")
-        # ruleid: GD102
-        pid = os.fork()
+        | import os
+        | from concurrent.futures import ThreadPoolExecutor
+        |
+        | ex = ThreadPoolExecutor(4)
+        | ex.submit(print, "hi")
+        | # ruleid: GD102
+        | pid = os.fork()
         """,
         """\
-        import multiprocessing as mp
-        import threading
-
-        class Poller(threading.Thread):
-            def run(self):
-                pass
-
-        def work(x):
-            return x
-
-        def main():
-            Poller().start()
-            p = mp.Process(target=work, args=(1,))
-            # ruleid: GD102
-            p.start()
+        | import multiprocessing as mp
+        | import threading
+        |
+        | class Poller(threading.Thread):
+        |     def run(self):
+        |         pass
+        |
+        | def work(x):
+        |     return x
+        |
+        | def main():
+        |     Poller().start()
+        |     p = mp.Process(target=work, args=(1,))
+        |     # ruleid: GD102
+        |     p.start()
         """,
         """\
-        import multiprocessing as mp
-        from multiprocessing.pool import ThreadPool
-
-        def work(x):
-            return x
-
-        def main():
-            tp = ThreadPool(2)
-            tp.map(work, [1])
-            # ruleid: GD102
-            pool = mp.get_context("fork").Pool(2)
-            pool.map(work, [1])
+        | import multiprocessing as mp
+        | from multiprocessing.pool import ThreadPool
+        |
+        | def work(x):
+        |     return x
+        |
+        | def main():
+        |     tp = ThreadPool(2)
+        |     tp.map(work, [1])
+        |     # ruleid: GD102
+        |     pool = mp.get_context("fork").Pool(2)
+        |     pool.map(work, [1])
         """,
         """\
-        import os
-        import threading
-
-        def main(jobs):
-            threads = [threading.Thread(target=print, args=(j,)) for j in jobs]
-            for t in threads:
-                t.start()
-            # ruleid: GD102
-            if os.fork() == 0:
-                os._exit(0)
+        | import os
+        | import threading
+        |
+        | def main(jobs):
+        |     threads = [threading.Thread(target=print, args=(j,)) for j in jobs]
+        |     for t in threads:
+        |         t.start()
+        |     # ruleid: GD102
+        |     if os.fork() == 0:
+        |         os._exit(0)
         """,
         """\
-        import multiprocessing as mp
-        import threading
-
-        def work(x):
-            return x
-
-        def main():
-            t = threading.Thread(target=print)
-            t.start()
-            # ruleid: GD102
-            with mp.Pool(2) as pool:
-                pool.map(work, [1])
-            t.join()
-            with mp.Pool(2) as pool:
-                pool.map(work, [2])
+        | import multiprocessing as mp
+        | import threading
+        |
+        | def work(x):
+        |     return x
+        |
+        | def main():
+        |     t = threading.Thread(target=print)
+        |     t.start()
+        |     # ruleid: GD102
+        |     with mp.Pool(2) as pool:
+        |         pool.map(work, [1])
+        |     t.join()
+        |     with mp.Pool(2) as pool:
+        |         pool.map(work, [2])
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import threading
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            t = threading.Thread(target=print)
-            t.start()
-            t.join()
-            with mp.Pool(2) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import threading
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     t = threading.Thread(target=print)
+        |     t.start()
+        |     t.join()
+        |     with mp.Pool(2) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-        import threading
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            threading.Thread(target=print).start()
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import threading
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     threading.Thread(target=print).start()
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(2) as ex:
-            ex.submit(print, "hi")
-        pid = os.fork()
+        | import os
+        | from concurrent.futures import ThreadPoolExecutor
+        |
+        | with ThreadPoolExecutor(2) as ex:
+        |     ex.submit(print, "hi")
+        | pid = os.fork()
         """,
         """\
-        import multiprocessing as mp
-        import threading
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            with mp.Pool(2) as pool:
-                threading.Thread(target=print).start()
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import threading
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(2) as pool:
+        |         threading.Thread(target=print).start()
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import threading
-        import subprocess
-
-        threading.Thread(target=print).start()
-        subprocess.run(["echo", "hi"])
+        | import threading
+        | import subprocess
+        |
+        | threading.Thread(target=print).start()
+        | subprocess.run(["echo", "hi"])
         """,
         """\
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
-        def main():
-            ex = ThreadPoolExecutor(2)
-            ex.submit(print, "hi")
-            ex.shutdown(wait=True)
-            os.fork()
+        | import os
+        | from concurrent.futures import ThreadPoolExecutor
+        |
+        | def main():
+        |     ex = ThreadPoolExecutor(2)
+        |     ex.submit(print, "hi")
+        |     ex.shutdown(wait=True)
+        |     os.fork()
         """,
     )
 

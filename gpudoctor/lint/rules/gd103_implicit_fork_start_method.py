@@ -28,19 +28,19 @@ class ImplicitForkStartMethod(Rule):
 
     ## Example
     ```python
-    import multiprocessing as mp
-    import torch
-
-    if __name__ == "__main__":
-        with mp.Pool(4) as pool:
-            pool.map(train_shard, range(4))
+    | import multiprocessing as mp
+    | import torch
+    |
+    | if __name__ == "__main__":
+    |     with mp.Pool(4) as pool:
+    |         pool.map(train_shard, range(4))
     ```
 
     Use instead:
     ```python
-    if __name__ == "__main__":
-        with mp.get_context("spawn").Pool(4) as pool:
-            pool.map(train_shard, range(4))
+    | if __name__ == "__main__":
+    |     with mp.get_context("spawn").Pool(4) as pool:
+    |         pool.map(train_shard, range(4))
     ```
 
     ## Fix safety
@@ -59,63 +59,63 @@ class ImplicitForkStartMethod(Rule):
     suppressed_by = ("GD101", "GD105")
     INVALID = (
         """\
-        import multiprocessing as mp
-        import torch
-
-        def shard(i):
-            return torch.ones(i).sum().item()
-
-        if __name__ == "__main__":
-            # ruleid: GD103
-            with mp.Pool(4) as pool:
-                pool.map(shard, range(4))
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def shard(i):
+        |     return torch.ones(i).sum().item()
+        |
+        | if __name__ == "__main__":
+        |     # ruleid: GD103
+        |     with mp.Pool(4) as pool:
+        |         pool.map(shard, range(4))
         """,
         """\
-        from concurrent.futures import ProcessPoolExecutor
-        import cupy
-
-        def work(i):
-            return i
-
-        def main():
-            # ruleid: GD103
-            with ProcessPoolExecutor(2) as ex:
-                list(ex.map(work, range(3)))
+        | from concurrent.futures import ProcessPoolExecutor
+        | import cupy
+        |
+        | def work(i):
+        |     return i
+        |
+        | def main():
+        |     # ruleid: GD103
+        |     with ProcessPoolExecutor(2) as ex:
+        |         list(ex.map(work, range(3)))
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import torch
-
-        def shard(i):
-            return i
-
-        if __name__ == "__main__":
-            mp.set_start_method("spawn")
-            with mp.Pool(4) as pool:
-                pool.map(shard, range(4))
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def shard(i):
+        |     return i
+        |
+        | if __name__ == "__main__":
+        |     mp.set_start_method("spawn")
+        |     with mp.Pool(4) as pool:
+        |         pool.map(shard, range(4))
         """,
         """\
-        import multiprocessing as mp
-
-        def shard(i):
-            return i * 2
-
-        if __name__ == "__main__":
-            with mp.Pool(4) as pool:
-                pool.map(shard, range(4))
+        | import multiprocessing as mp
+        |
+        | def shard(i):
+        |     return i * 2
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(4) as pool:
+        |         pool.map(shard, range(4))
         """,
         """\
-        import multiprocessing as mp
-        import jax
-
-        def shard(i):
-            return i
-
-        if __name__ == "__main__":
-            with mp.get_context("fork").Pool(2) as pool:
-                pool.map(shard, range(4))
+        | import multiprocessing as mp
+        | import jax
+        |
+        | def shard(i):
+        |     return i
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("fork").Pool(2) as pool:
+        |         pool.map(shard, range(4))
         """,
     )
 

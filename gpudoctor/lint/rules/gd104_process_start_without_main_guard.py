@@ -25,18 +25,18 @@ class ProcessStartWithoutMainGuard(Rule):
 
     ## Example
     ```python
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        pool.map(abs, [-1, -2])
+    | import multiprocessing as mp
+    |
+    | ctx = mp.get_context("spawn")
+    | with ctx.Pool(2) as pool:
+    |     pool.map(abs, [-1, -2])
     ```
 
     Use instead:
     ```python
-    if __name__ == "__main__":
-        with ctx.Pool(2) as pool:
-            pool.map(abs, [-1, -2])
+    | if __name__ == "__main__":
+    |     with ctx.Pool(2) as pool:
+    |         pool.map(abs, [-1, -2])
     ```
 
     ## References
@@ -50,60 +50,60 @@ class ProcessStartWithoutMainGuard(Rule):
     fix_title = 'Move the process start under `if __name__ == "__main__":`'
     INVALID = (
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        ctx = mp.get_context("spawn")
-        # ruleid: GD104
-        pool = ctx.Pool(2)
-        pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | ctx = mp.get_context("spawn")
+        | # ruleid: GD104
+        | pool = ctx.Pool(2)
+        | pool.map(work, [1, 2])
         """,
         """\
-        import torch.multiprocessing as mp
-
-        def train(rank):
-            pass
-
-        # ruleid: GD104
-        mp.spawn(train, nprocs=2)
+        | import torch.multiprocessing as mp
+        |
+        | def train(rank):
+        |     pass
+        |
+        | # ruleid: GD104
+        | mp.spawn(train, nprocs=2)
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        with mp.get_context("fork").Pool(2) as pool:
-            pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | with mp.get_context("fork").Pool(2) as pool:
+        |     pool.map(work, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-
-        def work(x):
-            return x
-
-        def main():
-            ctx = mp.get_context("spawn")
-            procs = [ctx.Process(target=work, args=(i,)) for i in range(2)]
-            for p in procs:
-                p.start()
-
-        if __name__ == "__main__":
-            main()
+        | import multiprocessing as mp
+        |
+        | def work(x):
+        |     return x
+        |
+        | def main():
+        |     ctx = mp.get_context("spawn")
+        |     procs = [ctx.Process(target=work, args=(i,)) for i in range(2)]
+        |     for p in procs:
+        |         p.start()
+        |
+        | if __name__ == "__main__":
+        |     main()
         """,
     )
 

@@ -27,19 +27,19 @@ class ProcessInDaemonicWorker(Rule):
 
     ## Example
     ```python
-    def task(x):
-        p = mp.Process(target=gpu_job, args=(x,))
-        p.start()
-        p.join()
-
-    with mp.Pool(4) as pool:
-        pool.map(task, items)
+    | def task(x):
+    |     p = mp.Process(target=gpu_job, args=(x,))
+    |     p.start()
+    |     p.join()
+    |
+    | with mp.Pool(4) as pool:
+    |     pool.map(task, items)
     ```
 
     Use instead:
     ```python
-    with mp.get_context("spawn").Pool(4, initializer=init_gpu) as pool:
-        pool.map(gpu_job, items)
+    | with mp.get_context("spawn").Pool(4, initializer=init_gpu) as pool:
+    |     pool.map(gpu_job, items)
     ```
 
     ## References
@@ -53,106 +53,106 @@ class ProcessInDaemonicWorker(Rule):
     fix_title = "Start the processes from the parent, or run the work in the pool itself"
     INVALID = (
         """\
-        import multiprocessing as mp
-
-        def job(x):
-            return x
-
-        def task(x):
-            p = mp.Process(target=job, args=(x,))
-            # ruleid: GD105
-            p.start()
-            p.join()
-
-        if __name__ == "__main__":
-            with mp.Pool(2) as pool:
-                pool.map(task, [1, 2])
+        | import multiprocessing as mp
+        |
+        | def job(x):
+        |     return x
+        |
+        | def task(x):
+        |     p = mp.Process(target=job, args=(x,))
+        |     # ruleid: GD105
+        |     p.start()
+        |     p.join()
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(2) as pool:
+        |         pool.map(task, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-
-        def inner(x):
-            return x
-
-        def outer(xs):
-            # ruleid: GD105
-            with mp.Pool(2) as pool:
-                return pool.map(inner, xs)
-
-        if __name__ == "__main__":
-            with mp.Pool(2) as pool:
-                pool.map(outer, [[1], [2]])
+        | import multiprocessing as mp
+        |
+        | def inner(x):
+        |     return x
+        |
+        | def outer(xs):
+        |     # ruleid: GD105
+        |     with mp.Pool(2) as pool:
+        |         return pool.map(inner, xs)
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(2) as pool:
+        |         pool.map(outer, [[1], [2]])
         """,
         """\
-        import multiprocessing as mp
-
-        def supervise(xs):
-            # ruleid: GD105
-            with mp.Pool(2) as pool:
-                return pool.map(abs, xs)
-
-        if __name__ == "__main__":
-            p = mp.Process(target=supervise, args=([-1, 2],))
-            p.daemon = True
-            p.start()
-            p.join()
+        | import multiprocessing as mp
+        |
+        | def supervise(xs):
+        |     # ruleid: GD105
+        |     with mp.Pool(2) as pool:
+        |         return pool.map(abs, xs)
+        |
+        | if __name__ == "__main__":
+        |     p = mp.Process(target=supervise, args=([-1, 2],))
+        |     p.daemon = True
+        |     p.start()
+        |     p.join()
         """,
     )
     VALID = (
         """\
-        from concurrent.futures import ProcessPoolExecutor
-        import multiprocessing as mp
-
-        def job(x):
-            return x
-
-        def task(x):
-            p = mp.Process(target=job, args=(x,))
-            p.start()
-            p.join()
-
-        if __name__ == "__main__":
-            with ProcessPoolExecutor(2) as ex:
-                list(ex.map(task, [1, 2]))
+        | from concurrent.futures import ProcessPoolExecutor
+        | import multiprocessing as mp
+        |
+        | def job(x):
+        |     return x
+        |
+        | def task(x):
+        |     p = mp.Process(target=job, args=(x,))
+        |     p.start()
+        |     p.join()
+        |
+        | if __name__ == "__main__":
+        |     with ProcessPoolExecutor(2) as ex:
+        |         list(ex.map(task, [1, 2]))
         """,
         """\
-        import multiprocessing as mp
-
-        def job(x):
-            return x
-
-        if __name__ == "__main__":
-            procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
-            for p in procs:
-                p.start()
+        | import multiprocessing as mp
+        |
+        | def job(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     procs = [mp.Process(target=job, args=(i,)) for i in range(2)]
+        |     for p in procs:
+        |         p.start()
         """,
         """\
-        import multiprocessing as mp
-
-        def supervise(xs):
-            with mp.Pool(2) as pool:
-                return pool.map(abs, xs)
-
-        if __name__ == "__main__":
-            p = mp.Process(target=supervise, args=([-1, 2],))
-            p.daemon = False
-            p.start()
-            p.join()
+        | import multiprocessing as mp
+        |
+        | def supervise(xs):
+        |     with mp.Pool(2) as pool:
+        |         return pool.map(abs, xs)
+        |
+        | if __name__ == "__main__":
+        |     p = mp.Process(target=supervise, args=([-1, 2],))
+        |     p.daemon = False
+        |     p.start()
+        |     p.join()
         """,
         """\
-        import multiprocessing as mp
-        from multiprocessing.pool import ThreadPool
-
-        def fetch(x):
-            return x
-
-        def task(xs):
-            with ThreadPool(4) as threads:  # threads, not processes: allowed in a daemon
-                return threads.map(fetch, xs)
-
-        if __name__ == "__main__":
-            with mp.Pool(2) as pool:
-                pool.map(task, [[1], [2]])
+        | import multiprocessing as mp
+        | from multiprocessing.pool import ThreadPool
+        |
+        | def fetch(x):
+        |     return x
+        |
+        | def task(xs):
+        |     with ThreadPool(4) as threads:  # threads, not processes: allowed in a daemon
+        |         return threads.map(fetch, xs)
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(2) as pool:
+        |         pool.map(task, [[1], [2]])
         """,
     )
 

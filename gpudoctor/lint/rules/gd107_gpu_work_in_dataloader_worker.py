@@ -26,22 +26,22 @@ class GpuWorkInDataloaderWorker(Rule):
 
     ## Example
     ```python
-    class Images(Dataset):
-        def __getitem__(self, i):
-            return self.data[i].cuda()
-
-    loader = DataLoader(Images(), num_workers=4)
+    | class Images(Dataset):
+    |     def __getitem__(self, i):
+    |         return self.data[i].cuda()
+    |
+    | loader = DataLoader(Images(), num_workers=4)
     ```
 
     Use instead:
     ```python
-    class Images(Dataset):
-        def __getitem__(self, i):
-            return self.data[i]
-
-    loader = DataLoader(Images(), num_workers=4, pin_memory=True)
-    for batch in loader:
-        batch = batch.cuda(non_blocking=True)
+    | class Images(Dataset):
+    |     def __getitem__(self, i):
+    |         return self.data[i]
+    |
+    | loader = DataLoader(Images(), num_workers=4, pin_memory=True)
+    | for batch in loader:
+    |     batch = batch.cuda(non_blocking=True)
     ```
 
     ## References
@@ -55,68 +55,68 @@ class GpuWorkInDataloaderWorker(Rule):
     fix_title = "Keep DataLoader workers on the CPU; move batches to the GPU in the training loop"
     INVALID = (
         """\
-        import torch
-        from torch.utils.data import DataLoader, Dataset
-
-        class Cached(Dataset):
-            def __len__(self):
-                return 10
-
-            def __getitem__(self, i):
-                return torch.full((3,), i).cuda()
-
-        def main():
-            # ruleid: GD107
-            return DataLoader(Cached(), batch_size=2, num_workers=2)
+        | import torch
+        | from torch.utils.data import DataLoader, Dataset
+        |
+        | class Cached(Dataset):
+        |     def __len__(self):
+        |         return 10
+        |
+        |     def __getitem__(self, i):
+        |         return torch.full((3,), i).cuda()
+        |
+        | def main():
+        |     # ruleid: GD107
+        |     return DataLoader(Cached(), batch_size=2, num_workers=2)
         """,
         """\
-        import torch
-        from torch.utils.data import DataLoader
-
-        def to_gpu(batch):
-            return torch.stack(batch).to("cuda")
-
-        def main(ds):
-            # ruleid: GD107
-            return DataLoader(ds, num_workers=4, collate_fn=to_gpu)
+        | import torch
+        | from torch.utils.data import DataLoader
+        |
+        | def to_gpu(batch):
+        |     return torch.stack(batch).to("cuda")
+        |
+        | def main(ds):
+        |     # ruleid: GD107
+        |     return DataLoader(ds, num_workers=4, collate_fn=to_gpu)
         """,
     )
     VALID = (
         """\
-        import torch
-        from torch.utils.data import DataLoader, Dataset
-
-        class Cached(Dataset):
-            def __getitem__(self, i):
-                return torch.full((3,), i)
-
-        def main():
-            for batch in DataLoader(Cached(), num_workers=2):
-                batch.cuda()
+        | import torch
+        | from torch.utils.data import DataLoader, Dataset
+        |
+        | class Cached(Dataset):
+        |     def __getitem__(self, i):
+        |         return torch.full((3,), i)
+        |
+        | def main():
+        |     for batch in DataLoader(Cached(), num_workers=2):
+        |         batch.cuda()
         """,
         """\
-        import torch
-        from torch.utils.data import DataLoader, Dataset
-
-        class Cached(Dataset):
-            def __getitem__(self, i):
-                return torch.full((3,), i).cuda()
-
-        def main():
-            return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
+        | import torch
+        | from torch.utils.data import DataLoader, Dataset
+        |
+        | class Cached(Dataset):
+        |     def __getitem__(self, i):
+        |         return torch.full((3,), i).cuda()
+        |
+        | def main():
+        |     return DataLoader(Cached(), num_workers=2, multiprocessing_context="spawn")
         """,
         """\
-        import numpy as np
-        import torch
-        from torch.utils.data import DataLoader
-
-        def seed_worker(worker_id):
-            np.random.seed(torch.initial_seed() % 2**32)
-
-        def main(ds):
-            # the worker code seeds NumPy only; pinning is done by the parent's pin thread
-            return DataLoader(ds, num_workers=4, worker_init_fn=seed_worker, pin_memory=True,
-                              persistent_workers=True)
+        | import numpy as np
+        | import torch
+        | from torch.utils.data import DataLoader
+        |
+        | def seed_worker(worker_id):
+        |     np.random.seed(torch.initial_seed() % 2**32)
+        |
+        | def main(ds):
+        |     # the worker code seeds NumPy only; pinning is done by the parent's pin thread
+        |     return DataLoader(ds, num_workers=4, worker_init_fn=seed_worker, pin_memory=True,
+        |                       persistent_workers=True)
         """,
     )
 

@@ -41,14 +41,14 @@ class GpuObjectSentToProcess(Rule):
 
     ## Example
     ```python
-    data = [cp.arange(10) for _ in range(4)]
-    pool.map(work, data)
+    | data = [cp.arange(10) for _ in range(4)]
+    | pool.map(work, data)
     ```
 
     Use instead:
     ```python
-    data = [cp.asnumpy(cp.arange(10)) for _ in range(4)]
-    pool.map(work, data)
+    | data = [cp.asnumpy(cp.arange(10)) for _ in range(4)]
+    | pool.map(work, data)
     ```
 
     ## References
@@ -63,51 +63,51 @@ class GpuObjectSentToProcess(Rule):
     fix_title = "Send a host copy (numpy array) and move it to the GPU in the worker"
     INVALID = (
         """\
-        import multiprocessing as mp
-        import cupy as cp
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                # ruleid: GD201
-                pool.map(work, [cp.arange(3) for _ in range(2)])
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         # ruleid: GD201
+        |         pool.map(work, [cp.arange(3) for _ in range(2)])
         """,
         """\
-        import multiprocessing as mp
-        import torch
-
-        def work(q):
-            pass
-
-        def main():
-            q = mp.Queue()
-            t = torch.ones(3).cuda()
-            # ruleid: GD201
-            q.put(t)
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def work(q):
+        |     pass
+        |
+        | def main():
+        |     q = mp.Queue()
+        |     t = torch.ones(3).cuda()
+        |     # ruleid: GD201
+        |     q.put(t)
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import cupy as cp
-
-        def work(x):
-            return x
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [cp.asnumpy(cp.arange(3)) for _ in range(2)])
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | def work(x):
+        |     return x
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [cp.asnumpy(cp.arange(3)) for _ in range(2)])
         """,
         """\
-        import multiprocessing as mp
-        import torch
-
-        def main():
-            q = mp.Queue()
-            t = torch.ones(3).cuda()
-            q.put(t.cpu().numpy())
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def main():
+        |     q = mp.Queue()
+        |     t = torch.ones(3).cuda()
+        |     q.put(t.cpu().numpy())
         """,
     )
 

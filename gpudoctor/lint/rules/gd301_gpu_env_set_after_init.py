@@ -47,18 +47,18 @@ class GpuEnvSetAfterInit(Rule):
 
     ## Example
     ```python
-    def worker(gpu_id, data):
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_id)  # the parent already ran cuInit
-        return tf.square(data).numpy()
+    | def worker(gpu_id, data):
+    |     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_id)  # the parent already ran cuInit
+    |     return tf.square(data).numpy()
     ```
 
     Use instead:
     ```python
-    def init_worker(gpu_ids):
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
-
-    ctx = mp.get_context("spawn")
-    pool = ctx.Pool(n, initializer=init_worker, initargs=(queue,))
+    | def init_worker(gpu_ids):
+    |     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
+    |
+    | ctx = mp.get_context("spawn")
+    | pool = ctx.Pool(n, initializer=init_worker, initargs=(queue,))
     ```
 
     ## References
@@ -74,114 +74,114 @@ class GpuEnvSetAfterInit(Rule):
     fix_title = "Set the variable before the first GPU call (or before the process that needs it starts)"
     INVALID = (
         """\
-        import os
-        import tensorflow as tf
-
-        tf.constant(1.0)
-        # ruleid: GD301
-        os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        | import os
+        | import tensorflow as tf
+        |
+        | tf.constant(1.0)
+        | # ruleid: GD301
+        | os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         """,
         """\
-        import os
-        import torch
-
-        def pick(gpu):
-            torch.cuda.is_available()
-            # ruleid: GD301
-            os.environ.update({"CUDA_VISIBLE_DEVICES": str(gpu)})
+        | import os
+        | import torch
+        |
+        | def pick(gpu):
+        |     torch.cuda.is_available()
+        |     # ruleid: GD301
+        |     os.environ.update({"CUDA_VISIBLE_DEVICES": str(gpu)})
         """,
         """\
-        import multiprocessing as mp
-        import os
-        import tensorflow as tf
-
-        def work(gpu):
-            # ruleid: GD301
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-            return tf.constant(1.0).numpy()
-
-        if __name__ == "__main__":
-            tf.config.list_physical_devices("GPU")
-            with mp.get_context("fork").Pool(2) as pool:
-                pool.map(work, [0, 1])
+        | import multiprocessing as mp
+        | import os
+        | import tensorflow as tf
+        |
+        | def work(gpu):
+        |     # ruleid: GD301
+        |     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        |     return tf.constant(1.0).numpy()
+        |
+        | if __name__ == "__main__":
+        |     tf.config.list_physical_devices("GPU")
+        |     with mp.get_context("fork").Pool(2) as pool:
+        |         pool.map(work, [0, 1])
         """,
         """\
-        import os
-        import jax.numpy as jnp
-
-        x = jnp.ones(3)
-        # ruleid: GD301
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        | import os
+        | import jax.numpy as jnp
+        |
+        | x = jnp.ones(3)
+        | # ruleid: GD301
+        | os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         """,
         """\
-        import os
-        import cupy as cp
-
-        def limit():
-            cp.zeros(10)
-            # ruleid: GD301
-            os.putenv("CUPY_GPU_MEMORY_LIMIT", "50%")
+        | import os
+        | import cupy as cp
+        |
+        | def limit():
+        |     cp.zeros(10)
+        |     # ruleid: GD301
+        |     os.putenv("CUPY_GPU_MEMORY_LIMIT", "50%")
         """,
         """\
-        import os
-        import torch
-
-        t = torch.ones(2, device="cuda")
-        # ruleid: GD301
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        | import os
+        | import torch
+        |
+        | t = torch.ones(2, device="cuda")
+        | # ruleid: GD301
+        | os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         """,
     )
     VALID = (
         """\
-        import os
-        import tensorflow as tf
-
-        os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-        tf.constant(1.0)
+        | import os
+        | import tensorflow as tf
+        |
+        | os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        | tf.constant(1.0)
         """,
         """\
-        import os
-        import cupy as cp
-
-        cp.ones(3)
-        os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        | import os
+        | import cupy as cp
+        |
+        | cp.ones(3)
+        | os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         """,
         """\
-        import multiprocessing as mp
-        import os
-
-        def work(gpu):
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-            import tensorflow as tf
-            return tf.constant(1.0).numpy()
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [0, 1])
+        | import multiprocessing as mp
+        | import os
+        |
+        | def work(gpu):
+        |     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        |     import tensorflow as tf
+        |     return tf.constant(1.0).numpy()
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [0, 1])
         """,
         """\
-        import os
-        import tensorflow as tf
-
-        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-        os.environ["TF_GPU_ALLOCATOR"] = "cuda_malloc_async"
-        tf.constant(1.0)
+        | import os
+        | import tensorflow as tf
+        |
+        | os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        | os.environ["TF_GPU_ALLOCATOR"] = "cuda_malloc_async"
+        | tf.constant(1.0)
         """,
         """\
-        import os
-        import jax.numpy as jnp
-
-        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = ".25"
-        jnp.ones(3)
-        os.environ["SOME_OTHER_SETTING"] = "1"
+        | import os
+        | import jax.numpy as jnp
+        |
+        | os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = ".25"
+        | jnp.ones(3)
+        | os.environ["SOME_OTHER_SETTING"] = "1"
         """,
         """\
-        import os
-        import torch
-
-        print(torch.cuda.device_count())
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-        torch.ones(1, device="cuda")
+        | import os
+        | import torch
+        |
+        | print(torch.cuda.device_count())
+        | os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        | torch.ones(1, device="cuda")
         """,
     )
 

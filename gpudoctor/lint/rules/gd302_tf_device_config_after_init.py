@@ -26,16 +26,16 @@ class TfDeviceConfigAfterInit(Rule):
 
     ## Example
     ```python
-    x = tf.constant([1.0])
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)
+    | x = tf.constant([1.0])
+    | for gpu in tf.config.list_physical_devices("GPU"):
+    |     tf.config.experimental.set_memory_growth(gpu, True)
     ```
 
     Use instead:
     ```python
-    for gpu in tf.config.list_physical_devices("GPU"):
-        tf.config.experimental.set_memory_growth(gpu, True)
-    x = tf.constant([1.0])
+    | for gpu in tf.config.list_physical_devices("GPU"):
+    |     tf.config.experimental.set_memory_growth(gpu, True)
+    | x = tf.constant([1.0])
     ```
 
     ## References
@@ -50,104 +50,104 @@ class TfDeviceConfigAfterInit(Rule):
     fix_title = "Configure TensorFlow devices before the first TensorFlow op"
     INVALID = (
         """\
-        import tensorflow as tf
-
-        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
-        for gpu in tf.config.list_physical_devices("GPU"):
-            # ruleid: GD302
-            tf.config.experimental.set_memory_growth(gpu, True)
+        | import tensorflow as tf
+        |
+        | model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+        | for gpu in tf.config.list_physical_devices("GPU"):
+        |     # ruleid: GD302
+        |     tf.config.experimental.set_memory_growth(gpu, True)
         """,
         """\
-        import tensorflow as tf
-
-        def configure():
-            tf.config.list_logical_devices("GPU")
-            # ruleid: GD302
-            tf.config.threading.set_intra_op_parallelism_threads(2)
+        | import tensorflow as tf
+        |
+        | def configure():
+        |     tf.config.list_logical_devices("GPU")
+        |     # ruleid: GD302
+        |     tf.config.threading.set_intra_op_parallelism_threads(2)
         """,
         """\
-        import tensorflow as tf
-
-        x = tf.constant([1.0, 2.0])
-        gpus = tf.config.list_physical_devices("GPU")
-        # ruleid: GD302
-        tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)])
+        | import tensorflow as tf
+        |
+        | x = tf.constant([1.0, 2.0])
+        | gpus = tf.config.list_physical_devices("GPU")
+        | # ruleid: GD302
+        | tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=1024)])
         """,
         """\
-        import tensorflow as tf
-
-        def build():
-            return tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
-
-        model = build()
-        # ruleid: GD302
-        tf.config.set_visible_devices([], "GPU")
+        | import tensorflow as tf
+        |
+        | def build():
+        |     return tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+        |
+        | model = build()
+        | # ruleid: GD302
+        | tf.config.set_visible_devices([], "GPU")
         """,
         """\
-        import tensorflow as tf
-
-        def train():
-            tf.random.uniform((2, 2))
-            # ruleid: GD302
-            tf.config.threading.set_inter_op_parallelism_threads(1)
+        | import tensorflow as tf
+        |
+        | def train():
+        |     tf.random.uniform((2, 2))
+        |     # ruleid: GD302
+        |     tf.config.threading.set_inter_op_parallelism_threads(1)
         """,
         """\
-        import tensorflow as tf
-
-        strategy = tf.distribute.MirroredStrategy()
-        for gpu in tf.config.list_physical_devices("GPU"):
-            # ruleid: GD302
-            tf.config.experimental.set_virtual_device_configuration(gpu, [])
+        | import tensorflow as tf
+        |
+        | strategy = tf.distribute.MirroredStrategy()
+        | for gpu in tf.config.list_physical_devices("GPU"):
+        |     # ruleid: GD302
+        |     tf.config.experimental.set_virtual_device_configuration(gpu, [])
         """,
     )
     VALID = (
         """\
-        import tensorflow as tf
-
-        for gpu in tf.config.list_physical_devices("GPU"):
-            tf.config.experimental.set_memory_growth(gpu, True)
-        x = tf.constant(1.0)
+        | import tensorflow as tf
+        |
+        | for gpu in tf.config.list_physical_devices("GPU"):
+        |     tf.config.experimental.set_memory_growth(gpu, True)
+        | x = tf.constant(1.0)
         """,
         """\
-        import cupy as cp
-        import tensorflow as tf
-
-        cp.ones(3)
-        tf.config.set_visible_devices([], "GPU")
+        | import cupy as cp
+        | import tensorflow as tf
+        |
+        | cp.ones(3)
+        | tf.config.set_visible_devices([], "GPU")
         """,
         """\
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(2)
-        tf.config.set_visible_devices([], "GPU")
-        model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+        | import tensorflow as tf
+        |
+        | tf.config.threading.set_intra_op_parallelism_threads(2)
+        | tf.config.set_visible_devices([], "GPU")
+        | model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
         """,
         """\
-        import tensorflow as tf
-
-        layer = tf.keras.layers.Dense(4)
-        for gpu in tf.config.list_physical_devices("GPU"):
-            tf.config.experimental.set_memory_growth(gpu, True)
+        | import tensorflow as tf
+        |
+        | layer = tf.keras.layers.Dense(4)
+        | for gpu in tf.config.list_physical_devices("GPU"):
+        |     tf.config.experimental.set_memory_growth(gpu, True)
         """,
         """\
-        import tensorflow as tf
-
-        @tf.function
-        def step(x):
-            return x * 2
-
-        tf.config.set_visible_devices([], "GPU")
-        step(tf.constant(1.0))
+        | import tensorflow as tf
+        |
+        | @tf.function
+        | def step(x):
+        |     return x * 2
+        |
+        | tf.config.set_visible_devices([], "GPU")
+        | step(tf.constant(1.0))
         """,
         """\
-        import tensorflow as tf
-
-        def configure():
-            for gpu in tf.config.list_physical_devices("GPU"):
-                tf.config.experimental.set_memory_growth(gpu, True)
-
-        configure()
-        tf.constant(1.0)
+        | import tensorflow as tf
+        |
+        | def configure():
+        |     for gpu in tf.config.list_physical_devices("GPU"):
+        |         tf.config.experimental.set_memory_growth(gpu, True)
+        |
+        | configure()
+        | tf.constant(1.0)
         """,
     )
 

@@ -24,15 +24,15 @@ class SwallowedDeviceConfigError(Rule):
 
     ## Example
     ```python
-    try:
-        tf.config.experimental.set_memory_growth(gpu, True)
-    except RuntimeError as e:
-        print(e)
+    | try:
+    |     tf.config.experimental.set_memory_growth(gpu, True)
+    | except RuntimeError as e:
+    |     print(e)
     ```
 
     Use instead:
     ```python
-    tf.config.experimental.set_memory_growth(gpu, True)  # fails loudly if too late
+    | tf.config.experimental.set_memory_growth(gpu, True)  # fails loudly if too late
     ```
 
     ## References
@@ -46,122 +46,122 @@ class SwallowedDeviceConfigError(Rule):
     fix_title = "Let the RuntimeError propagate, or re-raise it"
     INVALID = (
         """\
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        try:
-            # ruleid: GD303
-            tf.config.experimental.set_memory_growth(gpus[0], True)
-        except RuntimeError as e:
-            print(e)
+        | import tensorflow as tf
+        |
+        | gpus = tf.config.list_physical_devices("GPU")
+        | try:
+        |     # ruleid: GD303
+        |     tf.config.experimental.set_memory_growth(gpus[0], True)
+        | except RuntimeError as e:
+        |     print(e)
         """,
         """\
-        import logging
-        import tensorflow as tf
-
-        def setup():
-            try:
-                # ruleid: GD303
-                tf.config.set_visible_devices([], "GPU")
-            except Exception:
-                logging.warning("could not hide GPUs")
+        | import logging
+        | import tensorflow as tf
+        |
+        | def setup():
+        |     try:
+        |         # ruleid: GD303
+        |         tf.config.set_visible_devices([], "GPU")
+        |     except Exception:
+        |         logging.warning("could not hide GPUs")
         """,
         """\
-        import tensorflow as tf
-
-        for gpu in tf.config.list_physical_devices("GPU"):
-            try:
-                # ruleid: GD303
-                tf.config.experimental.set_memory_growth(gpu, True)
-            except:
-                pass
+        | import tensorflow as tf
+        |
+        | for gpu in tf.config.list_physical_devices("GPU"):
+        |     try:
+        |         # ruleid: GD303
+        |         tf.config.experimental.set_memory_growth(gpu, True)
+        |     except:
+        |         pass
         """,
         """\
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        try:
-            # ruleid: GD303
-            tf.config.set_logical_device_configuration(
-                gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=512)])
-        except (ValueError, RuntimeError) as e:
-            print("could not limit memory:", e)
+        | import tensorflow as tf
+        |
+        | gpus = tf.config.list_physical_devices("GPU")
+        | try:
+        |     # ruleid: GD303
+        |     tf.config.set_logical_device_configuration(
+        |         gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=512)])
+        | except (ValueError, RuntimeError) as e:
+        |     print("could not limit memory:", e)
         """,
         """\
-        import logging
-        import tensorflow as tf
-
-        log = logging.getLogger(__name__)
-
-        def setup(threads):
-            try:
-                # ruleid: GD303
-                tf.config.threading.set_intra_op_parallelism_threads(threads)
-            except RuntimeError as err:
-                log.warning("too late: %s", err)
+        | import logging
+        | import tensorflow as tf
+        |
+        | log = logging.getLogger(__name__)
+        |
+        | def setup(threads):
+        |     try:
+        |         # ruleid: GD303
+        |         tf.config.threading.set_intra_op_parallelism_threads(threads)
+        |     except RuntimeError as err:
+        |         log.warning("too late: %s", err)
         """,
         """\
-        import warnings
-        import tensorflow as tf
-
-        try:
-            # ruleid: GD303
-            tf.config.set_visible_devices([], "GPU")
-        except BaseException:
-            warnings.warn("GPUs stay visible")
+        | import warnings
+        | import tensorflow as tf
+        |
+        | try:
+        |     # ruleid: GD303
+        |     tf.config.set_visible_devices([], "GPU")
+        | except BaseException:
+        |     warnings.warn("GPUs stay visible")
         """,
     )
     VALID = (
         """\
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        try:
-            tf.config.experimental.set_memory_growth(gpus[0], True)
-        except RuntimeError:
-            raise SystemExit("configure TensorFlow before using it")
+        | import tensorflow as tf
+        |
+        | gpus = tf.config.list_physical_devices("GPU")
+        | try:
+        |     tf.config.experimental.set_memory_growth(gpus[0], True)
+        | except RuntimeError:
+        |     raise SystemExit("configure TensorFlow before using it")
         """,
         """\
-        import tensorflow as tf
-
-        try:
-            tf.config.experimental.set_memory_growth(tf.config.list_physical_devices("GPU")[0], True)
-        except IndexError:
-            pass
+        | import tensorflow as tf
+        |
+        | try:
+        |     tf.config.experimental.set_memory_growth(tf.config.list_physical_devices("GPU")[0], True)
+        | except IndexError:
+        |     pass
         """,
         """\
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        try:
-            tf.config.experimental.set_memory_growth(gpus[0], True)
-        except RuntimeError as e:
-            raise RuntimeError("configure TensorFlow before its first op") from e
+        | import tensorflow as tf
+        |
+        | gpus = tf.config.list_physical_devices("GPU")
+        | try:
+        |     tf.config.experimental.set_memory_growth(gpus[0], True)
+        | except RuntimeError as e:
+        |     raise RuntimeError("configure TensorFlow before its first op") from e
         """,
         """\
-        import tensorflow as tf
-
-        gpus = tf.config.list_physical_devices("GPU")
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
+        | import tensorflow as tf
+        |
+        | gpus = tf.config.list_physical_devices("GPU")
+        | for gpu in gpus:
+        |     tf.config.experimental.set_memory_growth(gpu, True)
         """,
         """\
-        import sys
-        import tensorflow as tf
-
-        try:
-            tf.config.set_visible_devices([], "GPU")
-        except RuntimeError as e:
-            print(e)
-            sys.exit(1)
+        | import sys
+        | import tensorflow as tf
+        |
+        | try:
+        |     tf.config.set_visible_devices([], "GPU")
+        | except RuntimeError as e:
+        |     print(e)
+        |     sys.exit(1)
         """,
         """\
-        import tensorflow as tf
-
-        try:
-            tf.constant(1.0)
-        except RuntimeError as e:
-            print(e)
+        | import tensorflow as tf
+        |
+        | try:
+        |     tf.constant(1.0)
+        | except RuntimeError as e:
+        |     print(e)
         """,
     )
 

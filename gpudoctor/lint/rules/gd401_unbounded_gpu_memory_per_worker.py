@@ -73,20 +73,20 @@ class UnboundedGpuMemoryPerWorker(Rule):
 
     ## Example
     ```python
-    def work(x):
-        return tf.square(x).numpy()
-
-    with mp.get_context("spawn").Pool(4) as pool:
-        pool.map(work, data)
+    | def work(x):
+    |     return tf.square(x).numpy()
+    |
+    | with mp.get_context("spawn").Pool(4) as pool:
+    |     pool.map(work, data)
     ```
 
     Use instead:
     ```python
-    def init_worker():
-        os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-
-    with mp.get_context("spawn").Pool(4, initializer=init_worker) as pool:
-        pool.map(work, data)
+    | def init_worker():
+    |     os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+    |
+    | with mp.get_context("spawn").Pool(4, initializer=init_worker) as pool:
+    |     pool.map(work, data)
     ```
 
     ## References
@@ -102,164 +102,164 @@ class UnboundedGpuMemoryPerWorker(Rule):
     suppressed_by = ("GD101",)
     INVALID = (
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def work(x):
-            return tf.square(x).numpy()
-
-        if __name__ == "__main__":
-            # ruleid: GD401
-            with mp.get_context("spawn").Pool(4) as pool:
-                pool.map(work, [1.0, 2.0])
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def work(x):
+        |     return tf.square(x).numpy()
+        |
+        | if __name__ == "__main__":
+        |     # ruleid: GD401
+        |     with mp.get_context("spawn").Pool(4) as pool:
+        |         pool.map(work, [1.0, 2.0])
         """,
         """\
-        import multiprocessing as mp
-        import jax.numpy as jnp
-
-        def work(x):
-            return float(jnp.sum(jnp.ones(3) * x))
-
-        if __name__ == "__main__":
-            # ruleid: GD401
-            with mp.get_context("spawn").Pool() as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import jax.numpy as jnp
+        |
+        | def work(x):
+        |     return float(jnp.sum(jnp.ones(3) * x))
+        |
+        | if __name__ == "__main__":
+        |     # ruleid: GD401
+        |     with mp.get_context("spawn").Pool() as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        from concurrent.futures import ProcessPoolExecutor
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def predict(path):
-            model = tf.keras.models.load_model(path)
-            return model.predict([[1.0]])
-
-        def main(paths):
-            # ruleid: GD401
-            with ProcessPoolExecutor(max_workers=3, mp_context=mp.get_context("spawn")) as ex:
-                return list(ex.map(predict, paths))
+        | from concurrent.futures import ProcessPoolExecutor
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def predict(path):
+        |     model = tf.keras.models.load_model(path)
+        |     return model.predict([[1.0]])
+        |
+        | def main(paths):
+        |     # ruleid: GD401
+        |     with ProcessPoolExecutor(max_workers=3, mp_context=mp.get_context("spawn")) as ex:
+        |         return list(ex.map(predict, paths))
         """,
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def fold(i):
-            tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
-
-        if __name__ == "__main__":
-            ctx = mp.get_context("spawn")
-            procs = [ctx.Process(target=fold, args=(i,)) for i in range(4)]
-            for p in procs:
-                # ruleid: GD401
-                p.start()
-            for p in procs:
-                p.join()
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def fold(i):
+        |     tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+        |
+        | if __name__ == "__main__":
+        |     ctx = mp.get_context("spawn")
+        |     procs = [ctx.Process(target=fold, args=(i,)) for i in range(4)]
+        |     for p in procs:
+        |         # ruleid: GD401
+        |         p.start()
+        |     for p in procs:
+        |         p.join()
         """,
         """\
-        import multiprocessing as mp
-        import os
-        import tensorflow as tf
-
-        def work(x):
-            return tf.square(x).numpy()
-
-        if __name__ == "__main__":
-            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-            # ruleid: GD401
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [1.0])
+        | import multiprocessing as mp
+        | import os
+        | import tensorflow as tf
+        |
+        | def work(x):
+        |     return tf.square(x).numpy()
+        |
+        | if __name__ == "__main__":
+        |     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        |     # ruleid: GD401
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [1.0])
         """,
         """\
-        import multiprocessing as mp
-        import jax
-
-        def work(x):
-            return jax.device_put(x)
-
-        def main():
-            # ruleid: GD401
-            pool = mp.Pool(processes=8)
-            pool.map(work, range(8))
+        | import multiprocessing as mp
+        | import jax
+        |
+        | def work(x):
+        |     return jax.device_put(x)
+        |
+        | def main():
+        |     # ruleid: GD401
+        |     pool = mp.Pool(processes=8)
+        |     pool.map(work, range(8))
         """,
     )
     VALID = (
         """\
-        import multiprocessing as mp
-        import os
-        import tensorflow as tf
-
-        def init():
-            os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-
-        def work(x):
-            return tf.square(x).numpy()
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(4, initializer=init) as pool:
-                pool.map(work, [1.0])
+        | import multiprocessing as mp
+        | import os
+        | import tensorflow as tf
+        |
+        | def init():
+        |     os.environ["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+        |
+        | def work(x):
+        |     return tf.square(x).numpy()
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(4, initializer=init) as pool:
+        |         pool.map(work, [1.0])
         """,
         """\
-        import multiprocessing as mp
-        import os
-        import jax.numpy as jnp
-
-        def work(x):
-            return float(jnp.sum(jnp.ones(3) * x))
-
-        if __name__ == "__main__":
-            os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import os
+        | import jax.numpy as jnp
+        |
+        | def work(x):
+        |     return float(jnp.sum(jnp.ones(3) * x))
+        |
+        | if __name__ == "__main__":
+        |     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def work(x):
-            for gpu in tf.config.list_physical_devices("GPU"):
-                tf.config.experimental.set_memory_growth(gpu, True)
-            return tf.square(x).numpy()
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(2) as pool:
-                pool.map(work, [1.0])
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def work(x):
+        |     for gpu in tf.config.list_physical_devices("GPU"):
+        |         tf.config.experimental.set_memory_growth(gpu, True)
+        |     return tf.square(x).numpy()
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(work, [1.0])
         """,
         """\
-        import multiprocessing as mp
-        import tensorflow as tf
-
-        def work(x):
-            return tf.square(x).numpy()
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(1) as pool:
-                pool.map(work, [1.0, 2.0])
+        | import multiprocessing as mp
+        | import tensorflow as tf
+        |
+        | def work(x):
+        |     return tf.square(x).numpy()
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(1) as pool:
+        |         pool.map(work, [1.0, 2.0])
         """,
         """\
-        import multiprocessing as mp
-        import torch
-
-        def work(x):
-            return torch.ones(3, device="cuda").sum().item()
-
-        if __name__ == "__main__":
-            with mp.get_context("spawn").Pool(4) as pool:
-                pool.map(work, [1, 2])
+        | import multiprocessing as mp
+        | import torch
+        |
+        | def work(x):
+        |     return torch.ones(3, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(4) as pool:
+        |         pool.map(work, [1, 2])
         """,
         """\
-        import multiprocessing as mp
-        import os
-
-        def worker(gpu):
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-            import tensorflow as tf
-            tf.constant(1.0)
-
-        if __name__ == "__main__":
-            ctx = mp.get_context("spawn")
-            procs = [ctx.Process(target=worker, args=(g,)) for g in range(2)]
-            for p in procs:
-                p.start()
+        | import multiprocessing as mp
+        | import os
+        |
+        | def worker(gpu):
+        |     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        |     import tensorflow as tf
+        |     tf.constant(1.0)
+        |
+        | if __name__ == "__main__":
+        |     ctx = mp.get_context("spawn")
+        |     procs = [ctx.Process(target=worker, args=(g,)) for g in range(2)]
+        |     for p in procs:
+        |         p.start()
         """,
     )
 
