@@ -292,7 +292,7 @@ def test_string_values_are_what_python_reads(text: str, prefix: str, quote: str)
 def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
     import ast
 
-    from gpudoctor.lint.analysis.prescan import _walk
+    from gpudoctor.lint.analysis.code_scan import _walk
 
     source = (Path(__file__).resolve().parents[2] / "gpudoctor" / "lint" / "analysis" / "walker.py").read_text()
     tree = ast.parse(source)

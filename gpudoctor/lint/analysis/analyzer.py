@@ -7,15 +7,15 @@ analysis context-sensitive on arguments while computing each summary once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, Event, Init, Start, splice
-from gpudoctor.lint.analysis.source import ParsedModule, ParseFailure
+from gpudoctor.lint.analysis.events import Context, Event, splice
+from gpudoctor.lint.analysis.module_state import ModuleState, compress
+from gpudoctor.lint.analysis.source import ParseFailure
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
@@ -27,7 +27,6 @@ from gpudoctor.lint.analysis.values import (
     one,
 )
 from gpudoctor.lint.findings import Site
-from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.walks import Active
 
 Value = frozenset
-MAX_DEPTH, MAX_SUMMARIES, MAX_EVENTS = 24, 20_000, 400
+MAX_DEPTH, MAX_SUMMARIES = 24, 20_000
 # Following imports is what finds a pool built in a helper module, but on a large code
 # base it would walk the whole import graph. Import-time effects are followed this many
 # imports deep, and once this many modules that were not asked for have been analysed
@@ -43,39 +42,6 @@ MAX_DEPTH, MAX_SUMMARIES, MAX_EVENTS = 24, 20_000, 400
 # own imports from this made a cold keras run 4x slower for no finding.)
 MAX_IMPORT_DEPTH = 3
 MAX_EXTRA_MODULES = 30
-
-
-@dataclass
-class ModuleState:
-    """One module's walk: its global names, its events, what it defines and imports."""
-
-    path: str
-    parsed: ParsedModule
-    env: dict[str, Value] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    frameworks: set[str] = field(default_factory=set)
-    functions: list[FuncRef] = field(default_factory=list)
-    classes: list[ClassRef] = field(default_factory=list)
-    walking: bool = True
-
-    _import_events: list[Event] | None = None
-
-    @property
-    def import_events(self) -> list[Event]:
-        """What importing the module does: its top level, without the ``__main__`` block.
-
-        Python runs a module once per process, so an effect reached through several
-        imports counts once.
-        """
-        if self._import_events is None or self.walking:
-            seen: set[int] = set()
-            events = []
-            for event in self.events:
-                if event.ctx.import_time and id(event.effect) not in seen:
-                    seen.add(id(event.effect))
-                    events.append(event)
-            self._import_events = _compress(events)
-        return self._import_events
 
 
 class Analyzer(ClassModel):
@@ -259,7 +225,7 @@ class Analyzer(ClassModel):
                 walker.walk_block(body)
         finally:
             self._stack.pop()
-        result = (_compress(walker.events), frozenset(walker.returns))
+        result = (compress(walker.events), frozenset(walker.returns))
         self._summaries[key] = result
         return result
 
@@ -283,23 +249,3 @@ class Analyzer(ClassModel):
 
             env[params.star_arg.name.value] = container(*positional[len(ordered):], rest)
         return env
-
-
-def _compress(events: list[Event]) -> list[Event]:
-    """Keep the first init of each framework and level per fork side; cap the length."""
-    seen: set[tuple[object, ...]] = set()
-    out: list[Event] = []
-    for event in events:
-        effect = event.effect
-        if isinstance(effect, Start) and effect.kind == OS_FORK and event.ctx.via is None:
-            # A fork in this body: what follows (unless on the parent side, a context of its
-            # own) also runs in the child, whose first init is its own. A fork inside a
-            # callee is not this: the callee's child may have ended there.
-            seen.clear()
-        if isinstance(effect, Init):
-            key = (effect.framework, effect.level, event.ctx.fork_child, event.ctx.fork_parent)
-            if key in seen:
-                continue
-            seen.add(key)
-        out.append(event)
-    return out[:MAX_EVENTS]

@@ -33,7 +33,8 @@ from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge.registry import api_table
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+    from gpudoctor.lint.analysis.analyzer import Analyzer
+    from gpudoctor.lint.analysis.module_state import ModuleState
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",

@@ -29,7 +29,8 @@ from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, gpu_objec
 from gpudoctor.lint.knowledge import processes as P
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+    from gpudoctor.lint.analysis.analyzer import Analyzer
+    from gpudoctor.lint.analysis.module_state import ModuleState
 
 MAX_CHILD_DEPTH = 3
 

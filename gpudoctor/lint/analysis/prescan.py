@@ -22,30 +22,12 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from gpudoctor.lint.analysis.code_scan import Scan
 from gpudoctor.lint.analysis.skeleton import NEWLINE
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.environment import READERS
-from gpudoctor.lint.knowledge.table import TF_CONFIG
-from gpudoctor.lint.knowledge.tensorflow import TABLE as _TF_TABLE
 
-_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
-# Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
-# ``ctx.Process``, ``class Worker(Process)``, ``os.fork()``, ``torch.multiprocessing.spawn``,
-# ``mp.Queue``).
-START_NAMES = frozenset(
-    {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
-    | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
-) - {"DataLoader"}
-CONFIG_NAMES = frozenset(api.pattern.rsplit(".", 1)[-1] for api in _TF_TABLE if api.effect == TF_CONFIG)
-ENV_WRITERS = frozenset({"setdefault", "update"})
-# Methods of objects built elsewhere that start or feed processes: a function calling them
-# acts as far as the elision of bodies is concerned.
-USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
-_SPECIAL = START_NAMES | CONFIG_NAMES | {"putenv"}
 _DIRECTIVE = re.compile(r"noqa:\s*GD|gpudoctor:")
 
 
@@ -120,11 +102,11 @@ class Prescan:
             return
         text = self._text
         env_keys = any(key in text for key in READERS)
-        scan = _Scan(self._imports)
+        scan = Scan(self._imports)
         for node in self._outside:
             scan.scan(node)
         for unit, body in zip(self.units, self._bodies, strict=True):
-            inner = _Scan(self._imports)
+            inner = Scan(self._imports)
             for statement in body:
                 inner.scan(statement)
             unit.refs = inner.refs
@@ -214,102 +196,3 @@ def _unit(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str], method
     indent = line[: len(line) - len(line.lstrip(" \t\f"))]
     return Unit(node.name, node.lineno, row if starts_line else node.lineno, node.end_lineno or row,
                 indent, method)
-
-
-class _Scan:
-    """Names referred to, and whether the code starts processes, configures TF or writes env."""
-
-    def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
-        self.refs: set[str] = set()
-        self.starts = False
-        self.config = False
-        self.env_write = False
-        self.uses = False  # calls a method that starts or feeds processes built elsewhere
-        self.imports = imports
-
-    def acts(self, env_keys: bool) -> bool:
-        """Starts a process, configures TF, or writes the environment of a file naming GPU variables."""
-        return self.starts or self.config or (self.env_write and env_keys)
-
-    def scan(self, root: ast.AST) -> None:
-        refs = self.refs
-        strings: set[str] = set()
-        for node in _walk(root):
-            kind = type(node)
-            if kind is ast.Name:
-                refs.add(node.id)  # type: ignore[attr-defined]
-            elif kind is ast.Attribute:
-                attr = node.attr  # type: ignore[attr-defined]
-                refs.add(attr)
-                if attr in USE_METHODS:
-                    self.uses = True
-                elif attr in ENV_WRITERS and _is_environ(node.value):  # type: ignore[attr-defined]
-                    self.env_write = True
-            elif kind is ast.Constant:
-                value = node.value  # type: ignore[attr-defined]
-                if type(value) is str and value.isidentifier():
-                    strings.add(value)  # getattr(obj, "name")
-            elif kind is ast.Call:
-                func = node.func  # type: ignore[attr-defined]
-                name = getattr(func, "id", None) or getattr(func, "attr", None)
-                if name == "DataLoader" and _may_have_workers(node):  # type: ignore[arg-type]
-                    self.starts = True
-            elif kind is ast.Subscript:
-                if type(node.ctx) is ast.Store and _is_environ(node.value):  # type: ignore[attr-defined]
-                    self.env_write = True
-            elif kind is ast.AugAssign:
-                if _is_environ(node.target):  # type: ignore[attr-defined]
-                    self.env_write = True  # os.environ |= {...}
-            elif kind is ast.Import:
-                for alias in node.names:  # type: ignore[attr-defined]
-                    bound = alias.asname or alias.name.split(".")[0]
-                    refs.update((bound, alias.name.rsplit(".", 1)[-1]))
-                    self.imports.append((bound, alias.name, 0, None))
-            elif kind is ast.ImportFrom:
-                for alias in node.names:  # type: ignore[attr-defined]
-                    if alias.name != "*":
-                        refs.update((alias.asname or alias.name, alias.name))
-                        self.imports.append((alias.asname or alias.name, node.module or "",  # type: ignore[attr-defined]
-                                             node.level, alias.name))  # type: ignore[attr-defined]
-        found = refs & _SPECIAL
-        if found & START_NAMES:
-            self.starts = True
-        if found & CONFIG_NAMES:
-            self.config = True
-        if "putenv" in found:
-            self.env_write = True
-        refs |= strings
-
-
-def _walk(root: ast.AST) -> Iterator[ast.AST]:
-    """``ast.walk`` (breadth first, same order) without the Load/Store context nodes, and
-    about half again as fast: it is most of the cost of the gate's CPython stage."""
-    todo = deque([root])
-    pop, extend, append = todo.popleft, todo.extend, todo.append
-    node_type = ast.AST
-    while todo:
-        node = pop()
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                extend(v for v in value if isinstance(v, node_type))
-            elif isinstance(value, node_type) and name != "ctx":
-                append(value)
-        yield node
-
-
-def _is_environ(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "environ") or (
-        isinstance(node, ast.Attribute) and node.attr == "environ")
-
-
-def _may_have_workers(call: ast.Call) -> bool:
-    """A DataLoader starts worker processes unless ``num_workers`` is absent or 0."""
-    if len(call.args) >= 6 or any(isinstance(a, ast.Starred) for a in call.args):
-        return True
-    for keyword in call.keywords:
-        if keyword.arg is None:
-            return True  # **kwargs
-        if keyword.arg == "num_workers":
-            return not (isinstance(keyword.value, ast.Constant) and keyword.value.value == 0)
-    return False

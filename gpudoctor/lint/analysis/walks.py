@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.analyzer import ModuleState
+    from gpudoctor.lint.analysis.module_state import ModuleState
     from gpudoctor.lint.analysis.project import Project, Touched
     from gpudoctor.lint.analysis.values import ClassRef
 
@@ -127,6 +127,6 @@ class ModuleStore:
 
 def _half_run(state: ModuleState) -> ModuleState:
     """What an import of a module still being imported gives: no names, no effects yet."""
-    from gpudoctor.lint.analysis.analyzer import ModuleState
+    from gpudoctor.lint.analysis.module_state import ModuleState
 
     return ModuleState(state.path, state.parsed)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.analyzer import ModuleState
 from gpudoctor.lint.analysis.events import Event, Start
 from gpudoctor.lint.analysis.flows import Flow
+from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.analysis.source import LazySite, ParsedModule
 from gpudoctor.lint.analysis.values import ModRef
 from gpudoctor.lint.findings import Edit, Fix

@@ -14,7 +14,8 @@ from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
 from gpudoctor.lint.knowledge.registry import DISPLAY
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.analyzer import Analyzer, ModuleState
+    from gpudoctor.lint.analysis.analyzer import Analyzer
+    from gpudoctor.lint.analysis.module_state import ModuleState
 
 
 @dataclass
@@ -51,7 +52,7 @@ class CheckContext:
         }
         effect = event.effect
         path = getattr(getattr(effect, "site", None), "path", None)
-        from gpudoctor.lint.analysis.analyzer import ModuleState
+        from gpudoctor.lint.analysis.module_state import ModuleState
 
         state = self.analyzer.module(Path(path)) if path else None
         states = {path: state} if isinstance(state, ModuleState) else {}

@@ -1,0 +1,88 @@
+"""Definitions: a ``def`` binds its function (as its decorators leave it, with the
+enclosing functions a nested def uses), a ``class`` binds its class with its project bases."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from gpudoctor.lint.analysis.calls import Args
+from gpudoctor.lint.analysis.imports import ImportWalker
+from gpudoctor.lint.analysis.values import Atom, ClassRef, FuncRef, ModRef, one
+
+Value = frozenset
+
+
+class DefinitionWalker(ImportWalker):
+    """``def`` and ``class`` statements; part of the statement walker."""
+
+    def eval_quiet(self, expr: cst.BaseExpression) -> Value:
+        saved = len(self.events)
+        value = self.eval(expr)
+        del self.events[saved:]
+        return value
+
+    def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        kernel = False
+        for decorator in node.decorators:
+            target = decorator.decorator
+            target = target.func if isinstance(target, cst.Call) else target
+            for atom in self.eval_quiet(target):
+                if isinstance(atom, ModRef) and atom.qualname == "numba.cuda.jit":
+                    kernel = True
+        self.module.parsed.note_tree(node, self.tree)
+        closure = () if self.module_level else self.captured(node)
+        func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure)
+        value = one(func)
+        for decorator in reversed(node.decorators):
+            value = self.decorated(decorator, value)
+        self.env[node.name.value] = value
+        if self.module_level:
+            self.module.functions.append(func)
+        return False
+
+    def captured(self, node: cst.FunctionDef) -> tuple[tuple[str, Value], ...]:
+        """The functions of the enclosing scope a nested def refers to (its closure, as bound
+        now): what a decorator's wrapper calls. Other captured values stay unknown, which
+        keeps function summaries keyed small."""
+        funcs = {name: frozenset(a for a in value if isinstance(a, FuncRef))
+                 for name, value in self.env.items() if name != node.name.value}
+        funcs = {name: value for name, value in funcs.items() if value}
+        if not funcs:
+            return ()
+        used: set[str] = set()
+        todo: list[cst.CSTNode] = [node.body]
+        while todo:
+            current = todo.pop()
+            if isinstance(current, cst.Name):
+                used.add(current.value)
+            todo.extend(current.children)
+        return tuple(sorted((name, funcs[name]) for name in used & funcs.keys()))
+
+    def decorated(self, decorator: cst.Decorator, value: Value) -> Value:
+        """What a project decorator returns for the function (the wrapper that runs in its
+        place); the function itself for any other decorator."""
+        funcs = [a for a in self.eval_quiet(decorator.decorator) if isinstance(a, FuncRef) and not a.cuda_kernel]
+        if not funcs:
+            return value
+        results: set[Atom] = set()
+        for deco in funcs:
+            results |= self.inline(deco, Args(positional=[value]), decorator)
+        wrapped = frozenset(a for a in results if isinstance(a, FuncRef))
+        return wrapped or value
+
+    def _s_ClassDef(self, node: cst.ClassDef) -> bool:
+        bases: list[str] = []
+        project_bases: list[ClassRef] = []
+        for arg in node.bases:
+            for atom in self.eval_quiet(arg.value):
+                if isinstance(atom, ModRef):
+                    bases.append(atom.qualname)
+                elif isinstance(atom, ClassRef):
+                    project_bases.append(atom)
+        self.module.parsed.note_tree(node, self.tree)
+        cls = ClassRef(self.module.path, node.name.value, node, tuple(bases))
+        self.analyzer.register_class(cls, project_bases)
+        self.env[node.name.value] = one(cls)
+        if self.module_level:
+            self.module.classes.append(cls)
+        return False

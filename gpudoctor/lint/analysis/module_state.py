@@ -1,0 +1,69 @@
+"""One module's walk (its names and events), and the compression of an event list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpudoctor.lint.analysis.events import Event, Init, Start
+from gpudoctor.lint.analysis.values import ClassRef, FuncRef
+from gpudoctor.lint.knowledge.processes import OS_FORK
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.source import ParsedModule
+
+Value = frozenset
+MAX_EVENTS = 400
+
+@dataclass
+class ModuleState:
+    """One module's walk: its global names, its events, what it defines and imports."""
+
+    path: str
+    parsed: ParsedModule
+    env: dict[str, Value] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    frameworks: set[str] = field(default_factory=set)
+    functions: list[FuncRef] = field(default_factory=list)
+    classes: list[ClassRef] = field(default_factory=list)
+    walking: bool = True
+
+    _import_events: list[Event] | None = None
+
+    @property
+    def import_events(self) -> list[Event]:
+        """What importing the module does: its top level, without the ``__main__`` block.
+
+        Python runs a module once per process, so an effect reached through several
+        imports counts once.
+        """
+        if self._import_events is None or self.walking:
+            seen: set[int] = set()
+            events = []
+            for event in self.events:
+                if event.ctx.import_time and id(event.effect) not in seen:
+                    seen.add(id(event.effect))
+                    events.append(event)
+            self._import_events = compress(events)
+        return self._import_events
+
+
+
+def compress(events: list[Event]) -> list[Event]:
+    """Keep the first init of each framework and level per fork side; cap the length."""
+    seen: set[tuple[object, ...]] = set()
+    out: list[Event] = []
+    for event in events:
+        effect = event.effect
+        if isinstance(effect, Start) and effect.kind == OS_FORK and event.ctx.via is None:
+            # A fork in this body: what follows (unless on the parent side, a context of its
+            # own) also runs in the child, whose first init is its own. A fork inside a
+            # callee is not this: the callee's child may have ended there.
+            seen.clear()
+        if isinstance(effect, Init):
+            key = (effect.framework, effect.level, event.ctx.fork_child, event.ctx.fork_parent)
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(event)
+    return out[:MAX_EVENTS]
