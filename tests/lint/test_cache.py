@@ -218,3 +218,18 @@ def test_a_run_with_nothing_new_writes_nothing(project: Path) -> None:
     before = [p.stat().st_mtime_ns for p in stores]
     assert run(project).cached == 1
     assert [p.stat().st_mtime_ns for p in stores] == before  # pre-commit runs leave the disk alone
+
+
+def test_a_module_reached_through_a_package_init_invalidates(tmp_path: Path) -> None:
+    """``import pkg`` runs pkg/kernels.py through pkg/__init__.py: editing kernels.py so
+    that it initializes CuPy must change the cached result of main.py."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from . import kernels\n")
+    (tmp_path / "pkg" / "kernels.py").write_text("X = 1\n")
+    (tmp_path / "main.py").write_text(
+        "import multiprocessing as mp\nimport cupy as cp\nimport pkg\n\n\n"
+        "def work(x):\n    return float(cp.sum(cp.asarray(x)))\n\n\n"
+        "if __name__ == '__main__':\n    with mp.Pool(2) as pool:\n        pool.map(work, [1])\n")
+    assert "GD101" not in {code for code, _, _ in codes(run(tmp_path))}
+    (tmp_path / "pkg" / "kernels.py").write_text("import cupy as cp\n\ncp.ones(1)\n")
+    assert "GD101" in {code for code, _, _ in codes(run(tmp_path))}

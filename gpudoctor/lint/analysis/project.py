@@ -50,6 +50,7 @@ class Project:
         self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
         self._parsed: dict[Path, ParsedModule | ParseFailure] = {}
         self._gate: dict[Path, bool] = {}
+        self._own: dict[Path, tuple[list[Path], Touched]] = {}
         self._scans: dict[Path, Prescan | None] = {}
         self._too_deep: dict[Path, ParseFailure] = {}
         self._touched: Touched | None = None
@@ -177,31 +178,30 @@ class Project:
         ``__init__`` also if a module of its own package that it imports does (importing
         the package runs that module's top level).
         """
-        path = self.real(path)
-        if self.facts(path).follow:
-            return True
-        if path.name != "__init__.py":
-            return False
-        text = self.text(path)
-        if isinstance(text, ParseFailure):
-            return False
-        return any(self.facts(target).follow for target in self._own_modules(path, text))
+        return self._through_package(path, "follow")
 
     def _own_modules(self, package: Path, text: str) -> list[Path]:
         """The modules of its own package (subpackages too) that a package ``__init__``
-        imports, and, through a subpackage's ``__init__``, what that imports of its own."""
+        imports, and, through a subpackage's ``__init__``, what that imports of its own.
+        Computed once per package; a later use counts the files and folders it read."""
+        known = self._own.get(package)
+        if known is not None:
+            self.note_touched(known[1])
+            return known[0]
         out: list[Path] = []
-        todo, seen = [(package, text)], {package}
-        while todo:
-            init, source = todo.pop()
-            for name, level in import_candidates(source):
-                target = self.resolve(init, name, level)
-                if target is None or target in seen or not target.is_relative_to(package.parent):
-                    continue
-                seen.add(target)
-                out.append(target)
-                if target.name == "__init__.py" and not isinstance(inner := self.text(target), ParseFailure):
-                    todo.append((target, inner))
+        with self.tracking() as touched:
+            todo, seen = [(package, text)], {package}
+            while todo:
+                init, source = todo.pop()
+                for name, level in import_candidates(source):
+                    target = self.resolve(init, name, level)
+                    if target is None or target in seen or not target.is_relative_to(package.parent):
+                        continue
+                    seen.add(target)
+                    out.append(target)
+                    if target.name == "__init__.py" and not isinstance(inner := self.text(target), ParseFailure):
+                        todo.append((target, inner))
+        self._own[package] = (out, touched)
         return out
 
     def starts(self, path: Path) -> bool:
