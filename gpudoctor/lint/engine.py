@@ -36,6 +36,13 @@ PARALLEL_MIN_BYTES = 150_000
 def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
                jobs: int = 1) -> LintResult:
     """Check ``files`` (already discovered) and return findings in file order."""
+    from gpudoctor.lint.collector import paused
+
+    with paused():
+        return _lint_paths(files, settings, cache, jobs)
+
+
+def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int) -> LintResult:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 

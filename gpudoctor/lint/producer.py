@@ -89,7 +89,9 @@ def analyse_batch(root: str, paths: list[str], default_method: str,
                   called_elsewhere: dict[str, list[str]]) -> list[Outcome]:
     """Worker entry point: analyse several linted files, sharing one project's parses."""
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.collector import paused
 
-    project = Project(Path(root))
-    return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
-            for p in paths]
+    with paused():
+        project = Project(Path(root))
+        return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
+                for p in paths]

@@ -12,8 +12,15 @@ from tests.lint.expectations import FIXTURES, Case, all_cases, run_case
 CASES = all_cases()
 
 
+@pytest.mark.parametrize("parsing", ["as-run", "bodies-apart"])
 @pytest.mark.parametrize("case", CASES, ids=[str(c.path.relative_to(FIXTURES)) for c in CASES])
-def test_fixture_expectations(case: Case) -> None:
+def test_fixture_expectations(case: Case, parsing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bodies-apart``: every file is parsed with its function bodies left out until
+    needed, as long files are (most fixtures are short enough to be parsed whole)."""
+    if parsing == "bodies-apart":
+        from gpudoctor.lint.analysis import project
+
+        monkeypatch.setattr(project, "ELIDE_MIN_CHARS", 0)
     expected, actual, findings = run_case(case)
     missing = sorted(expected - actual)
     unexpected = sorted(actual - expected)

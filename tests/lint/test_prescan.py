@@ -252,19 +252,6 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert sum(map(len, fast)) > 100
 
 
-def test_positions_are_libcsts_own() -> None:
-    """The direct use of PositionProvider gives what MetadataWrapper gives (a libcst
-    upgrade that changes its internals must not shift a single position)."""
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    from gpudoctor.lint.analysis.source import positions
-
-    text = (FIXTURE_DIR / "projects" / "tf_model_at_import" / "main.py").read_text()
-    module = cst.parse_module(text)
-    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    assert dict(positions(module)) == dict(expected) and len(expected) > 100
-
-
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(list("ab \\'\"\n\r\té{}")), max_size=12),
        prefix=st.sampled_from(["", "r", "R", "u", "b", "rb"]),

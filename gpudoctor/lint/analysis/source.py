@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
+from gpudoctor.lint.analysis.positions import every_position, locate
 from gpudoctor.lint.analysis.reading import ParseFailure
 from gpudoctor.lint.findings import Site
 
@@ -18,11 +19,16 @@ if TYPE_CHECKING:
 __all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete", "parse"]
 
 
+# After this many nodes measured one by one in a tree, the whole tree is measured once.
+_SEARCHES_BEFORE_ALL = 8
+
+
 class ParsedModule:
-    """A parsed file; source positions are computed only if a finding needs one.
+    """A parsed file; a node's source position is computed only if a finding needs it.
 
     Computing positions costs several times the parse itself, and most modules the
-    analysis reads (imported helpers) never get a finding.
+    analysis reads (imported helpers) never get a finding; a module that does usually
+    gets one or two (see positions.py).
     """
 
     def __init__(self, path: str, module: cst.Module, text: str = "",
@@ -31,7 +37,9 @@ class ParsedModule:
         self.path = path
         self._shifts = list(shifts)  # (first row, rows to add), ascending: see prescan.skeleton
         self.module = module
-        self._positions: Mapping[cst.CSTNode, CodeRange] | None = None
+        self._located: dict[cst.CSTNode, CodeRange] = {}
+        self._every = False  # every node's position is in _located
+        self._searches = 0
         self._top_rows: list[int] | None = None  # original first row of each top-level statement
         self._tops: dict[int, int] | None = None
         self._statement_cache: dict[int, Mapping[cst.CSTNode, CodeRange]] = {}
@@ -89,9 +97,15 @@ class ParsedModule:
         return LazySite(self, node, anchor)
 
     def _span(self, node: cst.CSTNode) -> tuple[CodeRange, int, int] | None:
-        if self._positions is None:
-            self._positions = positions(self.module)
-        span = self._positions.get(node)
+        span = self._located.get(node)
+        if span is None and not self._every:
+            self._searches += 1
+            if self._searches > _SEARCHES_BEFORE_ALL:  # many findings here: measure all once
+                self._located.update(every_position(self.module))
+                self._every = True
+            else:
+                self._located.update(locate(self.module, node))
+            span = self._located.get(node)
         if span is None:
             return None
         return span, self._shift(span.start.line), self._shift(span.end.line)
@@ -104,8 +118,8 @@ class ParsedModule:
     def _resolve_in_statement(self, node: cst.CSTNode, anchor: cst.CSTNode) -> Site | None:
         """Position ``node`` from the code of its top-level statement alone.
 
-        Computing positions costs a code generation of the whole tree; for one finding in a
-        large module, generating its statement is enough: the statement's first row is
+        Measuring a node costs a code generation of the tree up to it; for one finding in
+        a large module, generating its statement is enough: the statement's first row is
         known from CPython's parse, and the rows inside it follow.
         """
         index = self._top_index().get(id(anchor))
@@ -142,7 +156,7 @@ class ParsedModule:
         # try is nearly always right; the others are a safety net.
         if anchor is None and id(node) in self._top_index():
             anchor = node
-        if anchor is not None and self._positions is None:
+        if anchor is not None and not self._every:
             site = self._resolve_in_statement(node, anchor)
             if site is not None:
                 return site
@@ -159,22 +173,7 @@ class ParsedModule:
 
 
 def _statement_spans(self: ParsedModule, anchor: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
-    return positions(self.module.with_changes(body=[anchor], header=[], footer=[]))
-
-
-def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's source range, as libcst's PositionProvider computes it.
-
-    The provider's own code generation is run directly: going through a MetadataWrapper
-    adds a visit of the whole tree that costs as much again, for nothing here. If a
-    libcst release moves those internals, the public (slower) way is used.
-    """
-    try:
-        provider = PositionProvider()
-        provider._gen_impl(module)  # noqa: SLF001
-        return provider._computed  # noqa: SLF001
-    except AttributeError:
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return locate(self.module.with_changes(body=[anchor], header=[], footer=[]), anchor)
 
 
 class LazySite:

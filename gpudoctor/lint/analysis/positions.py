@@ -1,0 +1,107 @@
+"""Where a node is: its source range, from a code generation that measures only that node.
+
+libcst's PositionProvider generates the tree's code and records a range for every node,
+which costs several times the parse. A finding needs the range of one node (and of what
+is inside it, for a fix or a related site). Here the code is generated the same way, but
+rows and columns are counted only inside the wanted node, and the generation stops once
+it is done: about a third of the cost for a node at the end of the tree, less before.
+
+The ranges are libcst's own (the provider's code does the counting), so they are
+identical to the provider's. If a libcst release moves the internals used here, the
+public provider is used instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+try:
+    from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+except ImportError:  # pragma: no cover - a libcst without these internals
+    PositionProvidingCodegenState = None  # type: ignore[assignment,misc]
+
+__all__ = ["every_position", "locate"]
+
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
+
+class _Done(Exception):
+    """The wanted node has been generated: the rest of the tree is not needed."""
+
+
+if PositionProvidingCodegenState is not None:
+
+    class _Measuring(PositionProvidingCodegenState):  # type: ignore[misc,valid-type]
+        """The provider's state, counting positions only inside ``wanted``."""
+
+        __slots__ = ("depth", "wanted")
+
+        def add_token(self, value: str) -> None:
+            self.tokens.append(value)
+            if self.depth:
+                self._update_position(value)
+
+        def add_indent_tokens(self) -> None:
+            self.tokens.extend(self.indent_tokens)
+            if self.depth:
+                for token in self.indent_tokens:
+                    self._update_position(token)
+
+        def before_codegen(self, node: cst.CSTNode) -> None:
+            if not self.depth:
+                if node is not self.wanted:
+                    return
+                rows = NEWLINE_RE.split("".join(self.tokens))
+                self.line, self.column = len(rows), len(rows[-1])
+            self.depth += 1
+            super().before_codegen(node)
+
+        def after_codegen(self, node: cst.CSTNode) -> None:
+            if self.depth:
+                super().after_codegen(node)
+                self.depth -= 1
+                if not self.depth:
+                    raise _Done
+
+        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                      end_node: cst.CSTNode | None = None) -> AbstractContextManager[None]:
+            if self.depth:
+                return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
+            return _NOTHING
+
+
+def locate(module: cst.Module, node: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
+    """The ranges of ``node`` and of every node inside it (perhaps of others too); empty if
+    ``node`` is not in ``module``."""
+    if PositionProvidingCodegenState is None:
+        return every_position(module)
+    provider = PositionProvider()
+    try:
+        state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
+                           provider=provider)
+        state.wanted, state.depth = node, 0
+        module._codegen(state)  # noqa: SLF001
+    except _Done:
+        return provider._computed  # noqa: SLF001
+    except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
+        return every_position(module)
+    return {}
+
+
+def every_position(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range, as libcst's PositionProvider computes it.
+
+    The provider's own code generation is run directly: going through a MetadataWrapper
+    adds a visit of the whole tree that costs as much again, for nothing here.
+    """
+    try:
+        provider = PositionProvider()
+        provider._gen_impl(module)  # noqa: SLF001
+        return provider._computed  # noqa: SLF001
+    except AttributeError:  # pragma: no cover - the internals changed shape
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
