@@ -17,6 +17,7 @@ from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.gate import Facts
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.reading import ParseFailure
 
@@ -85,13 +86,14 @@ def site_of(failure: ParseFailure) -> Site:
     return Site(str(real_path(failure.path)), failure.row, failure.col, failure.row, failure.col)
 
 
-def analyse_batch(root: str, paths: list[str], default_method: str,
-                  called_elsewhere: dict[str, list[str]]) -> list[Outcome]:
-    """Worker entry point: analyse several linted files, sharing one project's parses."""
+def analyse_batch(root: str, paths: list[str], default_method: str, called_elsewhere: dict[str, list[str]],
+                  facts: dict[str, tuple[str, Facts]] | None = None) -> list[Outcome]:
+    """Worker entry point: analyse several linted files, sharing one project's parses
+    (and the gate's ``facts`` the parent knew, each kept while its file's digest matches)."""
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.collector import paused
 
     with paused():
-        project = Project(Path(root))
+        project = Project(Path(root), facts)
         return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
                 for p in paths]

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.gate import Facts
     from gpudoctor.lint.producer import Outcome
 
 
@@ -75,9 +76,12 @@ def prestart() -> None:
             forkserver.ensure_running()
 
 
-def run_batches(root: str, batches: list[list[str]], method: str,
-                called: dict[str, list[str]]) -> list[Outcome]:
-    """Run each batch of linted files in its own worker process; return every outcome."""
+def run_batches(root: str, batches: list[list[str]], method: str, called: dict[str, list[str]],
+                facts: dict[str, tuple[str, Facts]] | None = None) -> list[Outcome]:
+    """Run each batch of linted files in its own worker process; return every outcome.
+
+    ``facts`` are the gate's facts this process already knows (by file and digest): the
+    workers do not compute them again."""
     from gpudoctor.lint.producer import analyse_batch
 
     context = _context()
@@ -92,7 +96,7 @@ def run_batches(root: str, batches: list[list[str]], method: str,
         with _sigint_ignored():  # quick: each worker is started and left to boot
             pool = context.Pool(processes=len(batches))
     try:
-        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}))
+        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}, facts))
                    for batch in batches]
         outcomes = [outcome for result in pending for outcome in result.get()]
         pool.close()

@@ -25,11 +25,12 @@ _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "Da
 _NOQA_GD = re.compile(r"noqa:\s*GD")
 # What an imported module must mention for a GPU-using importer to matter: it starts
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
-# importer initialized it).
-STARTS = re.compile(
-    r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
-    r"set_memory_growth|set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
-    r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|TF_FORCE_GPU|TF_GPU_ALLOCATOR|XLA_|CUPY_GPU|PYTORCH_CUDA"
+# importer initialized it). Plain words, which ``str.find`` searches for several times
+# faster than a regular expression does.
+STARTS_WORDS = (
+    "multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes", ".spawn(",
+    "set_memory_growth", "set_visible_devices", "set_logical_device", "set_virtual_device", "parallelism_threads",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_FORCE_GPU", "TF_GPU_ALLOCATOR", "XLA_", "CUPY_GPU", "PYTORCH_CUDA",
 )
 # What a module must mention for its code to have effects worth following into it.
 USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
@@ -76,6 +77,11 @@ def import_names(text: str) -> tuple[tuple[str, int], ...]:
             names = [n.split(" as ")[0].strip() for n in match.group(2).split(",")]
         found.extend((name, level) for name in names if name or level)
     return tuple(dict.fromkeys(found))
+
+
+def mentions_starts(text: str) -> bool:
+    """Does the text mention one of STARTS_WORDS?"""
+    return any(word in text for word in STARTS_WORDS)
 
 
 def mentions_acts(text: str) -> bool:

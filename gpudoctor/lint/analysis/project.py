@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.gate import (
     ACTS,
-    STARTS,
     UNREADABLE,
     USES_GPU,
     Facts,
     import_candidates,
     import_names,
     mentions_acts,
+    mentions_starts,
 )
 from gpudoctor.lint.analysis.modules import ModuleFinder
 from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
@@ -141,13 +141,19 @@ class Project:
             self._touched.files.add(path)
         return found
 
+    def all_facts(self) -> dict[str, tuple[str, Facts]]:
+        """Every file's facts known here (from the cache, or computed), with its digest."""
+        known = dict(self._known_facts)
+        known.update((str(path), entry) for path, entry in self.new_facts.items())
+        return known
+
     def _compute_facts(self, path: Path) -> Facts:
         text = self.text(path)
         if isinstance(text, ParseFailure):
             return UNREADABLE
         acts = mentions_acts(text) and self._acts(path)
         uses_gpu = USES_GPU.search(text) is not None
-        starts = STARTS.search(text) is not None and self._acts(path)
+        starts = mentions_starts(text) and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else ())
