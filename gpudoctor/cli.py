@@ -38,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run() -> int:
+    """The process's entry point (the ``gpudoctor`` script, ``python -m gpudoctor``): like
+    ``main``, in a process that exits when it returns."""
+    from gpudoctor.lint.collector import process_ends_after_run
+
+    process_ends_after_run()
+    return main()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen subcommand and return its exit code."""
     parser = build_parser()

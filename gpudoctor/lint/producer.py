@@ -91,8 +91,9 @@ def analyse_batch(root: str, paths: list[str], default_method: str, called_elsew
     """Worker entry point: analyse several linted files, sharing one project's parses
     (and the gate's ``facts`` the parent knew, each kept while its file's digest matches)."""
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.collector import paused
+    from gpudoctor.lint.collector import paused, process_ends_after_run
 
+    process_ends_after_run()  # a worker lives as long as its pool: one run
     with paused():
         project = Project(Path(root), facts)
         return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
