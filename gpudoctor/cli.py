@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     lint_options.add_lint_parser(sub)
     lint_options.add_rule_parser(sub)
     probe_options.add_probe_parser(sub)
+    for command in sub.choices.values():  # an unknown option is reported with its command's usage
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -51,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen subcommand and return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, unknown = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if unknown:
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # argparse's --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     handler = getattr(args, "handler", None)

@@ -75,6 +75,16 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings",
     )
+    quiet = parser.add_mutually_exclusive_group()
+    quiet.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="print the findings and nothing else (no summary, no fix hint)",
+    )
+    quiet.add_argument(
+        "-s", "--silent", action="store_true",
+        help="print no findings (errors still go to stderr; the exit code still says whether "
+        "there were findings; -o still writes its file)",
+    )
     parser.set_defaults(handler=_run_lint)
     return parser
 

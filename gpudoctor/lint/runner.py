@@ -58,18 +58,23 @@ def run_lint(args: argparse.Namespace) -> int:
     if args.diff:
         return _show_diff(result.findings, args.unsafe_fixes)
     if args.fix:
-        result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs)
+        result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs, talk=not (args.quiet or args.silent))
     if args.statistics:
         text = statistics(result.findings)
     elif args.output_format == "full":
         from gpudoctor.lint.reporters.full import render
 
-        text = render(result.findings, color=_use_color(args.output_file))
+        text = render(result.findings, color=_use_color(args.output_file), with_summary=not args.quiet)
+    elif args.output_format == "concise":
+        from gpudoctor.lint.reporters.concise import render as render_concise
+
+        text = render_concise(result.findings, with_summary=not args.quiet)
     else:
         text = get_reporter(args.output_format)(result.findings)
-    if args.output_format in ("concise", "full") and not args.statistics:
+    if args.output_format in ("concise", "full") and not (args.statistics or args.quiet):
         text += _fix_hint(result.findings, args)
-    _write(text, args.output_file)
+    if not args.silent or args.output_file is not None:
+        _write(text, args.output_file)
     for message in result.internal_errors:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
     if result.internal_errors or missing:
@@ -100,8 +105,9 @@ def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]
     return 1 if fix_plan.texts else 0
 
 
-def _fix(result, files, settings, unsafe: bool, cache, jobs: int):  # type: ignore[no-untyped-def]
-    """Apply fixes, then lint again so that what is reported is what is left."""
+def _fix(result, files, settings, unsafe: bool, cache, jobs: int, talk: bool = True):  # type: ignore[no-untyped-def]
+    """Apply fixes, then lint again so that what is reported is what is left (``talk``:
+    say how many were fixed)."""
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.fixes import apply
 
@@ -109,9 +115,10 @@ def _fix(result, files, settings, unsafe: bool, cache, jobs: int):  # type: igno
     apply.write(fix_plan)
     for path in fix_plan.refused:
         print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
-    if fix_plan.texts:
+    if fix_plan.texts and talk:
         print(f"Fixed {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
               f"in {len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}.", file=sys.stderr)
+    if fix_plan.texts:
         return lint_paths(files, settings, cache=cache, jobs=jobs)
     return result
 

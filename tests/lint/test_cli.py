@@ -59,6 +59,38 @@ def test_clean_file_exits_0(project: Path, capsys: pytest.CaptureFixture[str]) -
     assert "All checks passed!" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("output_format", ["concise", "full"])
+def test_quiet_prints_the_findings_and_nothing_else(project: Path, capsys: pytest.CaptureFixture[str],
+                                                    output_format: str) -> None:
+    assert main(["lint", "-q", "--output-format", output_format]) == 1
+    out = capsys.readouterr().out
+    assert "GD101" in out and "bad.py" in out
+    assert "Found" not in out and "unsafe fix" not in out
+    assert main(["lint", "--quiet", "good.py"]) == 0
+    assert capsys.readouterr().out == ""  # no "All checks passed!"
+
+
+def test_silent_prints_nothing_and_keeps_the_exit_code(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "-s"]) == 1
+    assert capsys.readouterr().out == ""
+    assert main(["lint", "--silent", "-o", "report.json", "--output-format", "json"]) == 1
+    assert capsys.readouterr().out == ""
+    assert json.loads((project / "report.json").read_text())[0]["code"] == "GD101"  # asked for: written
+
+
+def test_quiet_fix_does_not_count_what_it_fixed(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--fix", "--unsafe-fixes", "-q"])
+    captured = capsys.readouterr()
+    assert "Fixed" not in captured.err and "Found" not in captured.out
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "--quiet", "--silent"]) == 2  # one or the other
+
+
+def test_an_unknown_option_is_reported_with_the_commands_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--bogus", "x.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpudoctor lint ") and "gpudoctor lint: error: unrecognized arguments: --bogus" in err
+
+
 def test_exit_zero(project: Path) -> None:
     assert main(["lint", "--exit-zero"]) == 0
 

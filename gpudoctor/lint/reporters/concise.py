@@ -15,7 +15,8 @@ def summary(findings: list[Finding]) -> str:
     return f"Found {len(findings)} {noun}."
 
 
-def render(findings: list[Finding]) -> str:
+def render(findings: list[Finding], with_summary: bool = True) -> str:
     lines = [f"{f.site.path}:{f.site.row}:{f.site.col + 1}: {f.code} {f.message}" for f in findings]
-    lines.append(summary(findings))
-    return "\n".join(lines) + "\n"
+    if with_summary:
+        lines.append(summary(findings))
+    return "".join(f"{line}\n" for line in lines)

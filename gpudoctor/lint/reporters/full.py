@@ -39,7 +39,7 @@ def _paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{STYLES[style]}m{text}\x1b[0m" if color else text
 
 
-def render(findings: list[Finding], color: bool = False) -> str:
+def render(findings: list[Finding], color: bool = False, with_summary: bool = True) -> str:
     """Render findings; ``color`` adds ANSI colours (the caller decides: a terminal, no NO_COLOR)."""
     out: list[str] = []
     for finding in findings:
@@ -53,5 +53,6 @@ def render(findings: list[Finding], color: bool = False) -> str:
         if finding.fix_hint:
             out.append(_paint(f"  = help: {finding.fix_hint}", "help", color))
         out.append("")
-    out.append(summary(findings))
-    return "\n".join(out) + "\n"
+    if with_summary:
+        out.append(summary(findings))
+    return "".join(f"{line}\n" for line in out)
