@@ -27,8 +27,10 @@ _NOQA_GD = re.compile(r"noqa:\s*GD")
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
 # importer initialized it). Plain words, which ``str.find`` searches for several times
 # faster than a regular expression does.
+PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
+                 ".spawn(")
 STARTS_WORDS = (
-    "multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes", ".spawn(",
+    *PROCESS_WORDS,
     "set_memory_growth", "set_visible_devices", "set_logical_device", "set_virtual_device", "parallelism_threads",
     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_FORCE_GPU", "TF_GPU_ALLOCATOR", "XLA_", "CUPY_GPU", "PYTORCH_CUDA",
 )
@@ -39,6 +41,7 @@ _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:
                                re.M)
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"#[^\n]*")
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
 
 
@@ -51,15 +54,19 @@ class Facts:
     starts: bool  # as an imported module, it starts processes or configures the GPU
     follow: bool  # as an imported module, its code is worth walking
     imports: tuple[tuple[str, int], ...]  # (module, relative level) of its import lines
+    spawns: bool = False  # as an imported module, it starts processes (``starts`` without the GPU settings)
+    members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
 
     def to_json(self) -> list[object]:
-        return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports]]
+        return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports],
+                self.spawns, [list(m) for m in self.members]]
 
     @classmethod
     def from_json(cls, data: list[object]) -> Facts:
-        acts, uses_gpu, starts, follow, imports = data
+        acts, uses_gpu, starts, follow, imports, spawns, members = data
         return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
-                   tuple((str(n), int(level)) for n, level in imports))  # type: ignore[union-attr]
+                   tuple((str(n), int(level)) for n, level in imports),  # type: ignore[union-attr]
+                   bool(spawns), tuple((str(n), int(level)) for n, level in members))  # type: ignore[union-attr]
 
 
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
@@ -76,6 +83,29 @@ def import_names(text: str) -> tuple[tuple[str, int], ...]:
             level = 0
             names = [n.split(" as ")[0].strip() for n in match.group(2).split(",")]
         found.extend((name, level) for name in names if name or level)
+    return tuple(dict.fromkeys(found))
+
+
+def mentions_processes(text: str) -> bool:
+    """Does the text mention one of PROCESS_WORDS?"""
+    return any(word in text for word in PROCESS_WORDS)
+
+
+def import_members(text: str) -> tuple[tuple[str, int], ...]:
+    """(``pkg.name``, level) for every ``from pkg import name``: the modules such an import
+    may run, when ``name`` is a module of the package rather than a name it binds."""
+    found: list[tuple[str, int]] = []
+    for match in _FROM_IMPORT.finditer(text):
+        dotted = match.group(1)
+        base = dotted.lstrip(".")
+        level = len(dotted) - len(base)
+        names = match.group(2)
+        if "#" in names:
+            names = _COMMENT.sub("", names)
+        for part in names.strip(" \t()\n").split(","):
+            word = part.split(" as ")[0].strip(" \t()\n")
+            if word.isidentifier():
+                found.append((f"{base}.{word}" if base else word, level))
     return tuple(dict.fromkeys(found))
 
 

@@ -93,6 +93,20 @@ class ModuleFinder:
             return None
         return real_path(candidate)
 
+    def submodule(self, folder: Path, name: str, consulted: set[Path] | None = None) -> Path | None:
+        """The module ``name`` of the package in ``folder`` (``consulted``: the folders looked at)."""
+        names = self._listing(folder)
+        if consulted is not None:
+            consulted.add(folder)
+        if name + ".py" in names:
+            return real_path(folder / (name + ".py"))
+        if name in names:
+            if consulted is not None:
+                consulted.add(folder / name)
+            if "__init__.py" in self._listing(folder / name):
+                return real_path(folder / name / "__init__.py")
+        return None
+
     def _listing(self, folder: Path) -> frozenset[str]:
         names = self._listings.get(folder)
         if names is None:

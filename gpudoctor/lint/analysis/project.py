@@ -15,8 +15,10 @@ from gpudoctor.lint.analysis.gate import (
     USES_GPU,
     Facts,
     import_candidates,
+    import_members,
     import_names,
     mentions_acts,
+    mentions_processes,
     mentions_starts,
 )
 from gpudoctor.lint.analysis.modules import ModuleFinder
@@ -156,14 +158,17 @@ class Project:
         starts = mentions_starts(text) and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
-                     imports=import_names(text) if not acts else ())
+                     imports=import_names(text) if not acts else (),
+                     spawns=starts and mentions_processes(text),
+                     members=import_members(text) if not acts and "import" in text else ())
 
     def may_matter(self, path: Path) -> bool:
         """Is the file worth linting: can a finding be reported in it?
 
         Yes if its code starts processes or configures the GPU itself, or if it imports a
-        project module that does and it uses a GPU framework, itself or through another
-        module it imports (that module's pool may run this file's GPU work). The text is
+        project module that does (by ``from package import module`` too, when that module
+        starts processes) and it uses a GPU framework, itself or through another module it
+        imports (that module's pool may run this file's GPU work). The text is
         searched first; a file the search keeps is confirmed with CPython's parser, which
         ignores strings and comments and thread pools. Everything else is never parsed by
         libcst.
@@ -176,9 +181,21 @@ class Project:
             else:
                 targets = [target for name, level in facts.imports
                            if (target := self.resolve(path, name, level)) is not None and target != path]
-                self._gate[path] = any(self.facts(t).starts for t in targets) and (
-                    facts.uses_gpu or any(self.uses_gpu(t) for t in targets))
+                members = [target for name, level in facts.members
+                           if (target := self._member(path, name, level)) is not None and target != path]
+                starts = any(self.facts(t).starts for t in targets) or any(self.facts(m).spawns for m in members)
+                self._gate[path] = starts and (facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members))
         return self._gate[path]
+
+    def _member(self, importer: Path, dotted: str, level: int) -> Path | None:
+        """The module ``pkg/name.py`` (or package) that ``from pkg import name`` may run, if
+        ``pkg`` is a project package that has one; looked up in the listing of ``pkg``'s
+        folder (the package itself is resolved, and cached, for the import's own sake)."""
+        base, _, name = dotted.rpartition(".")
+        package = self.resolve(importer, base, level) if base or level else None
+        if package is None or package.name != "__init__.py":
+            return None
+        return self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
 
     def _acts(self, path: Path) -> bool:
         scan = self.prescan(path)

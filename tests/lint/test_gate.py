@@ -1,0 +1,53 @@
+"""The gate: what a file's text says about whether it can matter, before any parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudoctor.lint.analysis.gate import Facts, import_members
+from gpudoctor.lint.analysis.project import Project
+
+
+def test_members_of_from_imports() -> None:
+    text = ("from . import a, b as c\n"
+            "from ..x.y import (\n    p,  # the p\n    q\n)\n"
+            "from z import *\n"
+            "from m import n  # note\n"
+            "import plain.module\n"
+            "    from inner import deep\n")
+    assert import_members(text) == (("a", 1), ("b", 1), ("x.y.p", 2), ("x.y.q", 2), ("m.n", 0), ("inner.deep", 0))
+
+
+def test_facts_survive_the_cache_format() -> None:
+    facts = Facts(acts=False, uses_gpu=True, starts=True, follow=True, imports=(("pkg", 0),),
+                  spawns=True, members=(("pkg.pool", 0), ("sub", 1)))
+    assert Facts.from_json(facts.to_json()) == facts
+
+
+def _project(tmp_path: Path, pool_module: str) -> Project:
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "pool.py").write_text(pool_module)
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom workers import pool\n\n"
+                                       "tf.constant(1.0)\npool.run_all(print, [1])\n")
+    return Project(tmp_path)
+
+
+def test_an_importer_of_a_package_module_that_starts_processes_is_linted(tmp_path: Path) -> None:
+    project = _project(tmp_path, "import multiprocessing as mp\n\ndef run_all(f, xs):\n"
+                                 "    with mp.Pool(2) as p:\n        return p.map(f, xs)\n")
+    assert project.may_matter(tmp_path / "train.py")
+
+
+def test_not_when_the_package_module_only_sets_a_gpu_variable(tmp_path: Path) -> None:
+    """Through a member import only process starts count: a module that configures the GPU
+    at import is followed when it is imported by name (``import workers.pool``)."""
+    project = _project(tmp_path, "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n\n"
+                                 "def run_all(f, xs):\n    return [f(x) for x in xs]\n")
+    assert not project.may_matter(tmp_path / "train.py")
+
+
+def test_not_when_the_member_is_a_name_not_a_module(tmp_path: Path) -> None:
+    project = _project(tmp_path, "import multiprocessing as mp\n")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom workers import helper\n")
+    assert not project.may_matter(tmp_path / "train.py")
