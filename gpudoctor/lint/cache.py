@@ -71,8 +71,12 @@ class Cache:
             try:
                 data = json.loads(file.read_text(encoding="utf-8"))
                 loader(data)
-            except (OSError, ValueError, TypeError, KeyError):
-                continue  # missing or damaged: start over
+            except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
+                # Missing or damaged (a file of the wrong shape too): start over.
+                if file is self._facts_file:
+                    self.facts = {}
+                else:
+                    self.results, self.plan = {}, {}
 
     def _load_facts(self, data: dict[str, Any]) -> None:
         self.facts = {path: (entry[0], Facts.from_json(entry[1])) for path, entry in data.items()}
@@ -85,16 +89,16 @@ class Cache:
     # -- results -------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
         """The cached findings of ``path``'s analysis if nothing it depended on changed."""
-        entry = self.results.get(str(path))
-        if entry is None or entry["called_elsewhere"] != sorted(called_elsewhere):
-            return None
-        if any(project.digest(Path(p)) != d for p, d in entry["files"].items()):
-            return None
-        if any(project.listing_digest(Path(d)) != h for d, h in entry["dirs"].items()):
-            return None
         try:
+            entry = self.results.get(str(path))
+            if entry is None or entry["called_elsewhere"] != sorted(called_elsewhere):
+                return None
+            if any(project.digest(Path(p)) != d for p, d in entry["files"].items()):
+                return None
+            if any(project.listing_digest(Path(d)) != h for d, h in entry["dirs"].items()):
+                return None
             return [finding_from_json(f) for f in entry["findings"]]
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):  # an entry of the wrong shape
             return None
 
     def store(self, outcome: Outcome, called_elsewhere: frozenset[str]) -> None:
@@ -111,14 +115,17 @@ class Cache:
     # -- the plan: which files to lint ---------------------------------------------------
     def lookup_plan(self, project: Project, key: str) -> tuple[list[Path], dict[Path, frozenset[str]]] | None:
         plan = self.plan
-        if plan.get("key") != key:
+        try:
+            if plan.get("key") != key:
+                return None
+            if any(project.digest(Path(p)) != d for p, d in plan["files"].items()):
+                return None
+            if any(project.listing_digest(Path(d)) != h for d, h in plan["dirs"].items()):
+                return None
+            linted = [Path(p) for p in plan["linted"]]
+            return linted, {path: frozenset(plan["called"].get(str(path), ())) for path in linted}
+        except (KeyError, TypeError, ValueError, AttributeError):  # a plan of the wrong shape
             return None
-        if any(project.digest(Path(p)) != d for p, d in plan["files"].items()):
-            return None
-        if any(project.listing_digest(Path(d)) != h for d, h in plan["dirs"].items()):
-            return None
-        linted = [Path(p) for p in plan["linted"]]
-        return linted, {path: frozenset(plan["called"].get(str(path), ())) for path in linted}
 
     def store_plan(self, key: str, linted: list[Path], called: dict[Path, frozenset[str]],
                    files: dict[str, str], dirs: dict[str, str]) -> None:

@@ -12,6 +12,18 @@ from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.selection import build_selection
 
 
+def _common_folder(paths: list[str]) -> Path:
+    """The deepest folder holding every path: where the configuration is looked for, so
+    that it does not depend on the order of the paths (nor on the working directory)."""
+    import os
+
+    if not paths:
+        return Path.cwd()
+    resolved = [str(real_path(Path(p))) for p in paths]
+    folders = [p if os.path.isdir(p) else os.path.dirname(p) for p in resolved]
+    return Path(os.path.commonpath(folders))
+
+
 def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
     from gpudoctor.lint.config import FileConfig, parse_table
@@ -19,9 +31,8 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
 
     rules = all_rules()
     known = [r.code for r in rules]
-    start = Path(paths[0]) if paths else Path.cwd()
-    pyproject = S.find_pyproject(real_path(start))
-    config = parse_table(S.read_pyproject(pyproject), pyproject, known) if pyproject else FileConfig()
+    pyproject, document = S.find_config(_common_folder(paths))
+    config = parse_table(document, pyproject, known) if pyproject else FileConfig()
     root = pyproject.parent if pyproject else Path.cwd()
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")

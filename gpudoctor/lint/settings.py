@@ -86,26 +86,46 @@ def minor_from_requires_python(spec: str) -> int | None:
     return min(max(oldest, SUPPORTED_MINORS.start), SUPPORTED_MINORS.stop - 1)
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """Return the nearest ``pyproject.toml`` at or above ``start``."""
+def find_config(start: Path) -> tuple[Path | None, dict[str, object]]:
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.gpudoctor]``
+    table, and its contents; else the nearest ``pyproject.toml`` (for ``requires-python``
+    and the project root), as ruff skips a pyproject.toml without its own table."""
     here = start if start.is_dir() else start.parent
+    first: tuple[Path | None, dict[str, object]] = (None, {})
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
-    return None
+        if not candidate.is_file():
+            continue
+        data = read_pyproject(candidate)
+        tool = data.get("tool")
+        if isinstance(tool, dict) and "gpudoctor" in tool:
+            return candidate, data
+        if first[0] is None:
+            first = (candidate, data)
+    return first
 
 
 def read_pyproject(path: Path) -> dict[str, object]:
-    """Parse a pyproject.toml, turning a syntax error into a user-facing message."""
+    """Parse a pyproject.toml, turning a syntax or encoding error into a user-facing message.
+
+    TOML files are UTF-8; a byte order mark before the first key is accepted, as ruff does.
+    """
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GpudoctorError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise GpudoctorError(f"cannot read {path}: it is not UTF-8 text (byte {exc.start + 1} is "
+                             f"{raw[exc.start:exc.start + 1]!r}); TOML files must be UTF-8") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise GpudoctorError(f"cannot read {path}: {exc}") from exc
 
 

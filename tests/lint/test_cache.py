@@ -130,6 +130,26 @@ def test_a_damaged_cache_is_rebuilt(project: Path, capsys: pytest.CaptureFixture
     assert capsys.readouterr().out.count("GD101") == 2
 
 
+@pytest.mark.parametrize("damage", ["[]", '{"a": 1}', '{"settings": null, "files": []}', '{"x": [1, 2]}'])
+def test_a_cache_of_the_wrong_shape_is_rebuilt(project: Path, capsys: pytest.CaptureFixture[str],
+                                               damage: str) -> None:
+    """Valid JSON that is not what gpudoctor wrote (an older layout, a hand edit)."""
+    (project / "helpers.py").write_text(GPU_INIT)
+    assert main(["lint", "."]) == 1
+    capsys.readouterr()
+    for store in (project / FOLDER).glob("*/*.json"):
+        store.write_text(damage)
+    assert main(["lint", "."]) == 1
+    assert capsys.readouterr().out.count("GD101") == 1
+    for store in (project / FOLDER).glob("*/results-*.json"):  # right shape, entries wrong
+        data = json.loads(store.read_text())
+        data["files"] = {path: {"called_elsewhere": 3} for path in data["files"]}
+        data["plan"] = {"key": data["plan"]["key"], "files": 1}
+        store.write_text(json.dumps(data))
+    assert main(["lint", "."]) == 1
+    assert capsys.readouterr().out.count("GD101") == 1
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write to a read-only folder")
 def test_an_unwritable_cache_is_a_warning(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / FOLDER).mkdir()

@@ -78,3 +78,38 @@ def test_bad_values_name_file_and_key(project: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert message in err and "pyproject.toml [tool.gpudoctor]" in err
     assert "Traceback" not in err
+
+
+def test_a_pyproject_that_is_not_utf8_is_named_not_a_traceback(project: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "pyproject.toml").write_bytes(b'[project]\nname = "x"\nauthors = [{name = "Ren\xe9"}]\n')
+    assert main(["lint", "bad.py"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: it is not UTF-8 text" in err and "Traceback" not in err
+
+
+def test_a_byte_order_mark_before_the_first_key_is_accepted(project: Path) -> None:
+    (project / "pyproject.toml").write_bytes(b'\xef\xbb\xbf[tool.gpudoctor]\nignore = ["GD101"]\n')
+    assert main(["lint", "bad.py"]) == 0
+
+
+def test_a_pyproject_without_a_gpudoctor_table_is_skipped(project: Path) -> None:
+    """As ruff does: a nested package's pyproject.toml that does not configure gpudoctor does
+    not hide the repository's configuration."""
+    _config(project, 'ignore = ["GD101"]')
+    nested = project / "services" / "api"
+    nested.mkdir(parents=True)
+    (nested / "pyproject.toml").write_text('[project]\nname = "api"\n')
+    (nested / "worker.py").write_text(BAD)
+    assert main(["lint", "services/api/worker.py"]) == 0
+    assert main(["lint", "services/api/worker.py", "bad.py"]) == 0
+
+
+def test_the_configuration_does_not_depend_on_the_order_of_the_paths(project: Path) -> None:
+    _config(project, 'ignore = ["GD101"]')
+    (project / "src").mkdir()
+    (project / "src" / "pyproject.toml").write_text('[project]\nname = "inner"\n\n[tool.gpudoctor]\n')
+    (project / "src" / "a.py").write_text(BAD)
+    # The folder holding both paths is the project's: its configuration applies to both.
+    assert main(["lint", "bad.py", "src/a.py"]) == main(["lint", "src/a.py", "bad.py"]) == 0
+    assert main(["lint", "src/a.py"]) == 1  # alone, the nearest configuration is src's own
