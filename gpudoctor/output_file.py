@@ -9,8 +9,9 @@ import tempfile
 from pathlib import Path
 
 
-def write_text_file(target: Path, text: str) -> None:
-    """Write ``text`` to ``target``; raise OSError on failure.
+def write_text_file(target: Path, text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``target`` (line endings as they are in ``text``); raise OSError
+    on failure.
 
     A regular file (or a new one) is written atomically: a temporary file beside it, then
     a rename, so a reader never sees half a report. A symbolic link is followed and its
@@ -23,12 +24,12 @@ def write_text_file(target: Path, text: str) -> None:
     except FileNotFoundError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        with open(real, "w", encoding="utf-8") as stream:
+        with open(real, "w", encoding=encoding, newline="") as stream:
             stream.write(text)
         return
     fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as stream:
             stream.write(text)
         os.chmod(temporary, 0o644 if mode is None else stat.S_IMODE(mode))
         os.replace(temporary, real)

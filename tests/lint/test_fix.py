@@ -104,3 +104,22 @@ def test_a_fix_keeps_the_file_a_symlink_points_to_and_its_mode(repo: Path) -> No
     assert (repo / "train.py").is_symlink()
     assert 'get_context("spawn")' in (repo / "real" / "train.py").read_text()
     assert (repo / "real" / "train.py").stat().st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize(("name", "encode"), [
+    ("crlf", lambda text: text.replace("\n", "\r\n").encode()),
+    ("cr", lambda text: text.replace("\n", "\r").encode()),
+    ("bom", lambda text: b"\xef\xbb\xbf" + text.encode()),
+    ("latin-1", lambda text: ("# -*- coding: latin-1 -*-\n# \xe9t\xe9\n" + text).encode("latin-1")),
+    ("form-feed", lambda text: text.replace('"""Train."""', '"""Train.\x0c\u2028"""').encode()),
+])
+def test_a_fix_keeps_the_files_encoding_and_line_endings(repo: Path, name: str, encode) -> None:  # type: ignore[no-untyped-def]
+    """The fixed file is, byte for byte, the plain file's fix in the file's own encoding
+    and line endings: the edits land where the analysis saw the code (a byte order mark, a
+    form feed or a line separator inside a string does not move them)."""
+    assert main(["lint", "--fix", "--unsafe-fixes", "--no-cache", "train.py"]) == 1
+    fixed_plain = (repo / "train.py").read_text(encoding="utf-8")
+    assert fixed_plain != SOURCE
+    (repo / "train.py").write_bytes(encode(SOURCE))
+    assert main(["lint", "--fix", "--unsafe-fixes", "--no-cache", "train.py"]) == 1
+    assert (repo / "train.py").read_bytes() == encode(fixed_plain), name
