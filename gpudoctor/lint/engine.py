@@ -188,7 +188,9 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         if not _selected(code, resolved, settings):
             continue
         out.append(finding)
-    out.extend(_unused_noqa(directives, used, settings))
+    broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000"}
+    out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
+                            frozenset(suppressed_by)))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
 
 
@@ -199,7 +201,9 @@ def _selected(code: str, path: Path, settings: Settings) -> bool:
 
 
 def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]],
-                 settings: Settings) -> list[Finding]:
+                 settings: Settings, known: frozenset[str]) -> list[Finding]:
+    """GD001 for each ``# noqa`` code that suppressed nothing (a file that cannot be parsed
+    has no findings to suppress, so none of its directives is called unused)."""
     from gpudoctor.lint.rules.gd001_unused_noqa import UnusedNoqa
 
     rule = UnusedNoqa()
@@ -211,7 +215,12 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
             stale = sorted(c for c in directive.codes or () if c.startswith("GD") and (path, row, c) not in used)
             if stale:
                 site = Site(str(path), row, directive.col, row, directive.end_col)
-                out.append(rule.finding(site, f"unused noqa directive for {', '.join(stale)}"))
+                unknown = [c for c in stale if c not in known]
+                unused = [c for c in stale if c in known]
+                parts = ([f"unused noqa directive for {', '.join(unused)}"] if unused else []) + \
+                    ([f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in noqa directive "
+                      "(see `gpudoctor rule --all`)"] if unknown else [])
+                out.append(rule.finding(site, "; ".join(parts)))
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 FILE_NOQA = re.compile(r"#\s*gpudoctor:\s*noqa\b", re.I)
+_MENTION = re.compile("noqa", re.I)
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def parse(text: str) -> FileDirectives:
     """Collect the noqa directives of a source text (an unreadable text has none)."""
     lines: dict[int, Directive] = {}
     whole = False
-    if "noqa" not in text:
+    if _MENTION.search(text) is None:
         return FileDirectives(False, lines)  # tokenizing is the expensive part; skip it
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):

@@ -57,3 +57,26 @@ def test_unused_noqa_is_reported_at_the_comment(lint_source) -> None:  # type: i
 def test_unused_noqa_can_be_ignored(lint_source) -> None:  # type: ignore[no-untyped-def]
     source = "import multiprocessing as mp\nmp.get_context('spawn')  # noqa: GD101\n"
     assert lint_source(source, select=["GD1"]) == []
+
+
+def test_noqa_in_any_case(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """ruff and flake8 read ``# NOQA: GD101`` and ``# NoQA:gd101`` too."""
+    for comment in ("  # NOQA: GD101", "  # NoQA:gd101", "  # NOQA"):
+        assert codes_at(lint_source(BASE.format(comment=comment))) == set(), comment
+
+
+def test_an_uppercase_noqa_is_found_in_a_file_that_otherwise_does_nothing(lint_source) -> None:  # type: ignore[no-untyped-def]
+    (finding,) = lint_source("import os\nprint(os.getpid())  # NOQA: GD101\n")
+    assert (finding.code, finding.site.row) == ("GD001", 2)
+
+
+def test_an_unknown_code_is_called_unknown_not_unused(lint_source) -> None:  # type: ignore[no-untyped-def]
+    (finding,) = lint_source(BASE.format(comment="  # noqa: GD101, GD999"))
+    assert finding.code == "GD001"
+    assert "unknown rule code GD999" in finding.message and "unused" not in finding.message
+
+
+def test_no_unused_noqa_in_a_file_that_cannot_be_parsed(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """Nothing in it was analysed, so nothing was there for the directive to suppress."""
+    source = BASE.format(comment="  # noqa: GD101") + "\ndef broken(:\n"
+    assert [f.code for f in lint_source(source)] == ["GD000"]
