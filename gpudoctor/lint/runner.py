@@ -60,9 +60,15 @@ def run_lint(args: argparse.Namespace) -> int:
     paths = list(args.paths) or ["."]
     settings = build_settings(args, paths)
     missing: list[str] = []  # reported, and the other paths still linted (exit 2 at the end)
-    files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing)
+    skipped: list[str] = []
+    files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing,
+                     skipped=skipped)
     for message in missing:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
+    for message in skipped:
+        print(f"gpudoctor: warning: {message}", file=sys.stderr)
+    if not files and not missing and not args.silent:
+        print("gpudoctor: warning: no Python files found under the given paths", file=sys.stderr)
     jobs = args.jobs or _cpus()
     cache = None if args.no_cache else _cache(settings, args.cache_dir)
     result = lint_paths(files, settings, cache=cache, jobs=jobs)
@@ -70,16 +76,22 @@ def run_lint(args: argparse.Namespace) -> int:
         return _show_diff(result.findings, args.unsafe_fixes)
     if args.fix:
         result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs, talk=not (args.quiet or args.silent))
-    if args.statistics:
+    # "All checks passed!" only when something was checked and every path was found.
+    summary = not args.quiet and (bool(result.findings) or (bool(files) and not missing))
+    if args.statistics and args.output_format == "json":
+        from gpudoctor.lint.reporters import statistics_json
+
+        text = statistics_json(result.findings)
+    elif args.statistics:
         text = statistics(result.findings)
     elif args.output_format == "full":
         from gpudoctor.lint.reporters.full import render
 
-        text = render(result.findings, color=_use_color(args.output_file), with_summary=not args.quiet)
+        text = render(result.findings, color=_use_color(args.output_file), with_summary=summary)
     elif args.output_format == "concise":
         from gpudoctor.lint.reporters.concise import render as render_concise
 
-        text = render_concise(result.findings, with_summary=not args.quiet)
+        text = render_concise(result.findings, with_summary=summary)
     else:
         text = get_reporter(args.output_format)(result.findings)
     if args.output_format in ("concise", "full") and not (args.statistics or args.quiet):

@@ -188,13 +188,69 @@ def test_python_dash_m_and_help_do_not_import_libcst(project: Path) -> None:
 
 
 def test_directories_skip_gitignored_and_venv(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for folder in (".venv/lib", "build", "ignored"):
+    for folder in (".venv/lib", "dist", "ignored"):
         (project / folder).mkdir(parents=True)
         (project / folder / "copy.py").write_text(BAD)
     (project / ".gitignore").write_text("ignored/\n")
     assert main(["lint", "."]) == 1
     out = capsys.readouterr().out
     assert "copy.py" not in out and "bad.py" in out
+
+
+def test_folders_ruff_checks_are_checked(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ruff's default exclusions, no more: ``build`` and ``env`` hold code people write."""
+    for folder in ("build", "env"):
+        (project / folder).mkdir()
+        (project / folder / "copy.py").write_text(BAD)
+    assert main(["lint", "."]) == 1
+    out = capsys.readouterr().out
+    assert "build/copy.py" in out and "env/copy.py" in out
+
+
+def test_a_folder_named_on_the_command_line_is_checked_even_if_gitignored(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "experiments" / "skip").mkdir(parents=True)
+    (project / "experiments" / "run.py").write_text(BAD)
+    (project / "experiments" / "skip" / "old.py").write_text(BAD)
+    (project / ".gitignore").write_text("experiments/\nskip/\n")
+    assert main(["lint", "experiments"]) == 1
+    out = capsys.readouterr().out
+    assert "experiments/run.py" in out and "old.py" not in out  # what it says of the contents holds
+    assert main(["lint", "."]) == 1
+    assert "experiments" not in capsys.readouterr().out
+
+
+def test_force_exclude_drops_a_named_file_in_a_default_excluded_folder(project: Path) -> None:
+    (project / ".venv" / "lib").mkdir(parents=True)
+    (project / ".venv" / "lib" / "vendored.py").write_text(BAD)
+    assert main(["lint", ".venv/lib/vendored.py"]) == 1
+    assert main(["lint", "--force-exclude", ".venv/lib/vendored.py"]) == 0
+
+
+def test_a_named_notebook_is_said_to_be_skipped(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "explore.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    assert main(["lint", "explore.ipynb"]) == 0
+    captured = capsys.readouterr()
+    assert "explore.ipynb: skipped (Jupyter notebooks are not checked yet)" in captured.err
+    assert "no Python files found" in captured.err and "All checks passed" not in captured.out
+
+
+def test_nothing_checked_is_not_all_checks_passed(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "trian.py"]) == 2
+    captured = capsys.readouterr()
+    assert "trian.py: no such file or directory" in captured.err and "All checks passed" not in captured.out
+    (project / "empty").mkdir()
+    assert main(["lint", "empty"]) == 0
+    captured = capsys.readouterr()
+    assert "no Python files found" in captured.err and "All checks passed" not in captured.out
+    assert main(["lint", "good.py", "trian.py"]) == 2  # one was checked, one was missing
+    assert "All checks passed" not in capsys.readouterr().out
+
+
+def test_statistics_as_json(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--statistics", "--output-format", "json"]) == 1
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row == {"code": "GD101", "name": "fork-after-gpu-init", "count": 1, "fixable": True}
 
 
 def test_full_format_shows_frames_related_lines_and_help(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

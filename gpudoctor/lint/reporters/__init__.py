@@ -29,3 +29,17 @@ def statistics(findings: list[Finding]) -> str:
         counts[key] = counts.get(key, 0) + 1
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return "".join(f"{count:5d}\t{code}\t{name}\n" for (code, name), count in rows)
+
+
+def statistics_json(findings: list[Finding]) -> str:
+    """The same counts as a JSON list (ruff's ``--statistics --output-format json``)."""
+    import json
+
+    counts: dict[tuple[str, str], list[int]] = {}
+    for finding in findings:
+        entry = counts.setdefault((finding.code, finding.name), [0, 0])
+        entry[0] += 1
+        entry[1] += finding.fix is not None
+    rows = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    return json.dumps([{"code": code, "name": name, "count": count, "fixable": fixable == count}
+                       for (code, name), (count, fixable) in rows], indent=2) + "\n"
