@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="gpudoctor",
+        allow_abbrev=False,
         description="Find and explain why programs that mix GPU frameworks with "
         "process parallelism freeze, crash or run out of GPU memory.",
     )
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe_options.add_probe_parser(sub)
     for command in sub.choices.values():  # an unknown option is reported with its command's usage
         command.set_defaults(command_parser=command)
+        command.allow_abbrev = False  # as ruff: --sel is not --select
     return parser
 
 

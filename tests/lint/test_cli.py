@@ -328,3 +328,28 @@ def test_unparseable_import_is_reported_at_the_import_when_only_the_importer_is_
     assert main(["lint", "--no-cache", "main.py", "helpers.py"]) == 1
     out = capsys.readouterr().out
     assert "helpers.py:10:5: GD000" in out and "main.py:8:1" not in out
+
+
+def test_options_are_not_abbreviated(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As ruff: ``--sel`` is an unknown option, not ``--select``."""
+    assert main(["lint", "--sel", "GD1", "bad.py"]) == 2
+    assert "unrecognized arguments: --sel" in capsys.readouterr().err
+
+
+def test_the_way_out_fits_the_kind_of_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """os.fork() takes no start method; a ProcessPoolExecutor takes it as mp_context."""
+    (tmp_path / "f.py").write_text(
+        "import os\nimport cupy as cp\nfrom concurrent.futures import ProcessPoolExecutor\n\n\n"
+        "def work(i):\n    return float(cp.sum(cp.arange(i)))\n\n\n"
+        "if __name__ == '__main__':\n    cp.zeros(1)\n    if os.fork() == 0:\n        work(3)\n"
+        "        os._exit(0)\n    with ProcessPoolExecutor(max_workers=2) as ex:\n"
+        "        list(ex.map(work, range(3)))\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "--output-format", "full", "f.py"]) == 1
+    out = capsys.readouterr().out
+    fork, executor = out.split("GD101 [error] ")[1:]
+    assert fork.startswith("os.fork() is called") and executor.startswith("the ProcessPoolExecutor")
+    assert "= help: os.fork() always forks: start the child with multiprocessing" in fork
+    assert ('= help: Use the spawn start method: '
+            'ProcessPoolExecutor(..., mp_context=multiprocessing.get_context("spawn"))') in executor

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from gpudoctor.lint.analysis.events import Event
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
+from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import DISPLAY
 
 if TYPE_CHECKING:
@@ -92,6 +93,15 @@ def _strip_margin(line: str) -> str:
     return line[2:] if line.startswith("| ") else line[1:] if line.startswith("|") else line
 
 
+# How to choose the start method, per kind of process start (the rule's own fix_title for
+# the others).
+SPAWN_HINTS = {
+    P.EXECUTOR: 'Use the spawn start method: ProcessPoolExecutor(..., mp_context=multiprocessing.get_context("spawn"))',
+    P.OS_FORK: "os.fork() always forks: start the child with multiprocessing.get_context(\"spawn\").Process, "
+               "or initialize the GPU only after the fork, in the process that uses it",
+}
+
+
 def what_runs(site: object) -> str:
     """"import" when code ran because a module was imported at ``site``, else "call"."""
     from gpudoctor.lint.analysis.source import LazySite
@@ -146,12 +156,14 @@ class Rule:
         raise NotImplementedError
 
     def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
-                severity: str | None = None, fix: Fix | None = None) -> Finding:
+                severity: str | None = None, fix: Fix | None = None, hint: str | None = None) -> Finding:
+        """A finding of this rule; ``hint`` replaces the rule's ``fix_title`` where the way
+        out depends on the code (``os.fork()`` takes no start method)."""
         from gpudoctor.lint.analysis.source import concrete
 
         plain = tuple(Related(concrete(r.site), r.message) for r in related)
         return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,
-                       self.fix_title, fix)
+                       hint or self.fix_title, fix)
 
     @classmethod
     def documentation(cls) -> str:

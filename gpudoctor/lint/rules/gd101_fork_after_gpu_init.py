@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, what_runs
+from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display, line_of, what_runs
 
 CONSEQUENCE = {
     "tensorflow": "hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
@@ -200,4 +200,4 @@ class ForkAfterGpuInit(Rule):
             related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
-        return self.finding(start.site, message, tuple(related), fix=fix)
+        return self.finding(start.site, message, tuple(related), fix=fix, hint=SPAWN_HINTS.get(start.kind))

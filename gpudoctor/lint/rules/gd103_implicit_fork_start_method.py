@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display
 
 KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process"}
 
@@ -135,4 +135,5 @@ class ImplicitForkStartMethod(Rule):
                 f"imports {names}; workers that use the GPU will break if this process initializes "
                 "it before they are started",
                 fix=ctx.spawn_fix(flow, event),
+                hint=SPAWN_HINTS.get(effect.kind),
             )
