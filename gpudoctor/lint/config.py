@@ -9,7 +9,7 @@ from pathlib import Path
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.lint.options import PLATFORMS, TARGET_VERSIONS
 
-LIST_KEYS = ("select", "ignore", "extend-select", "exclude")
+LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = (*LIST_KEYS, "per-file-ignores", "target-version", "platform")
 
 
@@ -83,7 +83,10 @@ def parse_table(data: dict[str, object], path: Path, known_codes: Sequence[str])
         select=_codes(table["select"], where("select"), known_codes) if "select" in table else None,
         ignore=_codes(table.get("ignore", []), where("ignore"), known_codes),
         extend_select=_codes(table.get("extend-select", []), where("extend-select"), known_codes),
-        exclude=_strings(table.get("exclude", []), where("exclude")),
+        # Both add to the default folder exclusions (ruff's exclude replaces them; here they
+        # always apply, so the two keys mean the same).
+        exclude=_strings(table.get("exclude", []), where("exclude"))
+        + _strings(table.get("extend-exclude", []), where("extend-exclude")),
         per_file_ignores=tuple(pfi),
         target_version=target,
         platform=platform,

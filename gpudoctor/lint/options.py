@@ -57,6 +57,16 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
         "--force-exclude", action="store_true",
         help="apply the configured exclude patterns to files named on the command line too",
     )
+    parser.add_argument(
+        "--extend-exclude", "--exclude", dest="extend_exclude", type=_patterns, action="extend", metavar="PATTERNS",
+        help="more paths to skip (comma-separated, gitignore syntax, relative to the project root), "
+        "added to the configured ones",
+    )
+    parser.add_argument("--show-files", action="store_true", help="list the files that would be checked, and stop")
+    parser.add_argument(
+        "--show-settings", action="store_true",
+        help="print the settings that apply (configuration file, root, target, rules), and stop",
+    )
     parser.add_argument("--fix", action="store_true", help="apply safe fixes")
     parser.add_argument(
         "--unsafe-fixes", action="store_true",
@@ -87,6 +97,10 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.set_defaults(handler=_run_lint)
     return parser
+
+
+def _patterns(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def _jobs(value: str) -> int:

@@ -48,7 +48,9 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     selection = build_selection(known, sorted(from_file.enabled), select=args.select,
                                 extend_select=args.extend_select, ignore=args.ignore)
     return S.Settings(selection, minor, args.platform or config.platform or "linux", root,
-                      exclude=config.exclude, per_file_ignores=config.per_file_ignores)
+                      exclude=config.exclude + tuple(getattr(args, "extend_exclude", None) or ()),
+                      per_file_ignores=config.per_file_ignores,
+                      config_file=pyproject if config.path is not None else None)
 
 
 def run_lint(args: argparse.Namespace) -> int:
@@ -69,6 +71,12 @@ def run_lint(args: argparse.Namespace) -> int:
         print(f"gpudoctor: warning: {message}", file=sys.stderr)
     if not files and not missing and not args.silent:
         print("gpudoctor: warning: no Python files found under the given paths", file=sys.stderr)
+    if args.show_settings:
+        _write(_settings_text(settings), args.output_file)
+        return 2 if missing else 0
+    if args.show_files:
+        _write("".join(f"{path}\n" for path in files), args.output_file)
+        return 2 if missing else 0
     jobs = args.jobs or _cpus()
     cache = None if args.no_cache else _cache(settings, args.cache_dir)
     result = lint_paths(files, settings, cache=cache, jobs=jobs)
@@ -105,6 +113,20 @@ def run_lint(args: argparse.Namespace) -> int:
     if result.findings and not args.exit_zero:
         return 1
     return 0
+
+
+def _settings_text(settings: S.Settings) -> str:
+    """What --show-settings prints: where each setting came from is the point."""
+    lines = [
+        f"configuration: {settings.config_file or 'none (defaults)'}",
+        f"project root: {settings.project_root}",
+        f"target: Python 3.{settings.target_minor} on {settings.platform} "
+        f"(default start method: {settings.default_start_method})",
+        f"rules: {', '.join(sorted(settings.selection.enabled)) or 'none'}",
+        f"exclude: {', '.join(settings.exclude) or 'the default folders only'}",
+    ]
+    lines.extend(f"per-file-ignores: {pattern} = {', '.join(codes)}" for pattern, codes in settings.per_file_ignores)
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]

@@ -26,6 +26,7 @@ class Settings:
     project_root: Path
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    config_file: Path | None = None  # the pyproject.toml these came from (None: defaults)
 
     def _relative(self, path: Path) -> str | None:
         try:

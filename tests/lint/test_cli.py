@@ -353,3 +353,22 @@ def test_the_way_out_fits_the_kind_of_start(tmp_path: Path, monkeypatch: pytest.
     assert "= help: os.fork() always forks: start the child with multiprocessing" in fork
     assert ('= help: Use the spawn start method: '
             'ProcessPoolExecutor(..., mp_context=multiprocessing.get_context("spawn"))') in executor
+
+
+def test_show_files_lists_what_would_be_checked(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "dist").mkdir()
+    (project / "dist" / "copy.py").write_text(BAD)
+    assert main(["lint", "--show-files"]) == 0
+    assert capsys.readouterr().out.split() == ["bad.py", "good.py"]
+    assert main(["lint", "--show-files", "--extend-exclude", "good.py,other/"]) == 0
+    assert capsys.readouterr().out.split() == ["bad.py"]
+
+
+def test_show_settings_says_where_they_come_from(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.11"\n\n'
+                                            '[tool.gpudoctor]\nignore = ["GD1"]\nextend-exclude = ["gen/"]\n')
+    assert main(["lint", "--show-settings", "--platform", "darwin"]) == 0
+    out = capsys.readouterr().out
+    assert f"configuration: {project.resolve() / 'pyproject.toml'}" in out
+    assert "target: Python 3.11 on darwin (default start method: spawn)" in out
+    assert "rules: GD000, GD001, GD201" in out and "exclude: gen/" in out
