@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 _process_ends = False
+_left_off = False  # a run of this process left the collector off (see process_ends_after_run)
 
 
 def process_ends_after_run() -> None:
@@ -29,18 +30,28 @@ def process_ends_after_run() -> None:
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """Run the block with the collector off; the objects alive before it (modules, the
-    interpreter's own) are set aside so that a collection after it does not traverse them."""
-    if not gc.isenabled():  # paused already (nested, or the embedding program chose so)
+    """Run the block with the collector off, and turn it back on after.
+
+    In a process that ends after the run it stays off, and what is alive is set aside for
+    the exit; a second run in that process (``--fix`` lints again) first frees what the
+    first one left. A collector the embedding program turned off is left alone, and
+    objects it froze stay frozen. In a program with threads the pause holds for all of
+    them while the block runs: it costs their cyclic garbage some time, nothing more.
+    """
+    global _left_off  # noqa: PLW0603
+    if _left_off:
+        gc.unfreeze()
+        gc.collect()
+        _left_off = False
+    elif not gc.isenabled():  # paused already (nested), or the embedding program chose so
         yield
         return
-    gc.freeze()
     gc.disable()
     try:
         yield
     finally:
         if _process_ends:
             gc.freeze()
+            _left_off = True
         else:
             gc.enable()
-            gc.unfreeze()

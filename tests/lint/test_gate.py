@@ -51,3 +51,11 @@ def test_not_when_the_member_is_a_name_not_a_module(tmp_path: Path) -> None:
     project = _project(tmp_path, "import multiprocessing as mp\n")
     (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom workers import helper\n")
     assert not project.may_matter(tmp_path / "train.py")
+
+
+def test_members_whatever_the_line_endings() -> None:
+    for newline in ("\n", "\r\n", "\r"):
+        text = (f"from workers import pool{newline}from jobs import (a,{newline}  b){newline}"
+                f"from x import c, \\{newline}    d{newline}")
+        expected = (("workers.pool", 0), ("jobs.a", 0), ("jobs.b", 0), ("x.c", 0), ("x.d", 0))
+        assert import_members(text) == expected, repr(newline)

@@ -41,6 +41,7 @@ _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:
                                re.M)
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"#[^\n]*")
+_CONTINUED = re.compile(r"\\\r?\n")
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
 
@@ -72,7 +73,14 @@ class Facts:
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
 
 
+def _plain_lines(text: str) -> str:
+    """``text`` with lines a ``^`` finds: a file whose lines end in a lone ``\r`` (old Mac
+    style) gets ``\n`` endings (CRLF files already have them)."""
+    return text.replace("\r", "\n") if "\r" in text and "\n" not in text else text
+
+
 def import_names(text: str) -> tuple[tuple[str, int], ...]:
+    text = _plain_lines(text)
     found: list[tuple[str, int]] = []
     for match in _IMPORT_LINE.finditer(text):
         if match.group(1) is not None:
@@ -95,6 +103,9 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
     """(``pkg.name``, level) for every ``from pkg import name``: the modules such an import
     may run, when ``name`` is a module of the package rather than a name it binds."""
     found: list[tuple[str, int]] = []
+    text = _plain_lines(text)
+    if "\\\n" in text or "\\\r\n" in text:  # a statement continued on the next line
+        text = _CONTINUED.sub(" ", text)
     for match in _FROM_IMPORT.finditer(text):
         dotted = match.group(1)
         base = dotted.lstrip(".")
@@ -102,8 +113,8 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
         names = match.group(2)
         if "#" in names:
             names = _COMMENT.sub("", names)
-        for part in names.strip(" \t()\n").split(","):
-            word = part.split(" as ")[0].strip(" \t()\n")
+        for part in names.strip(" \t()\r\n").split(","):
+            word = part.split(" as ")[0].strip(" \t()\r\n")
             if word.isidentifier():
                 found.append((f"{base}.{word}" if base else word, level))
     return tuple(dict.fromkeys(found))
