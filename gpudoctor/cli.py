@@ -55,9 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen subcommand and return its exit code."""
     parser = build_parser()
     try:
-        args, unknown = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        words = list(sys.argv[1:] if argv is None else argv)
+        args, unknown = parser.parse_known_args(words)
         if unknown:
-            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+            # Blamed on the command if it comes after the command's name, else on gpudoctor.
+            command = words.index(args.command) if getattr(args, "command", None) in words else len(words)
+            before = any(word in words[:command] for word in unknown)
+            owner = parser if before else getattr(args, "command_parser", parser)
+            owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # argparse's --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     handler = getattr(args, "handler", None)

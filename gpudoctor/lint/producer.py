@@ -63,7 +63,7 @@ def analyse(project: Project, path: Path, default_method: str,
             # A module the analysis followed into and could not parse: reported in it, and at
             # the import that led there (shown when the module itself is not being linted).
             for failure in analyzer.failures:
-                if Path(failure.path) == path:
+                if failure == state:  # the linted file itself: reported above
                     continue
                 outcome.findings.append(UnparseableFile().finding(site_of(failure), failure.message))
                 via = analyzer.failed_imports.get(failure.path)

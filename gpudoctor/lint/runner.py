@@ -81,7 +81,7 @@ def run_lint(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else _cache(settings, args.cache_dir)
     result = lint_paths(files, settings, cache=cache, jobs=jobs)
     if args.diff:
-        return _show_diff(result.findings, args.unsafe_fixes)
+        return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent)
     if args.fix:
         result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs, talk=not (args.quiet or args.silent))
     # "All checks passed!" only when something was checked and every path was found.
@@ -129,13 +129,17 @@ def _settings_text(settings: S.Settings) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def _show_diff(findings: list, unsafe: bool) -> int:  # type: ignore[type-arg]
+def _show_diff(findings: list, unsafe: bool, quiet: bool = False, silent: bool = False) -> int:  # type: ignore[type-arg]
+    """Print the fixes as a diff (-q: and nothing else; -s: nothing); exit 1 if any."""
     from gpudoctor.lint.fixes import apply
 
     fix_plan = apply.plan(findings, unsafe)
-    sys.stdout.write(apply.diff(fix_plan))
+    if not silent:
+        sys.stdout.write(apply.diff(fix_plan))
     for path in fix_plan.refused:
         print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
+    if quiet or silent:
+        return 1 if fix_plan.texts else 0
     noun = "fix" if len(fix_plan.fixed) == 1 else "fixes"
     if fix_plan.fixed:
         print(f"Would fix {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "

@@ -372,3 +372,17 @@ def test_show_settings_says_where_they_come_from(project: Path, capsys: pytest.C
     assert f"configuration: {project.resolve() / 'pyproject.toml'}" in out
     assert "target: Python 3.11 on darwin (default start method: spawn)" in out
     assert "rules: GD000, GD001, GD201" in out and "exclude: gen/" in out
+
+
+def test_diff_is_quiet_or_silent_on_request(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--diff", "--unsafe-fixes", "-q", "bad.py"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("--- a/bad.py") and captured.err == ""
+    assert main(["lint", "--diff", "--unsafe-fixes", "-s", "bad.py"]) == 1
+    assert capsys.readouterr() == ("", "")
+
+
+def test_an_unknown_option_before_the_command_is_gpudoctors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--bogus", "lint", "x.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpudoctor [") and "gpudoctor: error: unrecognized arguments: --bogus" in err

@@ -191,3 +191,34 @@ def test_relative_paths_follow_the_working_folder(tmp_path: Path, monkeypatch: p
         (tmp_path / name).mkdir()
         monkeypatch.chdir(tmp_path / name)
         assert real_path("bad.py") == tmp_path / name / "bad.py"
+
+
+def test_a_body_only_cpython_reads_is_a_finding_whatever_the_file_size(workdir: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A form feed before an indent: CPython accepts it, libcst's tokenizer does not. A short
+    file is parsed whole (GD000 for the file); a long one function by function (GD000 for
+    that function, the rest still analysed). Never an internal error."""
+    body = ("import multiprocessing as mp\nimport cupy as cp\n\n\ndef work(x):\n"
+            "\x0c    with open(x) as f:\n        return f.read()\n\n\n"
+            "def run():\n    with mp.Pool(2) as pool:\n        return pool.map(work, ['a'])\n")
+    padding = "".join(f"\n\ndef helper_{i}(a):\n    return a + {i}\n" for i in range(150))
+    (workdir / "short.py").write_text(body)
+    (workdir / "long.py").write_text(body + padding)
+    assert main(["lint", "--no-cache", "short.py", "long.py"]) == 1
+    captured = capsys.readouterr()
+    assert "short.py:1:1: GD000 cannot parse with libcst" in captured.out
+    assert "long.py:6:1: GD000 cannot parse the body of work() with libcst" in captured.out
+    assert "long.py:11:10: GD103" in captured.out
+    assert "internal error" not in captured.err and "Traceback" not in captured.err
+
+
+def test_code_frames_count_lines_as_python_does(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A form feed or a line separator inside a string is not a line break (str.splitlines
+    says it is), and a declared encoding is honoured."""
+    (workdir / "frame.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport multiprocessing as mp\nimport cupy as cp\n"
+        b"NOTE = '\xe9t\xe9 \x0c page'\ncp.zeros(1)\n\n\ndef work(i):\n    return float(cp.sum(cp.arange(i)))\n\n\n"
+        b"if __name__ == '__main__':\n    with mp.Pool(2) as pool:\n        pool.map(work, range(3))\n")
+    assert main(["lint", "--no-cache", "--output-format", "full", "frame.py"]) == 1
+    out = capsys.readouterr().out
+    assert "13 |     with mp.Pool(2) as pool:" in out and "5 | cp.zeros(1)" in out

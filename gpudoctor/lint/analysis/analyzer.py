@@ -221,6 +221,8 @@ class Analyzer(ClassModel):
                 walker.returns.update(walker.eval(node.body))
             elif isinstance(node, cst.FunctionDef):
                 body = state.parsed.body(node)
+                if state.parsed.failures:
+                    self.failures.extend(f for f in state.parsed.failures if f not in self.failures)
                 walker.tree = state.parsed.tree_of(node)
                 walker.walk_block(body)
         finally:

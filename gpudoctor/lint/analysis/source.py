@@ -51,6 +51,7 @@ class ParsedModule:
         self._not_entries: set[int] = set()
         self._trees: dict[int, ParsedModule] = {}  # function or class node -> the tree it is in
         self._parent: ParsedModule | None = None  # for the tree of one body: the module's
+        self.failures: list[ParseFailure] = []  # bodies libcst could not parse (left unanalysed)
 
     def is_elided(self, node: cst.CSTNode) -> bool:
         """Was this function's body left out of the parse, and not needed since?"""
@@ -84,7 +85,15 @@ class ParsedModule:
             from gpudoctor.lint.analysis.skeleton import body_snippet
 
             source, offset = body_snippet(self._text, unit)
-            snippet = ParsedModule(self.path, cst.parse_module(source), shifts=[(1, offset)])
+            try:
+                tree = cst.parse_module(source)
+            except cst.ParserSyntaxError as exc:  # CPython read it, libcst cannot (a form feed in an indent)
+                reason = exc.message.rstrip(".") or "syntax error"
+                self.failures.append(ParseFailure(self.path, f"cannot parse the body of {unit.name}() with libcst: "
+                                                  f"{reason}", unit.body_row, 0))
+                self._bodies[id(node)] = ()
+                return ()
+            snippet = ParsedModule(self.path, tree, shifts=[(1, offset)])
             snippet._parent = self
             first = snippet.module.body[0]
             full = first.body.body[0] if unit.method else first  # type: ignore[attr-defined]

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
 from gpudoctor.lint.findings import Finding, Site
 from gpudoctor.lint.reporters.concise import summary
 
+_BREAK = re.compile(r"\r\n|\r|\n")
+
 
 @lru_cache(maxsize=64)
 def _lines(path: str) -> tuple[str, ...]:
-    try:
-        return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return ()
+    """The file's lines as Python numbers them (its declared encoding; breaks at ``\r\n``,
+    ``\r`` and ``\n`` only, where ``str.splitlines`` also breaks at a form feed)."""
+    from gpudoctor.lint.analysis.reading import read_text
+
+    text = read_text(Path(path))
+    return () if not isinstance(text, str) else tuple(_BREAK.split(text))
 
 
 def _frame(site: Site, label: str) -> list[str]:
