@@ -34,19 +34,24 @@ PARALLEL_MIN_BYTES = 150_000
 
 
 def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
-               jobs: int = 1) -> LintResult:
-    """Check ``files`` (already discovered) and return findings in file order."""
+               jobs: int = 1, contents: dict[Path, bytes] | None = None) -> LintResult:
+    """Check ``files`` (already discovered) and return findings in file order.
+
+    ``contents`` gives the bytes of some files instead of their file on disk (the text of
+    ``gpudoctor lint -``); those files are analysed in this process.
+    """
     from gpudoctor.lint.collector import paused
 
     with paused():
-        return _lint_paths(files, settings, cache, jobs)
+        return _lint_paths(files, settings, cache, 1 if contents else jobs, contents)
 
 
-def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int) -> LintResult:
+def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int,
+                contents: dict[Path, bytes] | None = None) -> LintResult:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
-    project = Project(settings.project_root, cache.facts if cache is not None else None)
+    project = Project(settings.project_root, cache.facts if cache is not None else None, contents)
     linted, called = _plan(project, files, cache, prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
     result = LintResult(files_checked=len(files))
     found: dict[Path, list[Finding]] = {}

@@ -25,7 +25,12 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
         description="Check Python files for ways GPU frameworks and process "
         "parallelism break each other. Never imports or runs the code.",
     )
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files or directories (default: .); - reads the source from stdin")
+    parser.add_argument(
+        "--stdin-filename", metavar="PATH",
+        help="the path the source read from stdin has (for configuration, imports and messages)",
+    )
     parser.add_argument(
         "--select", type=_codes, action="extend", metavar="CODES",
         help="only these rule codes or prefixes (comma-separated; ALL for every rule)",

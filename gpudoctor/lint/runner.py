@@ -59,12 +59,22 @@ def run_lint(args: argparse.Namespace) -> int:
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.reporters import get_reporter, statistics
 
-    paths = list(args.paths) or ["."]
+    paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
+    contents: dict[Path, bytes] = {}
+    if "-" in paths:  # the source comes from stdin, as an editor sends an unsaved buffer
+        if len(paths) > 1 or args.fix or args.diff:
+            raise GpudoctorError("- (stdin) is linted alone, without --fix or --diff")
+        named = Path(args.stdin_filename or "stdin.py")
+        contents[real_path(named)] = sys.stdin.buffer.read()
+        paths = [str(named)]
     settings = build_settings(args, paths)
     missing: list[str] = []  # reported, and the other paths still linted (exit 2 at the end)
     skipped: list[str] = []
-    files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing,
-                     skipped=skipped)
+    if contents:
+        files = [Path(paths[0])]
+    else:
+        files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing,
+                         skipped=skipped)
     for message in missing:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
     for message in skipped:
@@ -78,8 +88,8 @@ def run_lint(args: argparse.Namespace) -> int:
         _write("".join(f"{path}\n" for path in files), args.output_file)
         return 2 if missing else 0
     jobs = args.jobs or _cpus()
-    cache = None if args.no_cache else _cache(settings, args.cache_dir)
-    result = lint_paths(files, settings, cache=cache, jobs=jobs)
+    cache = None if args.no_cache or contents else _cache(settings, args.cache_dir)
+    result = lint_paths(files, settings, cache=cache, jobs=jobs, contents=contents)
     if args.diff:
         return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent)
     if args.fix:
@@ -102,7 +112,7 @@ def run_lint(args: argparse.Namespace) -> int:
         text = render_concise(result.findings, with_summary=summary)
     else:
         text = get_reporter(args.output_format)(result.findings)
-    if args.output_format in ("concise", "full") and not (args.statistics or args.quiet):
+    if args.output_format in ("concise", "full") and not (args.statistics or args.quiet or contents):
         text += _fix_hint(result.findings, args)
     if not args.silent or args.output_file is not None:
         _write(text, args.output_file)

@@ -386,3 +386,31 @@ def test_an_unknown_option_before_the_command_is_gpudoctors(capsys: pytest.Captu
     assert main(["--bogus", "lint", "x.py"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: gpudoctor [") and "gpudoctor: error: unrecognized arguments: --bogus" in err
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+
+def test_source_from_stdin(project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """As an editor sends an unsaved buffer: ``-`` and ``--stdin-filename``."""
+    (project / "bad.py").write_text("print('the file on disk is not what is linted')\n")
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "-"]) == 1
+    assert "stdin.py:10:10: GD101" in capsys.readouterr().out
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "--stdin-filename", "bad.py"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("bad.py:10:10: GD101") and "--fix" not in out
+    _stdin(monkeypatch, "x = 1\n")
+    assert main(["lint", "-", "--stdin-filename", "bad.py"]) == 0
+    assert not (project / ".gpudoctor_cache").exists()  # nothing cached for a text not on disk
+
+
+def test_stdin_is_linted_alone(project: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "-", "good.py"]) == 2
+    assert "- (stdin) is linted alone" in capsys.readouterr().err

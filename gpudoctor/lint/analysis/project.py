@@ -48,7 +48,8 @@ class Touched:
 class Project:
     """Files under one root, each read, scanned and parsed at most once."""
 
-    def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None) -> None:
+    def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
+                 contents: dict[Path, bytes] | None = None) -> None:
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
@@ -66,6 +67,8 @@ class Project:
         self._real: dict[Path, Path] = {}
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(self)
+        for path, data in (contents or {}).items():  # text given for a file (read from stdin)
+            self._bytes[self.real(path)] = data
 
     # -- reading -------------------------------------------------------------------------
     def real(self, path: Path) -> Path:
