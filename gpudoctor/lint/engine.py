@@ -195,7 +195,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         out.append(finding)
     broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000"}
     out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
-                            frozenset(suppressed_by)))
+                            frozenset(suppressed_by), texts))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
 
 
@@ -206,7 +206,7 @@ def _selected(code: str, path: Path, settings: Settings) -> bool:
 
 
 def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]],
-                 settings: Settings, known: frozenset[str]) -> list[Finding]:
+                 settings: Settings, known: frozenset[str], texts: dict[Path, str]) -> list[Finding]:
     """GD001 for each ``# noqa`` code that suppressed nothing (a file that cannot be parsed
     has no findings to suppress, so none of its directives is called unused)."""
     from gpudoctor.lint.rules.gd001_unused_noqa import UnusedNoqa
@@ -225,8 +225,33 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
                 parts = ([f"unused noqa directive for {', '.join(unused)}"] if unused else []) + \
                     ([f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in noqa directive "
                       "(see `gpudoctor rule --all`)"] if unknown else [])
-                out.append(rule.finding(site, "; ".join(parts)))
+                fix = _noqa_fix(texts.get(path, ""), directive, stale)
+                out.append(rule.finding(site, "; ".join(parts), fix=fix))
     return out
+
+
+def _noqa_fix(text: str, directive, stale: list[str]):  # type: ignore[no-untyped-def]
+    """Take the stale codes out of the comment; the whole ``# noqa`` (and the spaces before
+    it) when none is left. Safe: only this line's suppressions change, as ruff's RUF100."""
+    import re
+
+    from gpudoctor.lint.findings import Edit, Fix
+
+    lines = re.split(r"\r\n|\r|\n", text)
+    if not 0 < directive.row <= len(lines):
+        return None
+    line = lines[directive.row - 1]
+    kept = sorted(set(directive.codes or ()) - set(stale))
+    start, end = directive.col, directive.end_col
+    if kept:
+        content = f"# noqa: {', '.join(kept)}"
+    elif line[end:].strip():  # a comment goes on after it: keep it a comment
+        content = "#"
+    else:  # nothing after it: the spaces before it go too
+        content = ""
+        start = len(line[:start].rstrip()) if line[:start].strip() else start
+    return Fix("Remove the unused code from the noqa comment", "safe",
+               (Edit(content, (directive.row, start), (directive.row, end)),))
 
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:

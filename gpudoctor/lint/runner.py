@@ -158,7 +158,7 @@ def _show_diff(findings: list, unsafe: bool, quiet: bool = False, silent: bool =
     else:
         from gpudoctor.lint.fixes.apply import eligible
 
-        hidden = 0 if unsafe else sum(1 for f in findings if eligible(f, unsafe=True))
+        hidden = 0 if unsafe else sum(1 for f in findings if eligible(f, unsafe=True) and not eligible(f, unsafe=False))
         print("No fix to show" + (f": {hidden} unsafe fix{'es' if hidden != 1 else ''} hidden, "
                                   "add `--unsafe-fixes` to see them." if hidden else "."), file=sys.stderr)
     return 1 if fix_plan.texts else 0

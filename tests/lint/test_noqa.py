@@ -80,3 +80,23 @@ def test_no_unused_noqa_in_a_file_that_cannot_be_parsed(lint_source) -> None:  #
     """Nothing in it was analysed, so nothing was there for the directive to suppress."""
     source = BASE.format(comment="  # noqa: GD101") + "\ndef broken(:\n"
     assert [f.code for f in lint_source(source)] == ["GD000"]
+
+
+def test_unused_codes_are_fixed_away(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A safe fix, as ruff's RUF100: only the stale codes go, the comment's rest stays."""
+    from gpudoctor.cli import main
+
+    (tmp_path / "a.py").write_text(
+        "import multiprocessing as mp\n"
+        "mp.get_context('spawn')  # noqa: GD101\n"
+        "mp.get_context('spawn')  # noqa: GD101, E501\n"
+        "x = 1  # NOQA: GD102 kept for a reason\n"
+        "y = 2  # noqa: GD999\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "--fix", "a.py"]) == 0
+    assert (tmp_path / "a.py").read_text() == (
+        "import multiprocessing as mp\n"
+        "mp.get_context('spawn')\n"
+        "mp.get_context('spawn')  # noqa: E501\n"
+        "x = 1  # kept for a reason\n"
+        "y = 2\n")
