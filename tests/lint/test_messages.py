@@ -86,3 +86,11 @@ def test_other_files_are_named_relative_to_the_reporting_file() -> None:
     assert line_of(Site("/p/app/pkg/gpu.py", 6, 1, 6, 2), here) == "gpu.py:6"
     assert line_of(Site("/p/app/main.py", 10, 1, 10, 2), here) == "../main.py:10"
     assert line_of(Site("/elsewhere/deep/x/y.py", 1, 1, 1, 2), here) == "/elsewhere/deep/x/y.py:1"
+
+
+def test_gd301_says_a_spawned_worker_ran_the_top_level_first() -> None:
+    path = CASES / "tensorflow/spawn_initializer_after_top_level_op.py"
+    outcome = analyse(Project(path.parent), path, "fork")
+    (finding,) = {f.message: f for f in outcome.findings if f.code == "GD301"}.values()
+    assert "at the main module's top level, which this spawned process runs again first" in finding.message
+    assert finding.fix_hint.startswith('Move the module-level GPU call under `if __name__ == "__main__":`')

@@ -196,10 +196,18 @@ class GpuEnvSetAfterInit(Rule):
             init = init_event.effect
             assert isinstance(init, Init)
             what = "CUDA" if READERS[effect.var] is None else "its runtime"
-            where = " in the parent before this process was forked" if init_event in flow.entry.inits else ""
+            where, hint = "", None
+            if init_event in flow.entry.inits:
+                where = " in the parent before this process was forked"
+            elif any(e is init_event for e in flow.events[:flow.prelude]):
+                # A spawned worker runs the main module's top level (re-importing it) first.
+                where = " at the main module's top level, which this spawned process runs again first"
+                hint = ('Move the module-level GPU call under `if __name__ == "__main__":` '
+                        "(a spawned worker re-imports the main module before it runs anything else)")
             yield self.finding(
                 effect.site,
                 f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
                 f"({init.api}, {line_of(init.site, effect.site)}); the new value is ignored",
                 (Related(init.site, f"{display(init.framework)} initialized here"),),
+                hint=hint,
             )
