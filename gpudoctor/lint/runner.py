@@ -91,7 +91,7 @@ def run_lint(args: argparse.Namespace) -> int:
     cache = None if args.no_cache or contents else _cache(settings, args.cache_dir)
     result = lint_paths(files, settings, cache=cache, jobs=jobs, contents=contents)
     if args.diff:
-        return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent)
+        return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent, args.output_file)
     if args.fix:
         result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs, talk=not (args.quiet or args.silent))
     # "All checks passed!" only when something was checked and every path was found.
@@ -139,13 +139,15 @@ def _settings_text(settings: S.Settings) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def _show_diff(findings: list, unsafe: bool, quiet: bool = False, silent: bool = False) -> int:  # type: ignore[type-arg]
-    """Print the fixes as a diff (-q: and nothing else; -s: nothing); exit 1 if any."""
+def _show_diff(findings: list, unsafe: bool, quiet: bool = False, silent: bool = False,  # type: ignore[type-arg]
+               output_file: str | None = None) -> int:
+    """Print the fixes as a diff, or write it to ``output_file`` (-q: and nothing else;
+    -s: nothing); exit 1 if any."""
     from gpudoctor.lint.fixes import apply
 
     fix_plan = apply.plan(findings, unsafe)
-    if not silent:
-        sys.stdout.write(apply.diff(fix_plan))
+    if not silent or output_file is not None:
+        _write(apply.diff(fix_plan), output_file)
     for path in fix_plan.refused:
         print(f"gpudoctor: not fixing {path}: the fixed file would not parse", file=sys.stderr)
     if quiet or silent:

@@ -105,6 +105,7 @@ def test_json_contract(project: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert item["location"] == {"row": 10, "column": 10}
     assert item["end_location"]["row"] == 10
     assert item["related"][0] == {"filename": "bad.py", "location": {"row": 4, "column": 5},
+                                  "end_location": {"row": 4, "column": 17},
                                   "message": "CuPy initialized here (cupy.arange)"}
     assert item["fix"]["applicability"] == "unsafe"
     assert item["fix"]["edits"][0]["content"] == 'mp.get_context("spawn").Pool(2)'
@@ -414,3 +415,9 @@ def test_stdin_is_linted_alone(project: Path, monkeypatch: pytest.MonkeyPatch,
     _stdin(monkeypatch, BAD)
     assert main(["lint", "-", "good.py"]) == 2
     assert "- (stdin) is linted alone" in capsys.readouterr().err
+
+
+def test_diff_goes_to_the_output_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--diff", "--unsafe-fixes", "-o", "fix.diff", "bad.py"]) == 1
+    assert capsys.readouterr().out == ""
+    assert (project / "fix.diff").read_text().startswith("--- a/bad.py")

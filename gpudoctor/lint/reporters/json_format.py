@@ -25,7 +25,8 @@ def as_dict(finding: Finding) -> dict[str, object]:
         "location": _location(finding.site),
         "end_location": _end(finding.site),
         "related": [
-            {"filename": r.site.path, "location": _location(r.site), "message": r.message}
+            {"filename": r.site.path, "location": _location(r.site), "end_location": _end(r.site),
+             "message": r.message}
             for r in finding.related
         ],
         "fix": None if finding.fix is None else {
