@@ -93,9 +93,9 @@ class Cache:
             entry = self.results.get(str(path))
             if entry is None or entry["called_elsewhere"] != sorted(called_elsewhere):
                 return None
-            if any(project.digest(Path(p)) != d for p, d in entry["files"].items()):
+            if any(project.digest_of(p) != d for p, d in entry["files"].items()):
                 return None
-            if any(project.listing_digest(Path(d)) != h for d, h in entry["dirs"].items()):
+            if any(project.listing_digest_of(d) != h for d, h in entry["dirs"].items()):
                 return None
             return [finding_from_json(f) for f in entry["findings"]]
         except (KeyError, TypeError, ValueError, AttributeError):  # an entry of the wrong shape
@@ -118,9 +118,9 @@ class Cache:
         try:
             if plan.get("key") != key:
                 return None
-            if any(project.digest(Path(p)) != d for p, d in plan["files"].items()):
+            if any(project.digest_of(p) != d for p, d in plan["files"].items()):
                 return None
-            if any(project.listing_digest(Path(d)) != h for d, h in plan["dirs"].items()):
+            if any(project.listing_digest_of(d) != h for d, h in plan["dirs"].items()):
                 return None
             linted = [Path(p) for p in plan["linted"]]
             return linted, {path: frozenset(plan["called"].get(str(path), ())) for path in linted}

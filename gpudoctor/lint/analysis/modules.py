@@ -22,6 +22,7 @@ class ModuleFinder:
         self._resolved: dict[tuple[Path, str, int], tuple[Path | None, Consulted]] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
+        self._digests: dict[Path, str] = {}
 
     def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, Consulted]:
         """The project file ``name`` means in ``importer``, and what the answer looked at
@@ -44,7 +45,11 @@ class ModuleFinder:
         return out
 
     def listing_digest(self, folder: Path) -> str:
-        return hashlib.blake2b("\n".join(sorted(self._listing(folder))).encode(), digest_size=16).hexdigest()
+        found = self._digests.get(folder)
+        if found is None:
+            found = self._digests[folder] = hashlib.blake2b(
+                "\n".join(sorted(self._listing(folder))).encode(), digest_size=16).hexdigest()
+        return found
 
     def _resolve(self, home: Path, name: str, level: int,
                  consulted: list[tuple[Path, tuple[str, ...]]]) -> Path | None:

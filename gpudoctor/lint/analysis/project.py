@@ -54,6 +54,8 @@ class Project:
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
         self._digests: dict[Path, str] = {}
+        self._digests_by_name: dict[str, str] = {}
+        self._listings_by_name: dict[str, str] = {}
         self._texts: dict[Path, str | ParseFailure] = {}
         self._facts: dict[Path, Facts] = {}
         self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache
@@ -86,6 +88,22 @@ class Project:
         if path not in self._bytes:
             self._bytes[path] = read_bytes(path)
         return self._bytes[path]
+
+    def digest_of(self, name: str) -> str:
+        """``digest`` of a path given as text (the cache's records), without building a Path
+        for each of the thousands a warm run checks."""
+        found = self._digests_by_name.get(name)
+        if found is None:
+            found = self._digests_by_name[name] = self.digest(Path(name))
+        elif self._touched is not None:
+            self._touched.files.add(self.real(Path(name)))
+        return found
+
+    def listing_digest_of(self, name: str) -> str:
+        found = self._listings_by_name.get(name)
+        if found is None:
+            found = self._listings_by_name[name] = self.listing_digest(Path(name))
+        return found
 
     def digest(self, path: Path) -> str:
         """A hash of the file's bytes ("-" if it cannot be read)."""
