@@ -109,7 +109,7 @@ def run_lint(args: argparse.Namespace) -> int:
     elif args.output_format == "concise":
         from gpudoctor.lint.reporters.concise import render as render_concise
 
-        text = render_concise(result.findings, with_summary=summary)
+        text = render_concise(result.findings, with_summary=summary, color=_use_color(args.output_file))
     else:
         text = get_reporter(args.output_format)(result.findings)
     if args.output_format in ("concise", "full") and not (args.statistics or args.quiet or contents):

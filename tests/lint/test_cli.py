@@ -275,6 +275,18 @@ def test_full_format_colour_only_on_request_or_terminal(project: Path, capsys: p
     assert "\x1b[" not in capsys.readouterr().out
 
 
+def test_concise_format_colour_only_on_request_or_terminal(project: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["lint", "bad.py"]) == 1
+    assert "\x1b[" not in capsys.readouterr().out  # piped: what editors and CI parse
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert main(["lint", "bad.py"]) == 1
+    assert capsys.readouterr().out.startswith("\x1b[1mbad.py\x1b[0m:10:10: \x1b[1;31mGD101\x1b[0m the Pool")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["lint", "bad.py"]) == 1
+    assert "\x1b[" not in capsys.readouterr().out
+
+
 def test_declared_source_encoding_is_honoured(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "latin1.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9'\n")
     assert main(["lint", "latin1.py"]) == 0

@@ -15,8 +15,14 @@ def summary(findings: list[Finding]) -> str:
     return f"Found {len(findings)} {noun}."
 
 
-def render(findings: list[Finding], with_summary: bool = True) -> str:
-    lines = [f"{f.site.path}:{f.site.row}:{f.site.col + 1}: {f.code} {f.message}" for f in findings]
+def render(findings: list[Finding], with_summary: bool = True, color: bool = False) -> str:
+    """``color``: the path in bold and the code in red, as ruff prints them (the caller
+    decides: a terminal, no NO_COLOR); the characters are the same."""
+    if color:
+        lines = [f"\x1b[1m{f.site.path}\x1b[0m:{f.site.row}:{f.site.col + 1}: \x1b[1;31m{f.code}\x1b[0m {f.message}"
+                 for f in findings]
+    else:
+        lines = [f"{f.site.path}:{f.site.row}:{f.site.col + 1}: {f.code} {f.message}" for f in findings]
     if with_summary:
         lines.append(summary(findings))
     return "".join(f"{line}\n" for line in lines)
