@@ -14,7 +14,10 @@ OUTPUT_FORMATS = ("concise", "full", "json", "sarif", "github")
 
 
 def _codes(value: str) -> list[str]:
-    return [part.strip().upper() for part in value.split(",") if part.strip()]
+    codes = [part.strip().upper() for part in value.split(",") if part.strip()]
+    if not codes:  # ``--select=``: as ruff, an error rather than the defaults in disguise
+        raise argparse.ArgumentTypeError("expected one or more rule codes or prefixes (e.g. GD1,GD201)")
+    return codes
 
 
 def add_lint_parser(sub: Any) -> argparse.ArgumentParser:

@@ -433,3 +433,8 @@ def test_diff_goes_to_the_output_file(project: Path, capsys: pytest.CaptureFixtu
     assert main(["lint", "--diff", "--unsafe-fixes", "-o", "fix.diff", "bad.py"]) == 1
     assert capsys.readouterr().out == ""
     assert (project / "fix.diff").read_text().startswith("--- a/bad.py")
+
+
+def test_an_empty_selection_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--select=", "bad.py"]) == 2
+    assert "expected one or more rule codes" in capsys.readouterr().err
