@@ -232,7 +232,11 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
 
 def _noqa_fix(text: str, directive, stale: list[str]):  # type: ignore[no-untyped-def]
     """Take the stale codes out of the comment; the whole ``# noqa`` (and the spaces before
-    it) when none is left. Safe: only this line's suppressions change, as ruff's RUF100."""
+    it, or its line if it is alone there) when none is left.
+
+    Unsafe, unlike ruff's RUF100: a finding can exist only when a file that imports this
+    one is linted too (its pool runs this file's code), so a suppression this run calls
+    unused may be needed by a run over the whole project."""
     import re
 
     from gpudoctor.lint.findings import Edit, Fix
@@ -243,15 +247,22 @@ def _noqa_fix(text: str, directive, stale: list[str]):  # type: ignore[no-untype
     line = lines[directive.row - 1]
     kept = sorted(set(directive.codes or ()) - set(stale))
     start, end = directive.col, directive.end_col
+    rest = line[end:]
+    row, end_row = directive.row, directive.row
     if kept:
         content = f"# noqa: {', '.join(kept)}"
-    elif line[end:].strip():  # a comment goes on after it: keep it a comment
+    elif rest.lstrip().startswith("#"):  # another comment follows: it stays, from its "#"
+        content, end = "", end + len(rest) - len(rest.lstrip())
+    elif rest.strip():  # the comment goes on after it: keep it a comment
         content = "#"
-    else:  # nothing after it: the spaces before it go too
-        content = ""
-        start = len(line[:start].rstrip()) if line[:start].strip() else start
-    return Fix("Remove the unused code from the noqa comment", "safe",
-               (Edit(content, (directive.row, start), (directive.row, end)),))
+    elif line[:start].strip():  # code before it: the spaces between go too
+        content, start = "", len(line[:start].rstrip())
+    elif directive.row < len(lines):  # alone on its line: the line goes
+        content, start, end, end_row = "", 0, 0, directive.row + 1
+    else:
+        content, start = "", 0
+    return Fix("Remove the unused code from the noqa comment", "unsafe",
+               (Edit(content, (row, start), (end_row, end)),))
 
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:

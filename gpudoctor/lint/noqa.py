@@ -47,7 +47,8 @@ def parse(text: str) -> FileDirectives:
     if _MENTION.search(text) is None:
         return FileDirectives(False, lines)  # tokenizing is the expensive part; skip it
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        # newline=None: lines break where Python breaks them (a lone \r too), columns stay.
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
             if token.type != tokenize.COMMENT:
                 continue
             if FILE_NOQA.search(token.string):

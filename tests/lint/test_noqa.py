@@ -83,20 +83,37 @@ def test_no_unused_noqa_in_a_file_that_cannot_be_parsed(lint_source) -> None:  #
 
 
 def test_unused_codes_are_fixed_away(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A safe fix, as ruff's RUF100: only the stale codes go, the comment's rest stays."""
+    """Only the stale codes go, the comment's rest stays; an unsafe fix (see GD001)."""
     from gpudoctor.cli import main
 
-    (tmp_path / "a.py").write_text(
-        "import multiprocessing as mp\n"
-        "mp.get_context('spawn')  # noqa: GD101\n"
-        "mp.get_context('spawn')  # noqa: GD101, E501\n"
-        "x = 1  # NOQA: GD102 kept for a reason\n"
-        "y = 2  # noqa: GD999\n")
+    source = ("import multiprocessing as mp\n"
+              "mp.get_context('spawn')  # noqa: GD101\n"
+              "mp.get_context('spawn')  # noqa: GD101, E501\n"
+              "x = 1  # NOQA: GD102 kept for a reason\n"
+              "y = 2  # noqa: GD999\n"
+              "    # noqa: GD101\n"
+              "z = 3  # noqa: GD102 # see the ticket\n")
+    (tmp_path / "a.py").write_text(source)
     monkeypatch.chdir(tmp_path)
-    assert main(["lint", "--no-cache", "--fix", "a.py"]) == 0
+    assert main(["lint", "--no-cache", "--fix", "a.py"]) == 1  # unsafe: not applied by --fix alone
+    assert (tmp_path / "a.py").read_text() == source
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "a.py"]) == 0
     assert (tmp_path / "a.py").read_text() == (
         "import multiprocessing as mp\n"
         "mp.get_context('spawn')\n"
         "mp.get_context('spawn')  # noqa: E501\n"
         "x = 1  # kept for a reason\n"
-        "y = 2\n")
+        "y = 2\n"
+        "z = 3  # see the ticket\n")
+
+
+def test_a_cr_only_file_has_its_noqa_where_python_has_it(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Lines break at a lone CR too: a directive read on the wrong row was called unused,
+    and its fix once deleted the lines before it."""
+    from gpudoctor.cli import main
+
+    source = BASE.format(comment="  # noqa: GD101").replace("\n", "\r")
+    (tmp_path / "cr.py").write_bytes(source.encode())
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "cr.py"]) == 0
+    assert (tmp_path / "cr.py").read_bytes() == source.encode()

@@ -18,6 +18,12 @@ class UnusedNoqa(Rule):
     A stale suppression hides the next real problem on that line: after the code
     changes, a new fork-after-init bug there would never be reported.
 
+    ## Fix safety
+    The fix (take the code out of the comment) is unsafe: a finding in a helper module
+    can exist only when the file whose pool runs the helper's code is linted too. Linting
+    the helper alone (the per-file pre-commit hook, an editor) calls its suppression
+    unused; a run over the whole project may need it.
+
     ## Example
     ```python
     | with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
