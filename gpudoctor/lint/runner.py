@@ -31,15 +31,18 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
 
     rules = all_rules()
     known = [r.code for r in rules]
-    pyproject, document = S.find_config(_common_folder(paths))
+    pyproject, document, nearest, nearest_document = S.find_config(_common_folder(paths))
     config = parse_table(document, pyproject, known) if pyproject else FileConfig()
-    root = pyproject.parent if pyproject else Path.cwd()
+    # The project (imports, the cache) is the nearest pyproject.toml's; a package of a
+    # monorepo keeps its own root and requires-python under the repository's configuration.
+    root = nearest.parent if nearest else Path.cwd()
+    project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
     elif config.target_version:
         minor = S.parse_target_version(config.target_version, config.origin)
     else:
-        spec = config.requires_python
+        spec = project.requires_python or config.requires_python
         minor = (S.minor_from_requires_python(spec) if spec else None) or S.running_minor()
     # Two layers, as in ruff: the file's select/extend-select/ignore, then the command line's.
     from_file = build_selection(known, [r.code for r in rules if r.default_enabled],
@@ -50,7 +53,8 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     return S.Settings(selection, minor, args.platform or config.platform or "linux", root,
                       exclude=config.exclude + tuple(getattr(args, "extend_exclude", None) or ()),
                       per_file_ignores=config.per_file_ignores,
-                      config_file=pyproject if config.path is not None else None)
+                      config_file=pyproject if config.path is not None else None,
+                      config_root=pyproject.parent if pyproject else None)
 
 
 def run_lint(args: argparse.Namespace) -> int:

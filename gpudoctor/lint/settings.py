@@ -27,10 +27,11 @@ class Settings:
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     config_file: Path | None = None  # the pyproject.toml these came from (None: defaults)
+    config_root: Path | None = None  # where exclude and per-file-ignores patterns start (else project_root)
 
     def _relative(self, path: Path) -> str | None:
         try:
-            return real_path(path).relative_to(real_path(self.project_root)).as_posix()
+            return real_path(path).relative_to(real_path(self.config_root or self.project_root)).as_posix()
         except ValueError:
             return None
 
@@ -87,23 +88,24 @@ def minor_from_requires_python(spec: str) -> int | None:
     return min(max(oldest, SUPPORTED_MINORS.start), SUPPORTED_MINORS.stop - 1)
 
 
-def find_config(start: Path) -> tuple[Path | None, dict[str, object]]:
+def find_config(start: Path) -> tuple[Path | None, dict[str, object], Path | None, dict[str, object]]:
     """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.gpudoctor]``
-    table, and its contents; else the nearest ``pyproject.toml`` (for ``requires-python``
-    and the project root), as ruff skips a pyproject.toml without its own table."""
+    table (a pyproject.toml without it is skipped for the configuration, as ruff does),
+    and the nearest one at all (the project: its folder is the root imports resolve from,
+    and its ``requires-python`` the target), each with its contents."""
     here = start if start.is_dir() else start.parent
-    first: tuple[Path | None, dict[str, object]] = (None, {})
+    nearest: tuple[Path | None, dict[str, object]] = (None, {})
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
         if not candidate.is_file():
             continue
         data = read_pyproject(candidate)
+        if nearest[0] is None:
+            nearest = (candidate, data)
         tool = data.get("tool")
         if isinstance(tool, dict) and "gpudoctor" in tool:
-            return candidate, data
-        if first[0] is None:
-            first = (candidate, data)
-    return first
+            return candidate, data, *nearest
+    return None, {}, *nearest
 
 
 def read_pyproject(path: Path) -> dict[str, object]:

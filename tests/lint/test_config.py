@@ -113,3 +113,30 @@ def test_the_configuration_does_not_depend_on_the_order_of_the_paths(project: Pa
     # The folder holding both paths is the project's: its configuration applies to both.
     assert main(["lint", "bad.py", "src/a.py"]) == main(["lint", "src/a.py", "bad.py"]) == 0
     assert main(["lint", "src/a.py"]) == 1  # alone, the nearest configuration is src's own
+
+
+def test_a_monorepo_package_keeps_its_root_and_python_under_the_repository_configuration(
+        project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration is the repository's; the package's own pyproject.toml (no table)
+    still says where its imports resolve from (a src layout) and which Python it targets."""
+    _config(project, 'per-file-ignores = { "packages/foo/src/foo/legacy.py" = ["GD1"] }')
+    package = project / "packages" / "foo"
+    (package / "src" / "foo").mkdir(parents=True)
+    (package / "pyproject.toml").write_text('[project]\nname = "foo"\nrequires-python = ">=3.12"\n')
+    (package / "src" / "foo" / "__init__.py").write_text("")
+    (package / "src" / "foo" / "gpu.py").write_text("import cupy as cp\n\ndef init():\n    cp.cuda.Device(0).use()\n")
+    train = ("import multiprocessing as mp\nimport cupy as cp\nfrom foo import gpu\n\n\n"
+             "def work(i):\n    return float(cp.sum(cp.arange(i)))\n\n\n"
+             "if __name__ == '__main__':\n    gpu.init()\n    with mp.Pool(2) as pool:\n"
+             "        pool.map(work, range(3))\n")
+    (package / "src" / "foo" / "train.py").write_text(train)
+    (package / "src" / "foo" / "legacy.py").write_text(train)
+    monkeypatch.chdir(package)
+    assert main(["lint", "--show-settings", "."]) == 0
+    out = capsys.readouterr().out
+    assert f"configuration: {project.resolve() / 'pyproject.toml'}" in out
+    assert f"project root: {package.resolve()}" in out and "Python 3.12" in out
+    assert main(["lint", "--no-cache", "."]) == 1
+    out = capsys.readouterr().out
+    assert "train.py:12:10: GD101" in out and "(cupy.cuda.Device.use, gpu.py:4)" in out
+    assert "legacy.py" not in out  # the repository's per-file-ignores, relative to its pyproject.toml
