@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     lint_options.add_lint_parser(sub)
     lint_options.add_rule_parser(sub)
     probe_options.add_probe_parser(sub)
-    for command in sub.choices.values():  # an unknown option is reported with its command's usage
-        command.set_defaults(command_parser=command)
+    for name, command in sub.choices.items():  # an unknown option is reported with its command's usage
+        command.set_defaults(command_parser=command, command_name=name)
         command.allow_abbrev = False  # as ruff: --sel is not --select
     return parser
 
@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, unknown = parser.parse_known_args(words)
         if unknown:
             # Blamed on the command if it comes after the command's name, else on gpudoctor.
-            command = words.index(args.command) if getattr(args, "command", None) in words else len(words)
+            name = getattr(args, "command_name", None)
+            command = words.index(name) if name in words else len(words)
             before = any(word in words[:command] for word in unknown)
             owner = parser if before else getattr(args, "command_parser", parser)
             owner.error(f"unrecognized arguments: {' '.join(unknown)}")

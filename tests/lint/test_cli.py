@@ -438,3 +438,9 @@ def test_diff_goes_to_the_output_file(project: Path, capsys: pytest.CaptureFixtu
 def test_an_empty_selection_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", "--select=", "bad.py"]) == 2
     assert "expected one or more rule codes" in capsys.readouterr().err
+
+
+def test_an_unknown_probe_option_is_the_probes(capsys: pytest.CaptureFixture[str]) -> None:
+    """probe's own positional is also called ``command``: it must not hide the subcommand."""
+    assert main(["probe", "--bogus"]) == 2
+    assert "gpudoctor probe: error: unrecognized arguments: --bogus" in capsys.readouterr().err
