@@ -35,64 +35,80 @@ def _gitignore_spec(folder: Path):  # type: ignore[no-untyped-def]
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _without_patterns_matching(spec, root: Path, base: Path):  # type: ignore[no-untyped-def]
-    """A folder named on the command line is checked even if a .gitignore above it lists it
-    (as ruff does): the patterns that match the folder (or a folder above it) are dropped;
-    what the others say of its contents still holds."""
+def _named_folder_specs(root: Path) -> list[tuple[Path, object]]:
+    """The .gitignore files above a folder named on the command line, as they apply to it.
+
+    The folder is checked even if one of them lists it (as ruff does). A pattern that
+    matches the folder or a folder on the way down to it is dropped if it is anchored
+    (``/build``, ``out/gen``); an unanchored one (``build``, ``gen*``) still applies below
+    the named folder, as it would to any other folder of that name.
+    """
     import pathspec
 
-    try:
+    specs: list[tuple[Path, object]] = []
+    below: list[object] = []  # unanchored patterns that matched the way down
+    for base in reversed(root.parents):
+        spec = _gitignore_spec(base)
+        if spec is None:
+            continue
         parts = root.relative_to(base).parts
-    except ValueError:
-        return spec
-    folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
-    kept = [p for p in spec.patterns if not (p.include and any(p.match_file(f) for f in folders))]
-    return pathspec.GitIgnoreSpec(kept) if len(kept) != len(spec.patterns) else spec
+        folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
+        kept = []
+        for pattern in spec.patterns:
+            if pattern.include and any(pattern.match_file(f) for f in folders):
+                if "/" not in str(getattr(pattern, "pattern", "/")).rstrip("/"):
+                    below.append(pattern)
+                continue
+            kept.append(pattern)
+        specs.append((base, pathspec.GitIgnoreSpec(kept)))
+    if below:
+        specs.append((root, pathspec.GitIgnoreSpec(below)))
+    return specs
 
 
 def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, object]]) -> bool:
-    for base, spec in specs:
+    """As git decides: the deepest .gitignore with a word on the path wins (its ``!`` can
+    bring back what one above excluded), and a folder's exclusion covers what is in it."""
+    for base, spec in reversed(specs):
         try:
             rel = path.relative_to(base).as_posix()
         except ValueError:
             continue
-        if is_dir:
-            rel += "/"
-        if spec.match_file(rel):  # type: ignore[attr-defined]
-            return True
+        result = spec.check_file(rel + "/" if is_dir else rel)  # type: ignore[attr-defined]
+        if result.include is not None:
+            return bool(result.include)
     return False
 
 
 def _walk(root: Path, excluded: Callable[[Path], bool]) -> Iterator[Path]:
-    specs: list[tuple[Path, object]] = []
-    for parent in reversed((root, *root.parents)):
-        spec = _gitignore_spec(parent)
-        if spec is not None and parent != root:
-            spec = _without_patterns_matching(spec, root, parent)
-        if spec is not None:
-            specs.append((parent, spec))
-    for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False: no symlink loops
+    """The Python files under ``root`` (as given: relative stays relative), in order."""
+    top = Path(os.path.abspath(root))
+    specs = _named_folder_specs(top)
+    own = _gitignore_spec(top)
+    if own is not None:
+        specs.append((top, own))
+    for dirpath, dirnames, filenames in os.walk(top):  # followlinks=False: no symlink loops
         here = Path(dirpath)
-        spec = _gitignore_spec(here) if here != root else None
+        spec = _gitignore_spec(here) if here != top else None
         if spec is not None:
             specs.append((here, spec))
+        shown = root / here.relative_to(top)
         dirnames[:] = sorted(
             name for name in dirnames
             if name not in DEFAULT_EXCLUDES
             and not name.endswith(".egg-info")
             and not _ignored(here / name, True, specs)
-            and not excluded(here / name)
+            and not excluded(shown / name)
         )
         for name in sorted(filenames):
-            candidate = here / name
-            if name.endswith(PY_SUFFIXES) and not _ignored(candidate, False, specs) \
-                    and not excluded(candidate):
-                yield candidate
+            if name.endswith(PY_SUFFIXES) and not _ignored(here / name, False, specs) \
+                    and not excluded(shown / name):
+                yield shown / name
 
 
 def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: False,
              force_exclude: bool = False, missing: list[str] | None = None,
-             skipped: list[str] | None = None) -> list[Path]:
+             skipped: list[str] | None = None, root: Path | None = None) -> list[Path]:
     """Return the files to lint, in a stable order, each once.
 
     Directories are walked, skipping what ``excluded`` says; files named explicitly are
@@ -100,7 +116,8 @@ def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: 
     names every changed file; the default exclusions then apply to them too). A path that
     does not exist is an error; with ``missing``, its message is added there and the other
     paths are still discovered. A file named explicitly that is not checked (a notebook)
-    is said in ``skipped``.
+    is said in ``skipped``. ``root``: the project's folder, below which a folder name among
+    the default exclusions counts (a project that lives under ``/srv/dist/`` is checked).
     """
     found: dict[Path, None] = {}
     for raw in paths or ["."]:
@@ -117,13 +134,28 @@ def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: 
                 raise GpudoctorError(message)
             missing.append(message)
             continue
+        if force_exclude and (excluded(path) or in_default_excludes(path, root, path.is_dir())):
+            continue
         if path.is_dir():
             for item in _walk(path, excluded):
                 found.setdefault(item, None)
-        elif not (force_exclude and (excluded(path) or _in_default_excludes(path))):
+        else:
             found.setdefault(path, None)
     return list(found)
 
 
-def _in_default_excludes(path: Path) -> bool:
-    return any(part in DEFAULT_EXCLUDES or part.endswith(".egg-info") for part in path.parent.parts)
+def in_default_excludes(path: Path, root: Path | None, is_dir: bool = False) -> bool:
+    """Is ``path`` (a folder, or a file's folder) in a folder ruff excludes by default,
+    counting the folders below ``root`` (or below the working folder) only?"""
+    full = Path(os.path.abspath(path))
+    for base in (root, Path.cwd()):
+        if base is not None:
+            try:
+                parts = full.relative_to(os.path.abspath(base)).parts
+                break
+            except ValueError:
+                continue
+    else:
+        parts = (full.name,) if is_dir else ()
+    folders = parts if is_dir else parts[:-1]
+    return any(part in DEFAULT_EXCLUDES or part.endswith(".egg-info") for part in folders)

@@ -193,7 +193,8 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         if not _selected(code, resolved, settings):
             continue
         out.append(finding)
-    broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000"}
+    # A file that could not be parsed (or a function of it); not one that imports such a file.
+    broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000" and not f.related}
     out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
                             frozenset(suppressed_by), texts))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)

@@ -65,6 +65,10 @@ def run_lint(args: argparse.Namespace) -> int:
 
     paths = list(args.paths) or (["-"] if args.stdin_filename else ["."])
     contents: dict[Path, bytes] = {}
+    if args.stdin_filename and "-" not in paths:  # as ruff: stdin wins over the paths
+        for path in paths:
+            print(f"gpudoctor: warning: ignoring {path} in favour of standard input", file=sys.stderr)
+        paths = ["-"]
     if "-" in paths:  # the source comes from stdin, as an editor sends an unsaved buffer
         if len(paths) > 1 or args.fix or args.diff:
             raise GpudoctorError("- (stdin) is linted alone, without --fix or --diff")
@@ -75,10 +79,14 @@ def run_lint(args: argparse.Namespace) -> int:
     missing: list[str] = []  # reported, and the other paths still linted (exit 2 at the end)
     skipped: list[str] = []
     if contents:
-        files = [Path(paths[0])]
+        named = Path(paths[0])
+        from gpudoctor.lint.discovery import in_default_excludes
+
+        skip = args.force_exclude and (settings.excluded(named) or in_default_excludes(named, settings.project_root))
+        files = [] if skip else [named]
     else:
         files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing,
-                         skipped=skipped)
+                         skipped=skipped, root=settings.project_root)
     for message in missing:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
     for message in skipped:
@@ -109,7 +117,8 @@ def run_lint(args: argparse.Namespace) -> int:
     elif args.output_format == "full":
         from gpudoctor.lint.reporters.full import render
 
-        text = render(result.findings, color=_use_color(args.output_file), with_summary=summary)
+        text = render(result.findings, color=_use_color(args.output_file), with_summary=summary,
+                      sources=_stdin_source(contents, paths))
     elif args.output_format == "concise":
         from gpudoctor.lint.reporters.concise import render as render_concise
 
@@ -127,6 +136,18 @@ def run_lint(args: argparse.Namespace) -> int:
     if result.findings and not args.exit_zero:
         return 1
     return 0
+
+
+def _stdin_source(contents: dict[Path, bytes], paths: list[str]) -> dict[str, str]:
+    """The text read from stdin, under the name its findings show (for the code frames)."""
+    from gpudoctor.lint.analysis.reading import decode
+
+    out = {}
+    for path, data in contents.items():
+        text = decode(path, data)
+        if isinstance(text, str):
+            out[paths[0]] = text
+    return out
 
 
 def _settings_text(settings: S.Settings) -> str:

@@ -444,3 +444,62 @@ def test_an_unknown_probe_option_is_the_probes(capsys: pytest.CaptureFixture[str
     """probe's own positional is also called ``command``: it must not hide the subcommand."""
     assert main(["probe", "--bogus"]) == 2
     assert "gpudoctor probe: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_a_named_folder_is_exempt_but_its_namesakes_inside_are_not(project: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    for folder in ("build/lib/build", "gen/sub"):
+        (project / folder).mkdir(parents=True)
+    (project / "build" / "lib" / "build" / "b.py").write_text(BAD)
+    (project / "build" / "lib" / "a.py").write_text(BAD)
+    (project / "gen" / "generated.py").write_text(BAD)
+    (project / "gen" / "sub" / "x.py").write_text(BAD)
+    (project / ".gitignore").write_text("build\ngen*\n")
+    assert main(["lint", "--show-files", "build"]) == 0
+    assert capsys.readouterr().out.split() == ["build/lib/a.py"]
+    assert main(["lint", "--show-files", "gen"]) == 0
+    assert capsys.readouterr().out.split() == ["gen/sub/x.py"]
+
+
+def test_gitignore_files_as_git_reads_them(project: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deeper .gitignore's ``!`` brings a file back; one above a relative path is read;
+    ``..`` does not get the working folder's .gitignore."""
+    (project / "sub" / "inner").mkdir(parents=True)
+    for name in ("gen_a.py", "sub/gen_keep.py", "sub/gen_b.py", "sub/local_x.py", "sub/inner/x_pb2.py"):
+        (project / name).write_text("x = 1\n")
+    (project / ".gitignore").write_text("gen_*.py\n*_pb2.py\n")
+    (project / "sub" / ".gitignore").write_text("!gen_keep.py\nlocal_*.py\n")
+    monkeypatch.chdir(project / "sub")
+    assert main(["lint", "--show-files", "."]) == 0
+    assert capsys.readouterr().out.split() == ["gen_keep.py"]
+    assert main(["lint", "--show-files", ".."]) == 0
+    assert capsys.readouterr().out.split() == ["../bad.py", "../good.py", "../sub/gen_keep.py"]
+
+
+def test_force_exclude_counts_folders_inside_the_project_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    project = tmp_path / "dist" / "proj"  # the project itself lives under a folder named dist
+    (project / "venv" / "lib").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.gpudoctor]\n")
+    (project / "a.py").write_text(BAD)
+    (project / "venv" / "lib" / "v.py").write_text(BAD)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--force-exclude", "--show-files", str(project / "a.py"), str(project / "venv")]) == 0
+    assert capsys.readouterr().out.split() == [str(project / "a.py")]
+
+
+def test_stdin_with_force_exclude_full_frames_and_paths(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "pyproject.toml").write_text('[tool.gpudoctor]\nexclude = ["gen/"]\n')
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "--force-exclude", "--stdin-filename", "gen/a.py"]) == 0
+    assert "GD101" not in capsys.readouterr().out
+    (project / "bad.py").write_text("# the file on disk\n" * 20)
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "--output-format", "full", "--stdin-filename", "bad.py"]) == 1
+    assert "10 |     with mp.Pool(2) as pool:" in capsys.readouterr().out  # the buffer's line, not the disk's
+    _stdin(monkeypatch, BAD)
+    assert main(["lint", "--stdin-filename", "bad.py", "good.py"]) == 1  # as ruff: stdin wins
+    captured = capsys.readouterr()
+    assert "ignoring good.py in favour of standard input" in captured.err and "bad.py:10:10" in captured.out

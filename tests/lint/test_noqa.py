@@ -117,3 +117,21 @@ def test_a_cr_only_file_has_its_noqa_where_python_has_it(tmp_path, monkeypatch) 
     monkeypatch.chdir(tmp_path)
     assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "cr.py"]) == 0
     assert (tmp_path / "cr.py").read_bytes() == source.encode()
+
+
+def test_a_gpudoctor_code_after_another_tools_code_is_read(lint_source) -> None:  # type: ignore[no-untyped-def]
+    (finding,) = lint_source("import os\nprint(os.getpid())  # noqa: E501, GD101\n")
+    assert (finding.code, finding.site.row) == ("GD001", 2)
+
+
+def test_importing_a_broken_module_does_not_silence_unused_noqa(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Only main.py is linted (pre-commit named it): the broken module's GD000 is shown at
+    the import, and main.py's own directives are still judged."""
+    from gpudoctor.cli import main
+
+    (tmp_path / "main.py").write_text("import os\nimport broken\nprint(os.getpid())  # noqa: GD101\n")
+    (tmp_path / "broken.py").write_text("import cupy\ndef oops(:\n")  # followed: it names a GPU framework
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "main.py"]) == 1
+    out = capsys.readouterr().out
+    assert "main.py:2:1: GD000 broken.py cannot be parsed" in out and "main.py:3:21: GD001" in out

@@ -14,7 +14,7 @@ ACTS = re.compile(
     r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
     r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|set_memory_growth|"
     r"set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
-    r"(?i:noqa:\s*GD)|gpudoctor:"
+    r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
 # Words one of which a file matching ACTS contains (``str.find`` is much faster than the
 # regular expression; the expression confirms).
@@ -22,7 +22,8 @@ _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "Da
                "start_processes", ".spawn(", "environ", "putenv", "set_memory_growth",
                "set_visible_devices", "set_logical_device", "set_virtual_device",
                "parallelism_threads", "gpudoctor:")
-_NOQA_GD = re.compile(r"noqa:\s*GD", re.I)  # any case, as ruff and flake8 read it
+# Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
+_NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
 # importer initialized it). Plain words, which ``str.find`` searches for several times

@@ -28,7 +28,7 @@ from gpudoctor.lint.analysis.code_scan import Scan
 from gpudoctor.lint.analysis.skeleton import NEWLINE
 from gpudoctor.lint.knowledge.environment import READERS
 
-_DIRECTIVE = re.compile(r"(?i:noqa:\s*GD)|gpudoctor:")
+_DIRECTIVE = re.compile(r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:")
 
 
 @dataclass

@@ -22,8 +22,9 @@ def _lines(path: str) -> tuple[str, ...]:
     return () if not isinstance(text, str) else tuple(_BREAK.split(text))
 
 
-def _frame(site: Site, label: str) -> list[str]:
-    lines = _lines(site.path)
+def _frame(site: Site, label: str, sources: dict[str, str] | None = None) -> list[str]:
+    given = (sources or {}).get(site.path)
+    lines = tuple(_BREAK.split(given)) if given is not None else _lines(site.path)
     if not 0 < site.row <= len(lines):
         return [f"  --> {site.path}:{site.row}:{site.col + 1}"]
     text = lines[site.row - 1].rstrip()
@@ -44,16 +45,18 @@ def _paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{STYLES[style]}m{text}\x1b[0m" if color else text
 
 
-def render(findings: list[Finding], color: bool = False, with_summary: bool = True) -> str:
-    """Render findings; ``color`` adds ANSI colours (the caller decides: a terminal, no NO_COLOR)."""
+def render(findings: list[Finding], color: bool = False, with_summary: bool = True,
+           sources: dict[str, str] | None = None) -> str:
+    """Render findings; ``color`` adds ANSI colours (the caller decides: a terminal, no
+    NO_COLOR); ``sources`` gives the text of a path that is not read from disk (stdin)."""
     out: list[str] = []
     for finding in findings:
         head = _paint(f"{finding.code} [{finding.severity}]", finding.severity, color)
         out.append(f"{head} {finding.message}")
-        frame = _frame(finding.site, finding.name)
+        frame = _frame(finding.site, finding.name, sources)
         out.extend(frame[:-1] + [_paint(frame[-1], "caret", color)])
         for related in finding.related:
-            frame = _frame(related.site, related.message)
+            frame = _frame(related.site, related.message, sources)
             out.extend(frame[:-1] + [_paint(frame[-1], "related", color)])
         if finding.fix_hint:
             out.append(_paint(f"  = help: {finding.fix_hint}", "help", color))
