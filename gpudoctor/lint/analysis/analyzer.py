@@ -144,6 +144,9 @@ class Analyzer(ClassModel):
                         return UNKNOWN
                 if self.project.resolve(Path(walker.module.path), full, level) is not None:
                     return self.import_module(walker, full, level, node)
+        if not any(isinstance(atom, ModuleObj) for atom in package) and \
+                self.project.resolve(Path(walker.module.path), full, level) is not None:
+            return self.import_module(walker, full, level, node)  # a namespace package's module
         return UNKNOWN
 
     def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:

@@ -107,6 +107,8 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
     text = _plain_lines(text)
     if "\\\n" in text or "\\\r\n" in text:  # a statement continued on the next line
         text = _CONTINUED.sub(" ", text)
+    if ";" in text:  # statements joined on one line are read as lines of their own
+        text = text.replace(";", "\n")
     for match in _FROM_IMPORT.finditer(text):
         dotted = match.group(1)
         base = dotted.lstrip(".")

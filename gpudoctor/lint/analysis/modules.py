@@ -98,6 +98,12 @@ class ModuleFinder:
             return None
         return real_path(candidate)
 
+    def has_folder(self, importer: Path, name: str) -> bool:
+        """Is there a folder ``name`` beside ``importer`` or in a project root (a package,
+        perhaps a namespace package, that an absolute import can name)?"""
+        home = self._dirs.get(importer) or self._real(importer).parent
+        return any(name in self._listing(base) and (base / name).is_dir() for base in (home, *self._roots))
+
     def submodule(self, folder: Path, name: str, consulted: set[Path] | None = None) -> Path | None:
         """The module ``name`` of the package in ``folder`` (``consulted``: the folders looked at)."""
         names = self._listing(folder)

@@ -214,7 +214,14 @@ class Project:
         folder (the package itself is resolved, and cached, for the import's own sake)."""
         base, _, name = dotted.rpartition(".")
         package = self.resolve(importer, base, level) if base or level else None
-        if package is None or package.name != "__init__.py":
+        if package is None:
+            # A namespace package (a folder without __init__.py) of the project: the module
+            # itself resolves. Tried only when the folder is there, not for every import of
+            # a third-party package.
+            if base and not level and self.modules.has_folder(importer, base.split(".")[0]):
+                return self.resolve(importer, dotted, level)
+            return None
+        if package.name != "__init__.py":
             return None
         return self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
 
