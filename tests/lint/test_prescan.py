@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpudoctor.lint.analysis.parsing import parse
 from gpudoctor.lint.analysis.prescan import prescan
 from gpudoctor.lint.analysis.skeleton import body_snippet, skeleton
-from gpudoctor.lint.analysis.source import ParsedModule, parse
+from gpudoctor.lint.analysis.source import ParsedModule
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 

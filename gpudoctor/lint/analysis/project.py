@@ -9,20 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.gate import (
-    ACTS,
-    UNREADABLE,
-    USES_GPU,
-    Facts,
-    import_candidates,
-    import_members,
-    import_names,
-    mentions_acts,
-    mentions_processes,
-    mentions_starts,
-)
+from gpudoctor.lint.analysis.gate import Facts
 from gpudoctor.lint.analysis.modules import ModuleFinder
 from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
+from gpudoctor.lint.analysis.project_gate import ProjectGate
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
 from gpudoctor.lint.analysis.walks import ModuleStore
 from gpudoctor.lint.paths import real_path
@@ -45,11 +35,12 @@ class Touched:
     dirs: set[Path]
 
 
-class Project:
+class Project(ProjectGate):
     """Files under one root, each read, scanned and parsed at most once."""
 
     def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
                  contents: dict[Path, bytes] | None = None) -> None:
+        ProjectGate.__init__(self, known_facts)
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
@@ -57,12 +48,7 @@ class Project:
         self._digests_by_name: dict[str, str] = {}
         self._listings_by_name: dict[str, str] = {}
         self._texts: dict[Path, str | ParseFailure] = {}
-        self._facts: dict[Path, Facts] = {}
-        self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache
-        self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
         self._parsed: dict[Path, ParsedModule | ParseFailure] = {}
-        self._gate: dict[Path, bool] = {}
-        self._own: dict[Path, tuple[list[Path], Touched]] = {}
         self._scans: dict[Path, Prescan | None] = {}
         self._too_deep: dict[Path, ParseFailure] = {}
         self._touched: Touched | None = None
@@ -147,140 +133,6 @@ class Project:
             self._touched.dirs |= touched.dirs
 
 
-    # -- facts and the gate ----------------------------------------------------------------
-    def facts(self, path: Path) -> Facts:
-        path = self.real(path)
-        found = self._facts.get(path)
-        if found is None:
-            digest = self.digest(path)
-            known = self._known_facts.get(str(path))
-            if known is not None and known[0] == digest:
-                found = known[1]
-            else:
-                found = self._compute_facts(path)
-                self.new_facts[path] = (digest, found)
-            self._facts[path] = found
-        elif self._touched is not None:
-            self._touched.files.add(path)
-        return found
-
-    def all_facts(self) -> dict[str, tuple[str, Facts]]:
-        """Every file's facts known here (from the cache, or computed), with its digest."""
-        known = dict(self._known_facts)
-        known.update((str(path), entry) for path, entry in self.new_facts.items())
-        return known
-
-    def _compute_facts(self, path: Path) -> Facts:
-        text = self.text(path)
-        if isinstance(text, ParseFailure):
-            return UNREADABLE
-        acts = mentions_acts(text) and self._acts(path)
-        uses_gpu = USES_GPU.search(text) is not None
-        starts = mentions_starts(text) and self._acts(path)
-        return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
-                     follow=uses_gpu or ACTS.search(text) is not None,
-                     imports=import_names(text) if not acts else (),
-                     spawns=starts and mentions_processes(text),
-                     members=import_members(text) if not acts and "import" in text else ())
-
-    def may_matter(self, path: Path) -> bool:
-        """Is the file worth linting: can a finding be reported in it?
-
-        Yes if its code starts processes or configures the GPU itself, or if it imports a
-        project module that does (by ``from package import module`` too, when that module
-        starts processes) and it uses a GPU framework, itself or through another module it
-        imports (that module's pool may run this file's GPU work). The text is
-        searched first; a file the search keeps is confirmed with CPython's parser, which
-        ignores strings and comments and thread pools. Everything else is never parsed by
-        libcst.
-        """
-        path = self.real(path)
-        if path not in self._gate:
-            facts = self.facts(path)
-            if facts.acts:
-                self._gate[path] = True
-            else:
-                targets = [target for name, level in facts.imports
-                           if (target := self.resolve(path, name, level)) is not None and target != path]
-                members = [target for name, level in facts.members
-                           if (target := self._member(path, name, level)) is not None and target != path]
-                starts = any(self.facts(t).starts for t in targets) or any(self.facts(m).spawns for m in members)
-                self._gate[path] = starts and (facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members))
-        return self._gate[path]
-
-    def _member(self, importer: Path, dotted: str, level: int) -> Path | None:
-        """The module ``pkg/name.py`` (or package) that ``from pkg import name`` may run, if
-        ``pkg`` is a project package that has one; looked up in the listing of ``pkg``'s
-        folder (the package itself is resolved, and cached, for the import's own sake)."""
-        base, _, name = dotted.rpartition(".")
-        package = self.resolve(importer, base, level) if base or level else None
-        if package is None:
-            # A namespace package (a folder without __init__.py) of the project: the module
-            # itself resolves. Tried only when the folder is there, not for every import of
-            # a third-party package.
-            if base and not level and self.modules.has_folder(importer, base.split(".")[0]):
-                return self.resolve(importer, dotted, level)
-            return None
-        if package.name != "__init__.py":
-            return None
-        return self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
-
-    def _acts(self, path: Path) -> bool:
-        scan = self.prescan(path)
-        return scan is None or scan.acts  # None: libcst decides, or reports GD000
-
-    def worth_following(self, path: Path) -> bool:
-        """Should the analysis walk a module it reached through an import?
-
-        Yes if it mentions a GPU framework or something a rule reads; a package
-        ``__init__`` also if a module of its own package that it imports does (importing
-        the package runs that module's top level).
-        """
-        return self._through_package(path, "follow")
-
-    def _own_modules(self, package: Path, text: str) -> list[Path]:
-        """The modules of its own package (subpackages too) that a package ``__init__``
-        imports, and, through a subpackage's ``__init__``, what that imports of its own.
-        Computed once per package; a later use counts the files and folders it read."""
-        known = self._own.get(package)
-        if known is not None:
-            self.note_touched(known[1])
-            return known[0]
-        out: list[Path] = []
-        with self.tracking() as touched:
-            todo, seen = [(package, text)], {package}
-            while todo:
-                init, source = todo.pop()
-                for name, level in import_candidates(source):
-                    target = self.resolve(init, name, level)
-                    if target is None or target in seen or not target.is_relative_to(package.parent):
-                        continue
-                    seen.add(target)
-                    out.append(target)
-                    if target.name == "__init__.py" and not isinstance(inner := self.text(target), ParseFailure):
-                        todo.append((target, inner))
-        self._own[package] = (out, touched)
-        return out
-
-    def starts(self, path: Path) -> bool:
-        """Does this module, once imported, start processes or configure the GPU?"""
-        return self.facts(path).starts
-
-    def uses_gpu(self, path: Path) -> bool:
-        """Does this module (or, for a package ``__init__``, a module of its own that it
-        imports) use a GPU framework?"""
-        return self._through_package(path, "uses_gpu")
-
-    def _through_package(self, path: Path, fact: str) -> bool:
-        path = self.real(path)
-        if getattr(self.facts(path), fact):
-            return True
-        if path.name != "__init__.py":
-            return False
-        text = self.text(path)
-        return not isinstance(text, ParseFailure) and any(
-            getattr(self.facts(target), fact) for target in self._own_modules(path, text))
-
     # -- parsing ---------------------------------------------------------------------------
     def prescan(self, path: Path) -> Prescan | None:
         """CPython's first look at the file (None: unreadable, or CPython cannot parse it)."""
@@ -299,7 +151,7 @@ class Project:
     def parsed(self, path: Path) -> ParsedModule | ParseFailure:
         """The libcst tree; in a long file, function bodies are parsed when the analysis
         first needs them."""
-        from gpudoctor.lint.analysis.source import parse
+        from gpudoctor.lint.analysis.parsing import parse
 
         path = self.real(path)
         if path not in self._parsed:
