@@ -210,6 +210,7 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
                  settings: Settings, known: frozenset[str], texts: dict[Path, str]) -> list[Finding]:
     """GD001 for each ``# noqa`` code that suppressed nothing (a file that cannot be parsed
     has no findings to suppress, so none of its directives is called unused)."""
+    from gpudoctor.lint import noqa
     from gpudoctor.lint.rules.gd001_unused_noqa import UnusedNoqa
 
     rule = UnusedNoqa()
@@ -226,44 +227,9 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
                 parts = ([f"unused noqa directive for {', '.join(unused)}"] if unused else []) + \
                     ([f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in noqa directive "
                       "(see `gpudoctor rule --all`)"] if unknown else [])
-                fix = _noqa_fix(texts.get(path, ""), directive, stale)
+                fix = noqa.fix_unused(texts.get(path, ""), directive, stale)
                 out.append(rule.finding(site, "; ".join(parts), fix=fix))
     return out
-
-
-def _noqa_fix(text: str, directive, stale: list[str]):  # type: ignore[no-untyped-def]
-    """Take the stale codes out of the comment; the whole ``# noqa`` (and the spaces before
-    it, or its line if it is alone there) when none is left.
-
-    Unsafe, unlike ruff's RUF100: a finding can exist only when a file that imports this
-    one is linted too (its pool runs this file's code), so a suppression this run calls
-    unused may be needed by a run over the whole project."""
-    import re
-
-    from gpudoctor.lint.findings import Edit, Fix
-
-    lines = re.split(r"\r\n|\r|\n", text)
-    if not 0 < directive.row <= len(lines):
-        return None
-    line = lines[directive.row - 1]
-    kept = sorted(set(directive.codes or ()) - set(stale))
-    start, end = directive.col, directive.end_col
-    rest = line[end:]
-    row, end_row = directive.row, directive.row
-    if kept:
-        content = f"# noqa: {', '.join(kept)}"
-    elif rest.lstrip().startswith("#"):  # another comment follows: it stays, from its "#"
-        content, end = "", end + len(rest) - len(rest.lstrip())
-    elif rest.strip():  # the comment goes on after it: keep it a comment
-        content = "#"
-    elif line[:start].strip():  # code before it: the spaces between go too
-        content, start = "", len(line[:start].rstrip())
-    elif directive.row < len(lines):  # alone on its line: the line goes
-        content, start, end, end_row = "", 0, 0, directive.row + 1
-    else:
-        content, start = "", 0
-    return Fix("Remove the unused code from the noqa comment", "unsafe",
-               (Edit(content, (row, start), (end_row, end)),))
 
 
 def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:

@@ -13,6 +13,9 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+from gpudoctor.lint.analysis.reading import NEWLINE
+from gpudoctor.lint.findings import Edit, Fix
+
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 FILE_NOQA = re.compile(r"#\s*gpudoctor:\s*noqa\b", re.I)
 _MENTION = re.compile("noqa", re.I)
@@ -64,3 +67,34 @@ def parse(text: str) -> FileDirectives:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
     return FileDirectives(whole, lines)
+
+
+def fix_unused(text: str, directive: Directive, stale: list[str]) -> Fix | None:
+    """Take the stale codes out of the comment; the whole ``# noqa`` (and the spaces before
+    it, or its line if it is alone there) when none is left.
+
+    Unsafe, unlike ruff's RUF100: a finding can exist only when a file that imports this
+    one is linted too (its pool runs this file's code), so a suppression this run calls
+    unused may be needed by a run over the whole project."""
+    lines = NEWLINE.split(text)
+    if not 0 < directive.row <= len(lines):
+        return None
+    line = lines[directive.row - 1]
+    kept = sorted(set(directive.codes or ()) - set(stale))
+    start, end = directive.col, directive.end_col
+    rest = line[end:]
+    row, end_row = directive.row, directive.row
+    if kept:
+        content = f"# noqa: {', '.join(kept)}"
+    elif rest.lstrip().startswith("#"):  # another comment follows: it stays, from its "#"
+        content, end = "", end + len(rest) - len(rest.lstrip())
+    elif rest.strip():  # the comment goes on after it: keep it a comment
+        content = "#"
+    elif line[:start].strip():  # code before it: the spaces between go too
+        content, start = "", len(line[:start].rstrip())
+    elif directive.row < len(lines):  # alone on its line: the line goes
+        content, start, end, end_row = "", 0, 0, directive.row + 1
+    else:
+        content, start = "", 0
+    return Fix("Remove the unused code from the noqa comment", "unsafe",
+               (Edit(content, (row, start), (end_row, end)),))

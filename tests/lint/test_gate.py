@@ -59,3 +59,13 @@ def test_members_whatever_the_line_endings() -> None:
                 f"from x import c, \\{newline}    d{newline}")
         expected = (("workers.pool", 0), ("jobs.a", 0), ("jobs.b", 0), ("x.c", 0), ("x.d", 0))
         assert import_members(text) == expected, repr(newline)
+
+
+def test_candidates_of_a_module_whose_name_starts_with_import() -> None:
+    """``from importlib import resources`` names importlib (a split at the first "import"
+    once read it as a relative import of nothing)."""
+    from gpudoctor.lint.analysis.gate import import_candidates
+
+    found = import_candidates("from importlib import resources\nfrom .sub import (p,\n  q)\nimport os, a.b as c\n")
+    assert set(found) == {("importlib", 0), ("importlib.resources", 0), ("sub", 1), ("sub.p", 1), ("sub.q", 1),
+                          ("os", 0), ("a.b", 0)}

@@ -149,18 +149,15 @@ def import_candidates(text: str) -> tuple[tuple[str, int], ...]:
     for match in _IMPORT_STATEMENT.finditer(text):
         statement = _COMMENT.sub("", match.group(0)).strip()
         if statement.startswith("from"):
-            head, _, names = statement[4:].partition("import")
-            dotted = head.strip()
+            # (not str.partition("import"): ``from importlib import x`` names importlib)
+            dotted = statement[4:].lstrip().split(None, 1)[0] if statement[4:].strip() else ""
             level = len(dotted) - len(dotted.lstrip("."))
             base = dotted.lstrip(".")
-            found.append((base, level))
-            for part in names.strip(" \t()\n").split(","):
-                word = part.split(" as ")[0].strip(" \t()\n")
-                if word and word.isidentifier():
-                    found.append((f"{base}.{word}" if base else word, level))
+            found.append((base, level))  # its members: import_members, below
         else:
             for part in statement[6:].split(","):
                 name = part.split(" as ")[0].strip()
                 if name:
                     found.append((name, 0))
+    found.extend(import_members(text))
     return tuple(dict.fromkeys(found))

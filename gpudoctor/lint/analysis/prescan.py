@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.code_scan import Scan
-from gpudoctor.lint.analysis.skeleton import NEWLINE
+from gpudoctor.lint.analysis.reading import NEWLINE
 from gpudoctor.lint.knowledge.environment import READERS
 
 _DIRECTIVE = re.compile(r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:")

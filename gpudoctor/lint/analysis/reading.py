@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+# Python's own line breaks (str.splitlines also breaks at form feeds and more); libcst
+# numbers rows the same way.
+NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,14 @@ from its own lines when the analysis first needs it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from gpudoctor.lint.analysis.reading import NEWLINE
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.prescan import Unit
 
-# Python's own line breaks (str.splitlines also breaks at form feeds and more).
-NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def skeleton(text: str, units: Iterable[Unit]) -> tuple[str, list[tuple[int, int]]]:

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpudoctor.lint.analysis.reading import NEWLINE
 from gpudoctor.lint.findings import Edit, Finding
 
 NEWLINE_KEPT = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-NEWLINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass
@@ -44,7 +44,7 @@ def _offsets(text: str) -> list[int]:
 def _apply(text: str, edits: list[Edit]) -> str:
     """``text`` with ``edits`` made; a line an edit adds ends as the file's lines do."""
     starts = _offsets(text)
-    ending = NEWLINE_END.search(text)
+    ending = NEWLINE.search(text)
     newline = ending.group(0) if ending else "\n"
 
     def offset(row: int, col: int) -> int:
