@@ -159,7 +159,8 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
         groups[index].append(path)
         loads[index] += sizes[path]
     outcomes = run_batches(str(project.root), [[str(p) for p in group] for group in groups], method,
-                           {str(p): sorted(names) for p, names in called.items()}, project.all_facts())
+                           {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
+                           project.all_scans())
     return outcomes, len(groups)
 
 

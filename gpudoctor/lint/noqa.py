@@ -13,7 +13,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from gpudoctor.lint.analysis.reading import NEWLINE
+from gpudoctor.lint.analysis.reading import split_lines
 from gpudoctor.lint.findings import Edit, Fix
 
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
@@ -76,7 +76,7 @@ def fix_unused(text: str, directive: Directive, stale: list[str]) -> Fix | None:
     Unsafe, unlike ruff's RUF100: a finding can exist only when a file that imports this
     one is linted too (its pool runs this file's code), so a suppression this run calls
     unused may be needed by a run over the whole project."""
-    lines = NEWLINE.split(text)
+    lines = split_lines(text)
     if not 0 < directive.row <= len(lines):
         return None
     line = lines[directive.row - 1]

@@ -18,6 +18,7 @@ from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.gate import Facts
+    from gpudoctor.lint.analysis.prescan import Prescan
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.reading import ParseFailure
 
@@ -77,8 +78,9 @@ def analyse(project: Project, path: Path, default_method: str,
             outcome.errors.append(f"{path}: nesting too deep to analyse")
         except Exception:  # noqa: BLE001
             outcome.errors.append(f"{path}: internal error\n{traceback.format_exc()}")
-    outcome.files = {str(p): project.digest(p) for p in sorted(touched.files)}
-    outcome.dirs = {str(d): project.listing_digest(d) for d in sorted(touched.dirs)}
+    # (sorted as text: ordering Paths compares their parts, many times slower)
+    outcome.files = {name: project.digest(p) for name, p in sorted((str(p), p) for p in touched.files)}
+    outcome.dirs = {name: project.listing_digest(d) for name, d in sorted((str(d), d) for d in touched.dirs)}
     return outcome
 
 
@@ -87,14 +89,16 @@ def site_of(failure: ParseFailure) -> Site:
 
 
 def analyse_batch(root: str, paths: list[str], default_method: str, called_elsewhere: dict[str, list[str]],
-                  facts: dict[str, tuple[str, Facts]] | None = None) -> list[Outcome]:
+                  facts: dict[str, tuple[str, Facts]] | None = None,
+                  scans: dict[str, tuple[str, Prescan]] | None = None) -> list[Outcome]:
     """Worker entry point: analyse several linted files, sharing one project's parses
-    (and the gate's ``facts`` the parent knew, each kept while its file's digest matches)."""
+    (and the gate's ``facts`` and the prescans the parent made, each kept while its file's
+    digest matches)."""
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.collector import paused, process_ends_after_run
 
     process_ends_after_run()  # a worker lives as long as its pool: one run
     with paused():
-        project = Project(Path(root), facts)
+        project = Project(Path(root), facts, known_scans=scans)
         return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
                 for p in paths]

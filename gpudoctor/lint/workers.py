@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.gate import Facts
+    from gpudoctor.lint.analysis.prescan import Prescan
     from gpudoctor.lint.producer import Outcome
 
 
@@ -77,11 +78,12 @@ def prestart() -> None:
 
 
 def run_batches(root: str, batches: list[list[str]], method: str, called: dict[str, list[str]],
-                facts: dict[str, tuple[str, Facts]] | None = None) -> list[Outcome]:
+                facts: dict[str, tuple[str, Facts]] | None = None,
+                scans: dict[str, tuple[str, Prescan]] | None = None) -> list[Outcome]:
     """Run each batch of linted files in its own worker process; return every outcome.
 
-    ``facts`` are the gate's facts this process already knows (by file and digest): the
-    workers do not compute them again."""
+    ``facts`` and ``scans`` are the gate's facts and the prescans this process already
+    made (by file and digest): the workers do not compute them again."""
     from gpudoctor.lint.producer import analyse_batch
 
     context = _context()
@@ -96,7 +98,8 @@ def run_batches(root: str, batches: list[list[str]], method: str, called: dict[s
         with _sigint_ignored():  # quick: each worker is started and left to boot
             pool = context.Pool(processes=len(batches))
     try:
-        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}, facts))
+        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}, facts,
+                                                      scans))
                    for batch in batches]
         outcomes = [outcome for result in pending for outcome in result.get()]
         pool.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpudoctor.lint.analysis.gate import Facts, import_members
 from gpudoctor.lint.analysis.project import Project
 
@@ -16,6 +18,29 @@ def test_members_of_from_imports() -> None:
             "import plain.module\n"
             "    from inner import deep\n")
     assert import_members(text) == (("a", 1), ("b", 1), ("x.y.p", 2), ("x.y.q", 2), ("m.n", 0), ("inner.deep", 0))
+
+
+def test_import_names_on_the_first_line_and_after_any_line_break() -> None:
+    from gpudoctor.lint.analysis.gate import import_names
+
+    for newline in ("\n", "\r\n", "\r"):
+        text = newline.join(["import a.b as c, d", "from .e import f", "\fimport g", "x = 'import h'",
+                             "    from ..i import j", "#from k import l", ""])
+        assert import_names(text) == (("a.b", 0), ("d", 0), ("e", 1), ("g", 0), ("i", 2)), repr(newline)
+
+
+@pytest.mark.parametrize("text", [
+    "import multiprocessing\n", "x = 1\n", "os.environ['A'] = '1'\n", "os.environ['A'] == '1'\n",
+    "tf.config.experimental.set_memory_growth(g, True)\n", "# noqa: GD101\n", "# NOQA:E501,gd102\n",
+    "CUDA_VISIBLE_DEVICES\n", "os.fork()\n", "torch.multiprocessing.spawn(f)\n", "XLA_FLAGS\n",
+])
+def test_the_words_searched_once_answer_as_the_searches_did(text: str) -> None:
+    from gpudoctor.lint.analysis.gate import mentioned_words, mentions_acts, mentions_processes, mentions_starts
+
+    words = mentioned_words(text)
+    assert mentions_acts(text, words) == mentions_acts(text)
+    assert mentions_starts(text, words) == mentions_starts(text)
+    assert mentions_processes(text, words) == mentions_processes(text)
 
 
 def test_facts_survive_the_cache_format() -> None:

@@ -101,6 +101,38 @@ def test_entry_points_keep_what_acts_and_what_reaches_it() -> None:
                                                 "uses_helper", "step", "run_all"}
 
 
+def test_a_scan_sent_to_a_worker_keeps_its_answers_without_its_text() -> None:
+    """The parent's prescans travel to the workers (who then skip CPython's parse)."""
+    import pickle
+
+    scan = prescan(ENTRY)
+    assert scan is not None and scan.acts  # scanned: the units know their names and whether they act
+    before = ([(u.name, u.def_row, u.body_row, u.end_row, u.acts, u.refs) for u in scan.units],
+              scan.top_rows, scan.names, scan.imports, scan.acts)
+    data = pickle.dumps(scan)
+    assert b"def builds" not in data  # the text stays behind
+    copy = pickle.loads(data)
+    assert ([(u.name, u.def_row, u.body_row, u.end_row, u.acts, u.refs) for u in copy.units],
+            copy.top_rows, copy.names, copy.imports, copy.acts) == before
+    assert {u.name for u in copy.entry_points(frozenset({"make_pool"}))} == \
+        {u.name for u in scan.entry_points(frozenset({"make_pool"}))}
+
+
+def test_a_worker_uses_a_sent_scan_only_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    from gpudoctor.lint.analysis.project import Project
+
+    path = tmp_path / "m.py"
+    path.write_text("import multiprocessing as mp\n\ndef go():\n    mp.Pool(2)\n")
+    parent = Project(tmp_path)
+    sent = parent.prescan(path)
+    assert sent is not None and sent.acts
+    scans = parent.all_scans()
+    assert Project(tmp_path, known_scans=scans).prescan(path) is sent
+    path.write_text("def go():\n    return 1\n")  # changed since the parent read it
+    fresh = Project(tmp_path, known_scans=scans).prescan(path)
+    assert fresh is not sent and fresh is not None and not fresh.acts
+
+
 def _elide_all(text: str) -> tuple[ParsedModule, list[cst.FunctionDef]]:
     scan = prescan(text)
     assert scan is not None
@@ -286,3 +318,10 @@ def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
     tree = ast.parse(source)
     expected = [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
     assert list(_walk(tree)) == expected
+
+
+@given(st.text(alphabet="ab \t\f\v\r\n\x1c\u2028#", max_size=40))
+def test_lines_split_at_python_line_breaks_only(text: str) -> None:
+    from gpudoctor.lint.analysis.reading import NEWLINE, split_lines
+
+    assert split_lines(text) == NEWLINE.split(text)

@@ -113,7 +113,7 @@ class Analyzer(ClassModel):
     def import_module(self, walker: Walker, dotted: str, level: int,
                       node: cst.CSTNode | None) -> Value:
         """Run a project module's top level at an import; return what the name binds to."""
-        importer = Path(walker.module.path)
+        importer = self.project.path_of(walker.module.path)
         target = self.project.resolve(importer, dotted, level)
         if target is None:
             return one(ModRef(dotted)) if dotted and not level else UNKNOWN
@@ -132,20 +132,20 @@ class Analyzer(ClassModel):
         the submodule ``package.name``, running its top level."""
         for atom in package:
             if isinstance(atom, ModuleObj) and atom.path.endswith("__init__.py"):
-                state = self.module(Path(atom.path))
+                state = self.module(self.project.path_of(atom.path))
                 name = full.rsplit(".", 1)[-1]
                 if isinstance(state, ModuleState) and name in state.env:
                     return UNKNOWN  # the package's own name wins
                 if not isinstance(state, ModuleState):  # not walked: does its code bind it?
-                    scan = self.project.prescan(Path(atom.path))
-                    text = self.project.text(Path(atom.path))
+                    scan = self.project.prescan(self.project.path_of(atom.path))
+                    text = self.project.text(self.project.path_of(atom.path))
                     if scan is None or name in scan.names or isinstance(text, ParseFailure) or \
                             re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", text, re.M):
                         return UNKNOWN
-                if self.project.resolve(Path(walker.module.path), full, level) is not None:
+                if self.project.resolve(self.project.path_of(walker.module.path), full, level) is not None:
                     return self.import_module(walker, full, level, node)
         if not any(isinstance(atom, ModuleObj) for atom in package) and \
-                self.project.resolve(Path(walker.module.path), full, level) is not None:
+                self.project.resolve(self.project.path_of(walker.module.path), full, level) is not None:
             return self.import_module(walker, full, level, node)  # a namespace package's module
         return UNKNOWN
 
@@ -169,14 +169,14 @@ class Analyzer(ClassModel):
     def import_star(self, walker: Walker, value: Value) -> None:
         for atom in value:
             if isinstance(atom, ModuleObj):
-                state = self.module(Path(atom.path))
+                state = self.module(self.project.path_of(atom.path))
                 if not isinstance(state, ParseFailure):
                     walker.env.update({k: v for k, v in state.env.items() if not k.startswith("_")})
 
     def module_member(self, atom: Atom, attr: str) -> Value:
         if not isinstance(atom, ModuleObj):
             return UNKNOWN
-        path = Path(atom.path)
+        path = self.project.path_of(atom.path)
         state = self.module(path)
         if not isinstance(state, ParseFailure) and attr in state.env:
             return state.env[attr]
@@ -187,7 +187,7 @@ class Analyzer(ClassModel):
         return UNKNOWN
 
     def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
-        parsed = self.project.parsed(Path(cls.module))
+        parsed = self.project.parsed(self.project.path_of(cls.module))
         if not isinstance(parsed, ParseFailure):
             parsed.note_tree(node, parsed.tree_of(cls.node))
 
@@ -210,7 +210,7 @@ class Analyzer(ClassModel):
             return cached
         if key in self._stack or len(self._stack) >= MAX_DEPTH or len(self._summaries) > MAX_SUMMARIES:
             return [], UNKNOWN
-        state = self.module(Path(func.module))
+        state = self.module(self.project.path_of(func.module))
         if isinstance(state, ParseFailure):
             return [], UNKNOWN
         from gpudoctor.lint.analysis.walker import Walker

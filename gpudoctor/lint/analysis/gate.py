@@ -43,8 +43,12 @@ _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:
 _WORD = re.compile(r"\w+")
 _COMMENT = re.compile(r"#[^\n]*")
 _CONTINUED = re.compile(r"\\\r?\n")
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
-_IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))", re.M)
+# These two start with a line break, not ``^`` in MULTILINE mode: the regular expression
+# engine then looks for the break (fast), not at every position; texts get one in front.
+_FROM_IMPORT = re.compile(r"\n[ \t\f]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)")
+_IMPORT_LINE = re.compile(r"\n[ \t\f]*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))")
+# Every word any of the mentions below look for, searched once per file.
+_ALL_WORDS = tuple(dict.fromkeys((*_ACTS_WORDS, *STARTS_WORDS)))
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ def _plain_lines(text: str) -> str:
 def import_names(text: str) -> tuple[tuple[str, int], ...]:
     text = _plain_lines(text)
     found: list[tuple[str, int]] = []
-    for match in _IMPORT_LINE.finditer(text):
+    for match in _IMPORT_LINE.finditer("\n" + text):
         if match.group(1) is not None:
             dotted = match.group(1)
             level = len(dotted) - len(dotted.lstrip("."))
@@ -95,8 +99,16 @@ def import_names(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(dict.fromkeys(found))
 
 
-def mentions_processes(text: str) -> bool:
-    """Does the text mention one of PROCESS_WORDS?"""
+def mentioned_words(text: str) -> frozenset[str]:
+    """The words of the mentions below that ``text`` contains: each searched for once, and
+    the answers of ``mentions_acts``, ``mentions_starts`` and ``mentions_processes`` read from it."""
+    return frozenset(word for word in _ALL_WORDS if word in text)
+
+
+def mentions_processes(text: str, words: frozenset[str] | None = None) -> bool:
+    """Does the text mention one of PROCESS_WORDS? (``words``: its ``mentioned_words``.)"""
+    if words is not None:
+        return not words.isdisjoint(PROCESS_WORDS)
     return any(word in text for word in PROCESS_WORDS)
 
 
@@ -109,7 +121,7 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
         text = _CONTINUED.sub(" ", text)
     if ";" in text:  # statements joined on one line are read as lines of their own
         text = text.replace(";", "\n")
-    for match in _FROM_IMPORT.finditer(text):
+    for match in _FROM_IMPORT.finditer("\n" + text):
         dotted = match.group(1)
         base = dotted.lstrip(".")
         level = len(dotted) - len(base)
@@ -123,14 +135,18 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(dict.fromkeys(found))
 
 
-def mentions_starts(text: str) -> bool:
-    """Does the text mention one of STARTS_WORDS?"""
+def mentions_starts(text: str, words: frozenset[str] | None = None) -> bool:
+    """Does the text mention one of STARTS_WORDS? (``words``: its ``mentioned_words``.)"""
+    if words is not None:
+        return not words.isdisjoint(STARTS_WORDS)
     return any(word in text for word in STARTS_WORDS)
 
 
-def mentions_acts(text: str) -> bool:
-    """The ACTS search, with a fast rejection of the many files that mention none of its words."""
-    if any(word in text for word in _ACTS_WORDS):
+def mentions_acts(text: str, words: frozenset[str] | None = None) -> bool:
+    """The ACTS search, with a fast rejection of the many files that mention none of its
+    words (``words``: its ``mentioned_words``)."""
+    some = not words.isdisjoint(_ACTS_WORDS) if words is not None else any(word in text for word in _ACTS_WORDS)
+    if some:
         return ACTS.search(text) is not None
     return "noqa" in text.lower() and _NOQA_GD.search(text) is not None
 

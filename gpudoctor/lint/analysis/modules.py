@@ -9,8 +9,6 @@ from pathlib import Path
 
 from gpudoctor.lint.paths import real_path
 
-Consulted = tuple[tuple[Path, tuple[str, ...]], ...]
-
 
 class ModuleFinder:
     """Resolve module names under a project's roots; remember what each answer looked at."""
@@ -19,14 +17,14 @@ class ModuleFinder:
         self._roots = roots
         self._real = real
         self._dirs: dict[Path, Path] = {}
-        self._resolved: dict[tuple[Path, str, int], tuple[Path | None, Consulted]] = {}
+        self._resolved: dict[tuple[Path, str, int], tuple[Path | None, frozenset[Path]]] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
         self._digests: dict[Path, str] = {}
 
-    def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, Consulted]:
-        """The project file ``name`` means in ``importer``, and what the answer looked at
-        (see ``folders``)."""
+    def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, frozenset[Path]]:
+        """The project file ``name`` means in ``importer``, and the folders whose listings
+        the answer depends on."""
         home = self._dirs.get(importer)
         if home is None:
             home = self._dirs[importer] = self._real(importer).parent
@@ -34,15 +32,10 @@ class ModuleFinder:
         found = self._resolved.get(key)
         if found is None:
             consulted: list[tuple[Path, tuple[str, ...]]] = []
-            found = self._resolved[key] = (self._resolve(home, name, level, consulted), tuple(consulted))
+            target = self._resolve(home, name, level, consulted)
+            found = self._resolved[key] = (target, frozenset(
+                folder for base, parts in consulted for folder in self._files[(base, parts)][1]))
         return found
-
-    def folders(self, consulted: Consulted) -> set[Path]:
-        """The folders whose listings an answer of ``resolve`` depends on."""
-        out: set[Path] = set()
-        for base, parts in consulted:
-            out.update(self._files[(base, parts)][1])
-        return out
 
     def listing_digest(self, folder: Path) -> str:
         found = self._digests.get(folder)

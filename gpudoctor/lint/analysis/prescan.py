@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.code_scan import Scan
-from gpudoctor.lint.analysis.reading import NEWLINE
+from gpudoctor.lint.analysis.reading import split_lines
 from gpudoctor.lint.knowledge.environment import READERS
 
 _DIRECTIVE = re.compile(r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:")
@@ -52,7 +52,7 @@ class Prescan:
     def __init__(self, text: str, tree: ast.Module) -> None:
         self._text = text
         self._tree: ast.Module | None = tree
-        lines = NEWLINE.split(text)
+        lines = split_lines(text)
         self.units: list[Unit] = []
         self._bodies: list[list[ast.stmt]] = []
         self._outside: list[ast.AST] = []
@@ -116,6 +116,16 @@ class Prescan:
                       or any(u.file_acts for u in self.units))
         self._names = set(scan.refs).union(*(u.refs for u in self.units))
         self._bodies, self._outside, self._tree = [], [], None
+
+    def __getstate__(self) -> dict[str, object]:
+        """A scanned Prescan travels to a worker process without its text and trees (the
+        worker has the text; the answers no longer need the trees)."""
+        self._scan()
+        return {name: value for name, value in self.__dict__.items() if name != "_text"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._text = ""
 
     def elidable(self) -> list[Unit]:
         """The units whose bodies are parsed only when the analysis needs them.

@@ -39,7 +39,8 @@ class Project(ProjectGate):
     """Files under one root, each read, scanned and parsed at most once."""
 
     def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
-                 contents: dict[Path, bytes] | None = None) -> None:
+                 contents: dict[Path, bytes] | None = None,
+                 known_scans: dict[str, tuple[str, Prescan]] | None = None) -> None:
         ProjectGate.__init__(self, known_facts)
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
@@ -50,9 +51,11 @@ class Project(ProjectGate):
         self._texts: dict[Path, str | ParseFailure] = {}
         self._parsed: dict[Path, ParsedModule | ParseFailure] = {}
         self._scans: dict[Path, Prescan | None] = {}
+        self._known_scans = known_scans or {}  # path -> (digest, scan), from the parent process
         self._too_deep: dict[Path, ParseFailure] = {}
         self._touched: Touched | None = None
         self._real: dict[Path, Path] = {}
+        self._paths: dict[str, Path] = {}
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(self)
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
@@ -65,6 +68,14 @@ class Project(ProjectGate):
         if found is None:
             found = self._real[path] = real_path(path)
             self._real[found] = found
+        return found
+
+    def path_of(self, name: str) -> Path:
+        """The real path of a module the analysis names by text (its values carry paths as
+        text), built once: the analysis asks for the same few thousands of times."""
+        found = self._paths.get(name)
+        if found is None:
+            found = self._paths[name] = self.real(Path(name))
         return found
 
     def data(self, path: Path) -> bytes | ParseFailure:
@@ -138,6 +149,10 @@ class Project(ProjectGate):
         """CPython's first look at the file (None: unreadable, or CPython cannot parse it)."""
         path = self.real(path)
         if path not in self._scans:
+            known = self._known_scans.get(str(path))
+            if known is not None and known[0] == self.digest(path):
+                self._scans[path] = known[1]
+                return known[1]
             text = self.text(path)
             try:
                 self._scans[path] = None if isinstance(text, ParseFailure) else prescan(text)
@@ -147,6 +162,11 @@ class Project(ProjectGate):
         elif self._touched is not None:
             self._touched.files.add(path)
         return self._scans[path]
+
+    def all_scans(self) -> dict[str, tuple[str, Prescan]]:
+        """Every prescan made here, with its file's digest: a worker given them does not
+        parse those files with CPython again."""
+        return {str(path): (self.digest(path), scan) for path, scan in self._scans.items() if scan is not None}
 
     def parsed(self, path: Path) -> ParsedModule | ParseFailure:
         """The libcst tree; in a long file, function bodies are parsed when the analysis
@@ -195,9 +215,9 @@ class Project(ProjectGate):
     # -- module names ------------------------------------------------------------------------
     def resolve(self, importer: Path, name: str, level: int = 0) -> Path | None:
         """Return the project file a module name refers to, from ``importer``'s point of view."""
-        found, consulted = self.modules.resolve(importer, name, level)
+        found, folders = self.modules.resolve(importer, name, level)
         if self._touched is not None:
-            self._touched.dirs.update(self.modules.folders(consulted))
+            self._touched.dirs.update(folders)
         return found
 
     def listing_digest(self, folder: Path) -> str:

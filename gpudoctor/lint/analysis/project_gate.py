@@ -14,6 +14,7 @@ from gpudoctor.lint.analysis.gate import (
     import_candidates,
     import_members,
     import_names,
+    mentioned_words,
     mentions_acts,
     mentions_processes,
     mentions_starts,
@@ -61,13 +62,14 @@ class ProjectGate:
         text = self.text(path)
         if isinstance(text, ParseFailure):
             return UNREADABLE
-        acts = mentions_acts(text) and self._acts(path)
+        words = mentioned_words(text)
+        acts = mentions_acts(text, words) and self._acts(path)
         uses_gpu = USES_GPU.search(text) is not None
-        starts = mentions_starts(text) and self._acts(path)
+        starts = mentions_starts(text, words) and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),
-                     spawns=starts and mentions_processes(text),
+                     spawns=starts and mentions_processes(text, words),
                      members=import_members(text) if not acts and "import" in text else ())
 
     def may_matter(self, path: Path) -> bool:

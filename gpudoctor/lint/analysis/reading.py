@@ -11,6 +11,11 @@ from pathlib import Path
 NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
+def split_lines(text: str) -> list[str]:
+    """``NEWLINE.split(text)``, several times faster for the usual text without a ``\r``."""
+    return text.split("\n") if "\r" not in text else NEWLINE.split(text)
+
+
 @dataclass(frozen=True)
 class ParseFailure:
     """Why a file could not be analysed, and where."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from gpudoctor.lint.analysis.reading import NEWLINE
+from gpudoctor.lint.analysis.reading import split_lines
 from gpudoctor.lint.findings import Finding, Site
 from gpudoctor.lint.reporters.concise import summary
 
@@ -17,12 +17,12 @@ def _lines(path: str) -> tuple[str, ...]:
     from gpudoctor.lint.analysis.reading import read_text
 
     text = read_text(Path(path))
-    return () if not isinstance(text, str) else tuple(NEWLINE.split(text))
+    return () if not isinstance(text, str) else tuple(split_lines(text))
 
 
 def _frame(site: Site, label: str, sources: dict[str, str] | None = None) -> list[str]:
     given = (sources or {}).get(site.path)
-    lines = tuple(NEWLINE.split(given)) if given is not None else _lines(site.path)
+    lines = tuple(split_lines(given)) if given is not None else _lines(site.path)
     if not 0 < site.row <= len(lines):
         return [f"  --> {site.path}:{site.row}:{site.col + 1}"]
     text = lines[site.row - 1].rstrip()
