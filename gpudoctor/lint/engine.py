@@ -89,16 +89,16 @@ def _plan(project: Project, files: list[Path], cache: Cache | None,
     """
     import hashlib
 
+    if prestart and cache is None:  # a large run without a plan to reuse: workers are likely
+        _prestart()
     key = hashlib.blake2b("\n".join(f"{project.real(p)}\0{project.digest(p)}" for p in files).encode(),
                           digest_size=16).hexdigest()
     if cache is not None:
         planned = cache.lookup_plan(project, key)
         if planned is not None:
             return planned
-    if prestart:  # a large run that cannot reuse its plan: workers are likely
-        from gpudoctor.lint.workers import prestart as start_workers_server
-
-        start_workers_server()
+        if prestart:
+            _prestart()
     with project.tracking() as touched:
         linted = list(dict.fromkeys(project.real(path) for path in files if project.may_matter(path)))
         called = _called_elsewhere(project, linted)
@@ -106,6 +106,12 @@ def _plan(project: Project, files: list[Path], cache: Cache | None,
         cache.store_plan(key, linted, called, {str(p): project.digest(p) for p in touched.files},
                          {str(d): project.listing_digest(d) for d in touched.dirs})
     return linted, called
+
+
+def _prestart() -> None:
+    from gpudoctor.lint.workers import prestart
+
+    prestart()
 
 
 def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozenset[str]]:

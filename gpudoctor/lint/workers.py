@@ -22,13 +22,29 @@ if TYPE_CHECKING:
     from gpudoctor.lint.producer import Outcome
 
 
+# What a worker imports, imported once by the fork server (each worker would otherwise
+# import the rules and the rest of the analysis again, after the fork): these and every
+# rule module.
+PRELOAD = ("gpudoctor.lint.producer", "gpudoctor.lint.analysis.walker", "gpudoctor.lint.analysis.analyzer",
+           "gpudoctor.lint.analysis.flows", "gpudoctor.lint.analysis.project", "gpudoctor.lint.analysis.parsing",
+           "gpudoctor.lint.analysis.skeleton", "gpudoctor.lint.collector", "gpudoctor.lint.rules._registry")
+
+
+def _preload() -> list[str]:
+    import pkgutil
+
+    from gpudoctor.lint import rules
+
+    return [*PRELOAD, *(f"{rules.__name__}.{info.name}" for info in pkgutil.iter_modules(rules.__path__)
+                        if not info.name.startswith("_"))]
+
+
 def _context() -> multiprocessing.context.BaseContext:
     """forkserver where it exists: the server, a fresh single-threaded process, imports the
     analysis once and forks each worker from that clean state. spawn elsewhere."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["gpudoctor.lint.producer", "gpudoctor.lint.analysis.walker",
-                                        "gpudoctor.lint.rules._registry"])
+        context.set_forkserver_preload(_preload())
         return context
     return multiprocessing.get_context("spawn")
 

@@ -69,3 +69,35 @@ def test_a_node_of_another_tree_has_no_range() -> None:
     other = cst.parse_module("a = 1\n").body[0]
     assert locate(module, other) == {}
     assert locate(module, module.body[1])[module.body[1]].start.line == 2
+
+
+@pytest.mark.parametrize("source", [AWKWARD, "seed"], ids=["awkward", "seed"])
+def test_each_node_measured_in_its_statement_has_the_providers_rows_from_there(source: str) -> None:
+    """Measured from its top-level statement's code alone, a node's range is the
+    provider's, shifted by the rows before the statement's own start (its comment lines
+    and decorators are in the statement's code, and counted)."""
+    from gpudoctor.lint.analysis.positions import locate_in_statement
+
+    if source == "seed":
+        source = max((FIXTURES / "seeds").glob("*.py"), key=lambda p: p.stat().st_size).read_text()
+    source = "# a comment line\n\n" + source.replace("@dec(1)", "# above the decorator\n@dec(1)")
+    module = cst.parse_module(source)
+    expected = _expected(module)
+    checked = 0
+    for statement in module.body:
+        for node in [n for n in _all_nodes(statement) if n in expected]:
+            found = locate_in_statement(module, statement, node)
+            end, start = expected[node].end, expected[statement].start
+            if (end.line, end.column) <= (start.line, start.column):  # its comment lines: not measured so
+                assert found is None
+                continue
+            assert found is not None, type(node).__name__
+            head, spans = found
+            shift = expected[statement].start.line - head
+            for inner, span in spans.items():
+                want = expected[inner]
+                assert (span.start.line + shift, span.start.column, span.end.line + shift, span.end.column) == \
+                    (want.start.line, want.start.column, want.end.line, want.end.column), type(inner).__name__
+            checked += 1
+    assert checked > 40
+    assert locate_in_statement(module, module.body[0], module.body[-1]) is None  # not in that statement

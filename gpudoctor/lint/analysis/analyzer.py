@@ -227,6 +227,8 @@ class Analyzer(ClassModel):
                 if state.parsed.failures:
                     self.failures.extend(f for f in state.parsed.failures if f not in self.failures)
                 walker.tree = state.parsed.tree_of(node)
+                if walker.tree is state.parsed:  # its body is in the module's own tree
+                    walker.anchor = state.parsed.anchor_of(node)
                 walker.walk_block(body)
         finally:
             self._stack.pop()

@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - a libcst without these internals
     PositionProvidingCodegenState = None  # type: ignore[assignment,misc]
 
-__all__ = ["every_position", "locate"]
+__all__ = ["every_position", "locate", "locate_in_statement"]
 
 _NOTHING: AbstractContextManager[None] = nullcontext()
 
@@ -38,7 +38,7 @@ if PositionProvidingCodegenState is not None:
     class _Measuring(PositionProvidingCodegenState):  # type: ignore[misc,valid-type]
         """The provider's state, counting positions only inside ``wanted``."""
 
-        __slots__ = ("depth", "wanted")
+        __slots__ = ("anchor", "depth", "head", "wanted")
 
         def add_token(self, value: str) -> None:
             self.tokens.append(value)
@@ -71,6 +71,8 @@ if PositionProvidingCodegenState is not None:
                                       end_node: cst.CSTNode | None = None) -> AbstractContextManager[None]:
             if self.depth:
                 return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
+            if node is self.anchor and start_node is None:  # where the statement's own range starts
+                self.head = len(NEWLINE_RE.split("".join(self.tokens)))
             return _NOTHING
 
 
@@ -83,13 +85,41 @@ def locate(module: cst.Module, node: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRa
     try:
         state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
                            provider=provider)
-        state.wanted, state.depth = node, 0
+        state.wanted, state.depth, state.anchor, state.head = node, 0, None, None
         module._codegen(state)  # noqa: SLF001
     except _Done:
         return provider._computed  # noqa: SLF001
     except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
         return every_position(module)
     return {}
+
+
+def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
+                        node: cst.CSTNode) -> tuple[int, Mapping[cst.CSTNode, CodeRange]] | None:
+    """The ranges of ``node`` and of every node inside it, with rows counted from the first
+    row of the code of ``statement`` (a top-level statement of ``module``) alone, leading
+    comment lines included; and the row, in the same count, on which the statement's own
+    range starts. None if ``node`` is not in ``statement``, or comes before that start
+    (a comment line above it).
+
+    Only the statement's code up to the end of ``node`` is generated, as the module would
+    generate it: the cheap way to position a node in a large module."""
+    if PositionProvidingCodegenState is None:
+        return None
+    provider = PositionProvider()
+    try:
+        state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
+                           provider=provider)
+        state.wanted, state.depth, state.anchor, state.head = node, 0, statement, None
+        statement._codegen(state)  # noqa: SLF001
+    except _Done:
+        computed = provider._computed  # noqa: SLF001
+        head = state.head if state.head is not None else \
+            (computed[statement].start.line if statement in computed else None)
+        return None if head is None else (head, computed)
+    except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
+        return None
+    return None
 
 
 def every_position(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from gpudoctor.lint.analysis.positions import every_position, locate
+from gpudoctor.lint.analysis.positions import every_position, locate, locate_in_statement
 from gpudoctor.lint.analysis.reading import ParseFailure
 from gpudoctor.lint.findings import Site
 
@@ -41,8 +41,11 @@ class ParsedModule:
         self._every = False  # every node's position is in _located
         self._searches = 0
         self._top_rows: list[int] | None = None  # original first row of each top-level statement
+        self._anchors: dict[int, cst.CSTNode] | None = None  # see anchor_of
         self._tops: dict[int, int] | None = None
-        self._statement_cache: dict[int, Mapping[cst.CSTNode, CodeRange]] = {}
+        # top-level statement index -> (the row its range starts on, the ranges measured in
+        # it), rows counted from the statement's own code (see locate_in_statement)
+        self._statement_cache: dict[int, tuple[int, Mapping[cst.CSTNode, CodeRange]]] = {}
         self._text = text
         self._elided = {id(node): unit for node, unit in elided}
         self._bodies: dict[int, Sequence[cst.BaseStatement]] = {}
@@ -61,6 +64,21 @@ class ParsedModule:
         """The tree holding a function's body (or a class's): this one, or the one parsed
         for that body alone. Its positions are the cheap ones to compute for that code."""
         return self._body_trees.get(id(node)) or self._trees.get(id(node)) or self
+
+    def anchor_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The top-level statement a top-level function or a method of a top-level class is
+        in (None for other nodes): a finding in the function is positioned from that
+        statement's code alone (see _resolve_in_statement)."""
+        if self._anchors is None:
+            self._anchors = {}
+            for statement in self.module.body:
+                if isinstance(statement, cst.FunctionDef):
+                    self._anchors[id(statement)] = statement
+                elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+                    for member in statement.body.body:
+                        if isinstance(member, cst.FunctionDef):
+                            self._anchors[id(member)] = statement
+        return self._anchors.get(id(node))
 
     def note_tree(self, node: cst.CSTNode, tree: ParsedModule) -> None:
         """Remember that ``node`` (a nested function, lambda or class) is in ``tree``."""
@@ -134,17 +152,23 @@ class ParsedModule:
         index = self._top_index().get(id(anchor))
         if index is None or self._top_rows is None or len(self._top_rows) != len(self.module.body):
             return None
-        spans = self._statement_cache.get(index)
-        if spans is None:
-            spans = self._statement_cache[index] = _statement_spans(self, anchor)
-        span, head = spans.get(node), spans.get(anchor)
-        if span is None or head is None:
-            return None
+        head, spans = self._statement_cache.get(index) or (0, {})
+        span = spans.get(node)
+        if span is None:  # measured alone; what else was measured with it is kept
+            found = locate_in_statement(self.module, anchor, node)
+            if found is None:
+                return None
+            head, measured = found
+            spans = {**spans, **measured}
+            self._statement_cache[index] = (head, spans)
+            span = spans.get(node)
+            if span is None:
+                return None
         # Rows of the skeleton (elided bodies removed), then of the file.
         original = self._top_rows[index]
         skeleton_top = original - self._unshift(original)
-        start = span.start.line - head.start.line + skeleton_top
-        end = span.end.line - head.start.line + skeleton_top
+        start = span.start.line - head + skeleton_top
+        end = span.end.line - head + skeleton_top
         return Site(self.path, start + self._shift(start), span.start.column, end + self._shift(end), span.end.column)
 
     def _unshift(self, original_row: int) -> int:
@@ -179,10 +203,6 @@ class ParsedModule:
             return Site(self.path, 1, 0, 1, 0)
         span, start, end = found
         return Site(self.path, span.start.line + start, span.start.column, span.end.line + end, span.end.column)
-
-
-def _statement_spans(self: ParsedModule, anchor: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
-    return locate(self.module.with_changes(body=[anchor], header=[], footer=[]), anchor)
 
 
 class LazySite:
