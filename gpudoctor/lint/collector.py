@@ -28,6 +28,13 @@ def process_ends_after_run() -> None:
     _process_ends = True
 
 
+def off_until_exit() -> None:
+    """Turn the collector off for the rest of this process's life: a worker, which only
+    analyses (file after file, each adding to its parses) and then exits."""
+    process_ends_after_run()
+    gc.disable()
+
+
 @contextmanager
 def paused() -> Iterator[None]:
     """Run the block with the collector off, and turn it back on after.

@@ -156,18 +156,15 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
     if jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES:
         return [producer.analyse(project, path, method, called[path]) for path in todo], 0
-    from gpudoctor.lint.workers import run_batches
+    from gpudoctor.lint.workers import run_files
 
-    groups: list[list[Path]] = [[] for _ in range(min(jobs, len(todo)))]
-    loads = [0] * len(groups)
-    for path in sorted(todo, key=lambda p: -sizes[p]):  # largest first, to the least loaded
-        index = loads.index(min(loads))
-        groups[index].append(path)
-        loads[index] += sizes[path]
-    outcomes = run_batches(str(project.root), [[str(p) for p in group] for group in groups], method,
-                           {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
-                           project.all_scans())
-    return outcomes, len(groups)
+    processes = min(jobs, len(todo))
+    # The largest first: a worker that took a large file last would finish long after the other.
+    ordered = sorted(todo, key=lambda p: -sizes[p])
+    outcomes = run_files(str(project.root), [str(p) for p in ordered], processes, method,
+                         {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
+                         project.all_scans())
+    return outcomes, processes
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,

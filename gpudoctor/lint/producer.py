@@ -17,8 +17,6 @@ from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.gate import Facts
-    from gpudoctor.lint.analysis.prescan import Prescan
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.reading import ParseFailure
 
@@ -88,17 +86,31 @@ def site_of(failure: ParseFailure) -> Site:
     return Site(str(real_path(failure.path)), failure.row, failure.col, failure.row, failure.col)
 
 
-def analyse_batch(root: str, paths: list[str], default_method: str, called_elsewhere: dict[str, list[str]],
-                  facts: dict[str, tuple[str, Facts]] | None = None,
-                  scans: dict[str, tuple[str, Prescan]] | None = None) -> list[Outcome]:
-    """Worker entry point: analyse several linted files, sharing one project's parses
-    (and the gate's ``facts`` and the prescans the parent made, each kept while its file's
-    digest matches)."""
-    from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.collector import paused, process_ends_after_run
+# A worker process's state (see start_worker): its project, whose parses and module walks
+# the files it analyses share, the default start method, and the names other linted files
+# import from each file.
+_worker: tuple[Project, str, dict[str, list[str]]] | None = None
 
-    process_ends_after_run()  # a worker lives as long as its pool: one run
-    with paused():
-        project = Project(Path(root), facts, known_scans=scans)
-        return [analyse(project, Path(p), default_method, frozenset(called_elsewhere.get(p, ())))
-                for p in paths]
+
+def start_worker(root: str, default_method: str, state: bytes) -> None:
+    """Worker initializer: the project this process analyses its files in. ``state`` is
+    the pickled names other linted files import from each file, the gate's facts and the
+    prescans the parent made (each kept while its file's digest matches): one blob, which
+    reaches a worker several times faster than the objects themselves."""
+    global _worker  # noqa: PLW0603 - one per worker process
+    import pickle
+
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.collector import off_until_exit
+
+    off_until_exit()  # a worker lives as long as its pool: one run
+    called_elsewhere, facts, scans = pickle.loads(state)  # noqa: S301 - written by this run's own parent
+    _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere)
+
+
+def analyse_in_worker(paths: list[str]) -> list[Outcome]:
+    """Worker task: analyse some linted files in this worker's project."""
+    assert _worker is not None, "start_worker runs first"  # noqa: S101
+    project, default_method, called_elsewhere = _worker
+    return [analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ())))
+            for path in paths]

@@ -93,35 +93,51 @@ def prestart() -> None:
             forkserver.ensure_running()
 
 
-def run_batches(root: str, batches: list[list[str]], method: str, called: dict[str, list[str]],
-                facts: dict[str, tuple[str, Facts]] | None = None,
-                scans: dict[str, tuple[str, Prescan]] | None = None) -> list[Outcome]:
-    """Run each batch of linted files in its own worker process; return every outcome.
+def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
+              facts: dict[str, tuple[str, Facts]] | None = None,
+              scans: dict[str, tuple[str, Prescan]] | None = None) -> list[Outcome]:
+    """Analyse the linted files in ``processes`` worker processes; return every outcome, in
+    the order of ``paths``.
 
-    ``facts`` and ``scans`` are the gate's facts and the prescans this process already
-    made (by file and digest): the workers do not compute them again."""
-    from gpudoctor.lint.producer import analyse_batch
+    A worker takes the next share of files when it is done with one (in the order given:
+    the costly first), so none waits long while another still has work: the shares shrink
+    as the work left does (see _shares). ``facts`` and ``scans`` are the
+    gate's facts and the prescans this process already made (by file and digest): the
+    workers do not compute them again."""
+    import pickle
+
+    from gpudoctor.lint.producer import analyse_in_worker, start_worker
 
     context = _context()
+    setup = (root, method, pickle.dumps((called, facts, scans), protocol=pickle.HIGHEST_PROTOCOL))
     if context.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
         with _sigint_ignored():  # quick: starts the server process and returns
             forkserver.ensure_running()
         with _sigint_deferred():  # workers fork from the server, ignoring SIGINT as it does
-            pool = context.Pool(processes=len(batches))
+            pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
     else:
         with _sigint_ignored():  # quick: each worker is started and left to boot
-            pool = context.Pool(processes=len(batches))
+            pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
     try:
-        pending = [pool.apply_async(analyse_batch, (root, batch, method, {p: called[p] for p in batch}, facts,
-                                                      scans))
-                   for batch in batches]
-        outcomes = [outcome for result in pending for outcome in result.get()]
+        found = {str(outcome.path): outcome for outcomes in pool.imap_unordered(analyse_in_worker, _shares(
+            paths, processes)) for outcome in outcomes}
         pool.close()
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return outcomes
+    return [found[path] for path in paths]  # (the paths are real ones, as the workers' are)
+
+
+def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:
+    """The files in consecutive shares of about 1/(2 x processes) of what is left: few
+    hand-overs between the processes (each costs a round trip), and small shares at the
+    end, when a large one would keep one process busy while the others wait."""
+    start = 0
+    while start < len(paths):
+        size = max(1, (len(paths) - start) // (2 * processes))
+        yield paths[start:start + size]
+        start += size

@@ -83,3 +83,12 @@ def test_a_process_that_ends_after_the_run_leaves_it_off_and_sets_the_heap_aside
     assert (code, enabled) == ("0", "False")
     assert int(first) > 10_000
     assert int(third) < int(first) * 1.3 and int(second) < int(first) * 1.3
+
+
+def test_a_worker_turns_it_off_for_good() -> None:
+    """A worker analyses file after file and then exits: the collector stays off between
+    its files (turning it on again would traverse every parse it keeps)."""
+    code = ("import gc\nfrom gpudoctor.lint.collector import off_until_exit, paused\n"
+            "off_until_exit()\nwith paused():\n    pass\nprint(gc.isenabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False"]

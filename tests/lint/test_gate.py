@@ -43,6 +43,14 @@ def test_the_words_searched_once_answer_as_the_searches_did(text: str) -> None:
     assert mentions_processes(text, words) == mentions_processes(text)
 
 
+def test_facts_survive_the_trip_to_a_worker() -> None:
+    import pickle
+
+    facts = Facts(acts=False, uses_gpu=True, starts=True, follow=False, imports=(("pkg", 0),),
+                  spawns=True, members=(("pkg.pool", 0),))
+    assert pickle.loads(pickle.dumps(facts)) == facts
+
+
 def test_facts_survive_the_cache_format() -> None:
     facts = Facts(acts=False, uses_gpu=True, starts=True, follow=True, imports=(("pkg", 0),),
                   spawns=True, members=(("pkg.pool", 0), ("sub", 1)))

@@ -117,3 +117,15 @@ def test_ctrl_c_stops_the_workers_and_prints_no_traceback(tmp_path: Path, delay:
     assert "gpudoctor: interrupted" in err and "Traceback" not in err
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
+
+
+@pytest.mark.parametrize(("count", "processes"), [(1, 2), (7, 2), (43, 2), (800, 2), (10, 3)])
+def test_files_are_shared_out_in_order_in_shrinking_shares(count: int, processes: int) -> None:
+    from gpudoctor.lint.workers import _shares
+
+    paths = [f"f{i}.py" for i in range(count)]
+    shares = list(_shares(paths, processes))
+    assert [p for share in shares for p in share] == paths  # each once, in the order given
+    sizes = [len(share) for share in shares]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert sizes[0] <= max(1, count // (2 * processes))

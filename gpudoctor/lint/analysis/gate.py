@@ -63,6 +63,12 @@ class Facts:
     spawns: bool = False  # as an imported module, it starts processes (``starts`` without the GPU settings)
     members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
 
+    def __reduce__(self) -> tuple[type[Facts], tuple[object, ...]]:
+        # Pickled as its fields (workers get every file's facts): several times faster
+        # than a dataclass's default, which pickles a dict of them.
+        return (Facts, (self.acts, self.uses_gpu, self.starts, self.follow, self.imports, self.spawns,
+                        self.members))
+
     def to_json(self) -> list[object]:
         return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports],
                 self.spawns, [list(m) for m in self.members]]
