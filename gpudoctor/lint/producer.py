@@ -88,29 +88,38 @@ def site_of(failure: ParseFailure) -> Site:
 
 # A worker process's state (see start_worker): its project, whose parses and module walks
 # the files it analyses share, the default start method, and the names other linted files
-# import from each file.
-_worker: tuple[Project, str, dict[str, list[str]]] | None = None
+# import from each file; or why it could not be set up.
+_worker: tuple[Project, str, dict[str, list[str]]] | str | None = None
 
 
 def start_worker(root: str, default_method: str, state: bytes) -> None:
     """Worker initializer: the project this process analyses its files in. ``state`` is
     the pickled names other linted files import from each file, the gate's facts and the
     prescans the parent made (each kept while its file's digest matches): one blob, which
-    reaches a worker several times faster than the objects themselves."""
+    reaches a worker several times faster than the objects themselves.
+
+    It never raises: a pool whose initializer fails starts a new worker, which fails
+    again, for ever. The failure is kept, and each file handed to this worker reports it."""
     global _worker  # noqa: PLW0603 - one per worker process
-    import pickle
+    try:
+        import pickle
 
-    from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.collector import off_until_exit
+        from gpudoctor.lint.analysis.project import Project
+        from gpudoctor.lint.collector import off_until_exit
 
-    off_until_exit()  # a worker lives as long as its pool: one run
-    called_elsewhere, facts, scans = pickle.loads(state)  # noqa: S301 - written by this run's own parent
-    _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere)
+        off_until_exit()  # a worker lives as long as its pool: one run
+        called_elsewhere, facts, scans = pickle.loads(state)  # noqa: S301 - written by this run's own parent
+        _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere)
+    except Exception:  # noqa: BLE001
+        _worker = f"a worker could not start\n{traceback.format_exc()}"
 
 
-def analyse_in_worker(paths: list[str]) -> list[Outcome]:
-    """Worker task: analyse some linted files in this worker's project."""
-    assert _worker is not None, "start_worker runs first"  # noqa: S101
+def analyse_in_worker(paths: list[str]) -> list[tuple[str, Outcome]]:
+    """Worker task: analyse some linted files in this worker's project; each outcome with
+    the path it was asked for."""
+    if not isinstance(_worker, tuple):
+        reason = _worker or "a worker could not start"
+        return [(path, Outcome(Path(path), errors=[f"{path}: internal error: {reason}"])) for path in paths]
     project, default_method, called_elsewhere = _worker
-    return [analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ())))
+    return [(path, analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ()))))
             for path in paths]

@@ -121,15 +121,15 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
         with _sigint_ignored():  # quick: each worker is started and left to boot
             pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
     try:
-        found = {str(outcome.path): outcome for outcomes in pool.imap_unordered(analyse_in_worker, _shares(
-            paths, processes)) for outcome in outcomes}
+        found = dict(pair for share in pool.imap_unordered(analyse_in_worker, _shares(paths, processes))
+                     for pair in share)
         pool.close()
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return [found[path] for path in paths]  # (the paths are real ones, as the workers' are)
+    return [found[path] for path in paths]
 
 
 def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:
