@@ -135,6 +135,7 @@ def test_a_worker_that_cannot_start_reports_it_for_its_files_and_does_not_hang()
     """A pool whose initializer raises replaces the worker, which raises again, for ever:
     the initializer keeps the failure instead, and each file handed over reports it."""
     code = ("from gpudoctor.lint import producer\nproducer.start_worker('.', 'fork', b'not a pickle')\n"
-            "[(path, outcome)] = producer.analyse_in_worker(['a.py'])\nprint(path, outcome.errors[0].splitlines()[0])\n")
+            "[(path, outcome)] = producer.analyse_in_worker(['a.py'])\n"
+            "print(path, outcome.errors[0].splitlines()[0])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "a.py a.py: internal error: a worker could not start"
