@@ -76,22 +76,30 @@ if PositionProvidingCodegenState is not None:
             return _NOTHING
 
 
+def _measure(module: cst.Module, root: cst.CSTNode, node: cst.CSTNode,
+             anchor: cst.CSTNode | None = None) -> _Measuring | None:
+    """Generate ``root``'s code as ``module`` would, measuring ``node``; the state once
+    ``node`` is done, None if it never came (it is not in ``root``)."""
+    state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
+                       provider=PositionProvider())
+    state.wanted, state.depth, state.anchor, state.head = node, 0, anchor, None
+    try:
+        root._codegen(state)  # noqa: SLF001
+    except _Done:
+        return state
+    return None
+
+
 def locate(module: cst.Module, node: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
     """The ranges of ``node`` and of every node inside it (perhaps of others too); empty if
     ``node`` is not in ``module``."""
     if PositionProvidingCodegenState is None:
         return every_position(module)
-    provider = PositionProvider()
     try:
-        state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
-                           provider=provider)
-        state.wanted, state.depth, state.anchor, state.head = node, 0, None, None
-        module._codegen(state)  # noqa: SLF001
-    except _Done:
-        return provider._computed  # noqa: SLF001
+        state = _measure(module, module, node)
     except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
         return every_position(module)
-    return {}
+    return {} if state is None else state.provider._computed  # noqa: SLF001
 
 
 def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
@@ -106,20 +114,16 @@ def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
     generate it: the cheap way to position a node in a large module."""
     if PositionProvidingCodegenState is None:
         return None
-    provider = PositionProvider()
     try:
-        state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline,
-                           provider=provider)
-        state.wanted, state.depth, state.anchor, state.head = node, 0, statement, None
-        statement._codegen(state)  # noqa: SLF001
-    except _Done:
-        computed = provider._computed  # noqa: SLF001
-        head = state.head if state.head is not None else \
-            (computed[statement].start.line if statement in computed else None)
-        return None if head is None else (head, computed)
+        state = _measure(module, statement, node, anchor=statement)
     except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
         return None
-    return None
+    if state is None:
+        return None
+    computed = state.provider._computed  # noqa: SLF001
+    head = state.head if state.head is not None else \
+        (computed[statement].start.line if statement in computed else None)
+    return None if head is None else (head, computed)
 
 
 def every_position(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
