@@ -130,22 +130,24 @@ class Analyzer(ClassModel):
                          node: cst.CSTNode) -> Value:
         """``from package import name`` where the package binds no ``name``: Python imports
         the submodule ``package.name``, running its top level."""
+        importer = self.project.path_of(walker.module.path)
         for atom in package:
             if isinstance(atom, ModuleObj) and atom.path.endswith("__init__.py"):
-                state = self.module(self.project.path_of(atom.path))
+                init = self.project.path_of(atom.path)
+                state = self.module(init)
                 name = full.rsplit(".", 1)[-1]
                 if isinstance(state, ModuleState) and name in state.env:
                     return UNKNOWN  # the package's own name wins
                 if not isinstance(state, ModuleState):  # not walked: does its code bind it?
-                    scan = self.project.prescan(self.project.path_of(atom.path))
-                    text = self.project.text(self.project.path_of(atom.path))
+                    scan = self.project.prescan(init)
+                    text = self.project.text(init)
                     if scan is None or name in scan.names or isinstance(text, ParseFailure) or \
                             re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", text, re.M):
                         return UNKNOWN
-                if self.project.resolve(self.project.path_of(walker.module.path), full, level) is not None:
+                if self.project.resolve(importer, full, level) is not None:
                     return self.import_module(walker, full, level, node)
         if not any(isinstance(atom, ModuleObj) for atom in package) and \
-                self.project.resolve(self.project.path_of(walker.module.path), full, level) is not None:
+                self.project.resolve(importer, full, level) is not None:
             return self.import_module(walker, full, level, node)  # a namespace package's module
         return UNKNOWN
 

@@ -111,11 +111,9 @@ def mentioned_words(text: str) -> frozenset[str]:
     return frozenset(word for word in _ALL_WORDS if word in text)
 
 
-def mentions_processes(text: str, words: frozenset[str] | None = None) -> bool:
+def mentions_processes(words: frozenset[str]) -> bool:
     """Does the text mention one of PROCESS_WORDS? (``words``: its ``mentioned_words``.)"""
-    if words is not None:
-        return not words.isdisjoint(PROCESS_WORDS)
-    return any(word in text for word in PROCESS_WORDS)
+    return not words.isdisjoint(PROCESS_WORDS)
 
 
 def import_members(text: str) -> tuple[tuple[str, int], ...]:
@@ -141,18 +139,15 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(dict.fromkeys(found))
 
 
-def mentions_starts(text: str, words: frozenset[str] | None = None) -> bool:
+def mentions_starts(words: frozenset[str]) -> bool:
     """Does the text mention one of STARTS_WORDS? (``words``: its ``mentioned_words``.)"""
-    if words is not None:
-        return not words.isdisjoint(STARTS_WORDS)
-    return any(word in text for word in STARTS_WORDS)
+    return not words.isdisjoint(STARTS_WORDS)
 
 
-def mentions_acts(text: str, words: frozenset[str] | None = None) -> bool:
+def mentions_acts(text: str, words: frozenset[str]) -> bool:
     """The ACTS search, with a fast rejection of the many files that mention none of its
-    words (``words``: its ``mentioned_words``)."""
-    some = not words.isdisjoint(_ACTS_WORDS) if words is not None else any(word in text for word in _ACTS_WORDS)
-    if some:
+    words (``words``: the text's ``mentioned_words``)."""
+    if not words.isdisjoint(_ACTS_WORDS):
         return ACTS.search(text) is not None
     return "noqa" in text.lower() and _NOQA_GD.search(text) is not None
 

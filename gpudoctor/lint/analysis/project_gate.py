@@ -65,11 +65,11 @@ class ProjectGate:
         words = mentioned_words(text)
         acts = mentions_acts(text, words) and self._acts(path)
         uses_gpu = USES_GPU.search(text) is not None
-        starts = mentions_starts(text, words) and self._acts(path)
+        starts = mentions_starts(words) and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),
-                     spawns=starts and mentions_processes(text, words),
+                     spawns=starts and mentions_processes(words),
                      members=import_members(text) if not acts and "import" in text else ())
 
     def may_matter(self, path: Path) -> bool:

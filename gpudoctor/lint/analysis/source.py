@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -45,7 +45,7 @@ class ParsedModule:
         self._tops: dict[int, int] | None = None
         # top-level statement index -> (the row its range starts on, the ranges measured in
         # it), rows counted from the statement's own code (see locate_in_statement)
-        self._statement_cache: dict[int, tuple[int, Mapping[cst.CSTNode, CodeRange]]] = {}
+        self._statement_cache: dict[int, tuple[int, dict[cst.CSTNode, CodeRange]]] = {}
         self._text = text
         self._elided = {id(node): unit for node, unit in elided}
         self._bodies: dict[int, Sequence[cst.BaseStatement]] = {}
@@ -152,18 +152,19 @@ class ParsedModule:
         index = self._top_index().get(id(anchor))
         if index is None or self._top_rows is None or len(self._top_rows) != len(self.module.body):
             return None
-        head, spans = self._statement_cache.get(index) or (0, {})
-        span = spans.get(node)
+        cached = self._statement_cache.get(index)
+        span = cached[1].get(node) if cached is not None else None
         if span is None:  # measured alone; what else was measured with it is kept
             found = locate_in_statement(self.module, anchor, node)
             if found is None:
                 return None
-            head, measured = found
-            spans = {**spans, **measured}
-            self._statement_cache[index] = (head, spans)
-            span = spans.get(node)
+            if cached is None:
+                cached = self._statement_cache[index] = (found[0], {})
+            cached[1].update(found[1])
+            span = cached[1].get(node)
             if span is None:
                 return None
+        head = cached[0]
         # Rows of the skeleton (elided bodies removed), then of the file.
         original = self._top_rows[index]
         skeleton_top = original - self._unshift(original)
