@@ -85,10 +85,15 @@ def test_a_process_that_ends_after_the_run_leaves_it_off_and_sets_the_heap_aside
     assert int(third) < int(first) * 1.3 and int(second) < int(first) * 1.3
 
 
-def test_a_worker_turns_it_off_for_good() -> None:
-    """A worker analyses file after file and then exits: the collector stays off between
-    its files (turning it on again would traverse every parse it keeps)."""
-    code = ("import gc\nfrom gpudoctor.lint.collector import off_until_exit, paused\n"
-            "off_until_exit()\nwith paused():\n    pass\nprint(gc.isenabled())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["False"]
+def test_a_worker_turns_it_off_for_good(tmp_path: Path) -> None:
+    """A worker analyses file after file and then exits: the collector is off from its
+    start and stays off between its files (turning it on again would traverse every parse
+    it keeps)."""
+    (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\nmp.Pool(2)\n")
+    code = ("import gc, pickle, sys\nfrom gpudoctor.lint import producer\n"
+            "producer.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None)))\nprint(gc.isenabled())\n"
+            "for _ in range(2):\n    [(_, outcome)] = producer.analyse_in_worker([sys.argv[1] + '/job.py'])\n"
+            "    print(gc.isenabled(), len(outcome.findings) > 0, outcome.errors)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split("\n")[:3] == ["False", "False True []", "False True []"]
