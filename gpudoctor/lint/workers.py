@@ -110,16 +110,16 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
 
     context = _context()
     setup = (root, method, pickle.dumps((called, facts, scans), protocol=pickle.HIGHEST_PROTOCOL))
-    if context.get_start_method() == "forkserver":
+    served = context.get_start_method() == "forkserver"
+    if served:
         from multiprocessing import forkserver
 
         with _sigint_ignored():  # quick: starts the server process and returns
             forkserver.ensure_running()
-        with _sigint_deferred():  # workers fork from the server, ignoring SIGINT as it does
-            pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
-    else:
-        with _sigint_ignored():  # quick: each worker is started and left to boot
-            pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
+    # Forked from the server, workers ignore SIGINT as it does; spawned ones are started
+    # with it ignored (quick: each is started and left to boot).
+    with _sigint_deferred() if served else _sigint_ignored():
+        pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
     try:
         found = dict(pair for share in pool.imap_unordered(analyse_in_worker, _shares(paths, processes))
                      for pair in share)
