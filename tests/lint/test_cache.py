@@ -253,3 +253,30 @@ def test_a_module_reached_through_a_package_init_invalidates(tmp_path: Path) -> 
     assert "GD101" not in {code for code, _, _ in codes(run(tmp_path))}
     (tmp_path / "pkg" / "kernels.py").write_text("import cupy as cp\n\ncp.ones(1)\n")
     assert "GD101" in {code for code, _, _ in codes(run(tmp_path))}
+
+
+def test_the_plan_notices_a_handed_on_function_that_starts_processes(tmp_path: Path) -> None:
+    """a.py imports ``run`` from package pkg, whose ``__init__`` takes it from pkg/impl.py.
+    Whether a.py is worth analysing depends on both: the cached plan must notice when
+    impl.py's ``run`` starts a pool, and when the ``__init__`` hands on another ``run``."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .impl import run\n")
+    (tmp_path / "pkg" / "impl.py").write_text("import multiprocessing\n\n\ndef run(f):\n"
+                                              "    return [f(i) for i in range(3)]\n")
+    (tmp_path / "pkg" / "other.py").write_text("def run(f):\n    return [f(i) for i in range(3)]\n")
+    (tmp_path / "a.py").write_text("import cupy as cp\n\nfrom pkg import run\n\n\n"
+                                   "def work(i):\n    return float(cp.ones(i).sum())\n\n\nrun(work)\n")
+    codes = [r.code for r in all_rules()]
+    settings = Settings(build_selection(codes, codes), 12, "linux", tmp_path)
+
+    def analysed() -> int:
+        result = lint_paths([tmp_path / "a.py"], settings, cache=Cache(tmp_path, "key"))
+        return result.analysed + result.cached
+
+    assert analysed() == 0
+    (tmp_path / "pkg" / "impl.py").write_text("import multiprocessing as mp\n\n\ndef run(f):\n"
+                                              "    with mp.Pool(2) as pool:\n        return pool.map(f, range(3))\n")
+    assert analysed() == 1
+    assert analysed() == 1
+    (tmp_path / "pkg" / "__init__.py").write_text("from .other import run\n")
+    assert analysed() == 0

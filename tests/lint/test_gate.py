@@ -114,3 +114,76 @@ def test_candidates_of_a_module_whose_name_starts_with_import() -> None:
     found = import_candidates("from importlib import resources\nfrom .sub import (p,\n  q)\nimport os, a.b as c\n")
     assert set(found) == {("importlib", 0), ("importlib.resources", 0), ("sub", 1), ("sub.p", 1), ("sub.q", 1),
                           ("os", 0), ("a.b", 0)}
+
+
+def test_what_a_package_init_hands_on() -> None:
+    from gpudoctor.lint.analysis.gate import reexports
+
+    named, stars = reexports("from .pools import make_pool as start, other\nfrom . import gpu\n"
+                             "from .core import *\nfrom a.b import (c,  # c\n    d as e)\nimport os\n")
+    assert named == {"start": ("pools.make_pool", 1), "other": ("pools.other", 1), "gpu": ("gpu", 1),
+                     "c": ("a.b.c", 0), "e": ("a.b.d", 0)}
+    assert stars == (("core", 1),)
+
+
+POOLS = ("import multiprocessing as mp\n\n"
+         "def _build(n):\n    return mp.Pool(n)\n\n"
+         "def make_pool(n):\n    return _build(n)\n\n"
+         "def shard(xs, n):\n    return [xs[i::n] for i in range(n)]\n\n"
+         "class Runner:\n    def run(self, f, xs):\n        return [f(x) for x in xs]\n\n"
+         "LIMIT = 4\n")
+
+
+def _handing_project(tmp_path: Path, init: str, imported: str) -> Project:
+    """A package ``jobs`` whose ``__init__`` is ``init``; its pools (POOLS) in the
+    subpackage ``jobs.impl``; train.py uses TensorFlow and imports ``imported`` from jobs."""
+    (tmp_path / "jobs" / "impl").mkdir(parents=True)
+    (tmp_path / "jobs" / "__init__.py").write_text(init)
+    (tmp_path / "jobs" / "impl" / "__init__.py").write_text("from .pools import *\n")
+    (tmp_path / "jobs" / "impl" / "pools.py").write_text(POOLS)
+    (tmp_path / "train.py").write_text(f"import tensorflow as tf\nfrom jobs import {imported}\n")
+    return Project(tmp_path)
+
+
+@pytest.mark.parametrize(("init", "imported", "linted"), [
+    # a function that starts processes (through a helper of its module), by any route
+    ("from .impl.pools import make_pool\n", "make_pool", True),
+    ("from .impl.pools import make_pool as new_pool\n", "new_pool", True),
+    ("from .impl import make_pool\n", "make_pool", True),  # a subpackage's star import
+    ("from .impl import *\n", "make_pool", True),
+    ("from jobs.impl.pools import (\n    make_pool,\n)\n", "make_pool", True),
+    ("from .impl import make_pool\n", "(\n    shard,\n    make_pool,\n)", True),
+    # a class of a module that starts processes: its methods may
+    ("from .impl.pools import Runner\n", "Runner", True),
+    # a function that starts none, a constant, a name the package does not import
+    ("from .impl.pools import shard\n", "shard", False),
+    ("from .impl.pools import LIMIT\n", "LIMIT", False),
+    ("from .impl.pools import make_pool as shard\n", "make_pool", False),
+    ("from .impl import *\n", "missing", False),
+    ("", "make_pool", False),
+])
+def test_an_importer_of_a_function_a_package_hands_on(tmp_path: Path, init: str, imported: str,
+                                                       linted: bool) -> None:
+    """``from jobs import make_pool``, where the package's ``__init__`` imports it from one
+    of its modules: the importer is linted when that function starts processes."""
+    project = _handing_project(tmp_path, init, imported)
+    assert project.may_matter(tmp_path / "train.py") is linted
+
+
+def test_a_package_that_hands_on_its_own_name_does_not_loop(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "__init__.py").write_text("from b import *\n")
+    (tmp_path / "b" / "__init__.py").write_text("from a import *\n")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom a import make_pool\n")
+    assert not Project(tmp_path).may_matter(tmp_path / "train.py")
+
+
+def test_a_function_handed_on_makes_its_caller_an_entry_point(tmp_path: Path) -> None:
+    """In a linted file, a function that calls a handed-on function that starts processes
+    is analysed on its own, as one calling a pool module's function is."""
+    project = _handing_project(tmp_path, "from .impl.pools import make_pool, shard\n", "make_pool, shard")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom jobs import make_pool, shard\n\n"
+                                       "def run():\n    return make_pool(2)\n\n"
+                                       "def split(xs):\n    return shard(xs, 2)\n")
+    assert [u.name for u in project.entry_points(tmp_path / "train.py")] == ["run"]

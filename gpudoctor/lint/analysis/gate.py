@@ -6,6 +6,7 @@ Facts about a file are a function of its bytes alone, so the cache keeps them by
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
@@ -116,10 +117,9 @@ def mentions_processes(words: frozenset[str]) -> bool:
     return not words.isdisjoint(PROCESS_WORDS)
 
 
-def import_members(text: str) -> tuple[tuple[str, int], ...]:
-    """(``pkg.name``, level) for every ``from pkg import name``: the modules such an import
-    may run, when ``name`` is a module of the package rather than a name it binds."""
-    found: list[tuple[str, int]] = []
+def _from_imports(text: str) -> Iterator[tuple[str, int, str, str]]:
+    """(module, level, name, bound name) for each name of each ``from module import ...``
+    (``*`` for a star import), read line by line."""
     text = _plain_lines(text)
     if "\\\n" in text or "\\\r\n" in text:  # a statement continued on the next line
         text = _CONTINUED.sub(" ", text)
@@ -133,10 +133,30 @@ def import_members(text: str) -> tuple[tuple[str, int], ...]:
         if "#" in names:
             names = _COMMENT.sub("", names)
         for part in names.strip(" \t()\r\n").split(","):
-            word = part.split(" as ")[0].strip(" \t()\r\n")
-            if word.isidentifier():
-                found.append((f"{base}.{word}" if base else word, level))
-    return tuple(dict.fromkeys(found))
+            name, _, alias = part.strip(" \t()\r\n").partition(" as ")
+            name = name.strip()
+            yield base, level, name, alias.strip() or name
+
+
+def import_members(text: str) -> tuple[tuple[str, int], ...]:
+    """(``pkg.name``, level) for every ``from pkg import name``: the modules such an import
+    may run, when ``name`` is a module of the package rather than a name it binds."""
+    return tuple(dict.fromkeys((f"{base}.{name}" if base else name, level)
+                               for base, level, name, _bound in _from_imports(text) if name.isidentifier()))
+
+
+def reexports(text: str) -> tuple[dict[str, tuple[str, int]], tuple[tuple[str, int], ...]]:
+    """What a package ``__init__`` hands on from other modules: the name each ``from m import
+    name [as bound]`` binds, mapped to (``m.name``, level), and the (``m``, level) of each
+    ``from m import *``. An importer's ``from pkg import bound`` gets ``m``'s ``name``."""
+    named: dict[str, tuple[str, int]] = {}
+    stars: list[tuple[str, int]] = []
+    for base, level, name, bound in _from_imports(text):
+        if name == "*":
+            stars.append((base, level))
+        elif name.isidentifier() and bound.isidentifier():
+            named[bound] = (f"{base}.{name}" if base else name, level)
+    return named, tuple(dict.fromkeys(stars))
 
 
 def mentions_starts(words: frozenset[str]) -> bool:

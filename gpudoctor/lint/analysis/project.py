@@ -207,7 +207,9 @@ class Project(ProjectGate):
         for bound, module, level, member in scan.imports:
             targets = [self.resolve(path, module, level)]
             if member is not None:
-                targets.append(self.resolve(path, f"{module}.{member}" if module else member, level))
+                dotted = f"{module}.{member}" if module else member
+                # the submodule ``member``, or the module the package takes ``member`` from
+                targets.append(self.resolve(path, dotted, level) or self._member(path, dotted, level))
             for target in targets:
                 if target is not None:
                     yield bound, target

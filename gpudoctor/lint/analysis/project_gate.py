@@ -3,6 +3,7 @@ imported file reaches through its imports (part of Project; the text tests are g
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,11 +19,15 @@ from gpudoctor.lint.analysis.gate import (
     mentions_acts,
     mentions_processes,
     mentions_starts,
+    reexports,
 )
 from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Touched
+
+# How many packages deep a name handed on by package ``__init__`` files is followed.
+_HAND_ON_DEPTH = 8
 
 
 class ProjectGate:
@@ -35,6 +40,7 @@ class ProjectGate:
         self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
         self._gate: dict[Path, bool] = {}
         self._own: dict[Path, tuple[list[Path], Touched]] = {}
+        self._reexports: dict[Path, tuple[dict[str, tuple[str, int]], tuple[tuple[str, int], ...]]] = {}
 
     def facts(self, path: Path) -> Facts:
         path = self.real(path)
@@ -77,7 +83,8 @@ class ProjectGate:
 
         Yes if its code starts processes or configures the GPU itself, or if it imports a
         project module that does (by ``from package import module`` too, when that module
-        starts processes) and it uses a GPU framework, itself or through another module it
+        starts processes, and ``from package import function``, when the package hands on
+        a function that does) and it uses a GPU framework, itself or through another module it
         imports (that module's pool may run this file's GPU work). The text is
         searched first; a file the search keeps is confirmed with CPython's parser, which
         ignores strings and comments and thread pools. Everything else is never parsed by
@@ -100,7 +107,13 @@ class ProjectGate:
     def _member(self, importer: Path, dotted: str, level: int) -> Path | None:
         """The module ``pkg/name.py`` (or package) that ``from pkg import name`` may run, if
         ``pkg`` is a project package that has one; looked up in the listing of ``pkg``'s
-        folder (the package itself is resolved, and cached, for the import's own sake)."""
+        folder (the package itself is resolved, and cached, for the import's own sake).
+
+        Else the module a package ``__init__`` takes ``name`` from (``from .pools import
+        make_pool``, through subpackages and star imports), if ``name`` there starts
+        processes: a function of the module that starts them, or calls one of the module's
+        own that does (read from its CPython prescan), or a class of it (when the module
+        starts processes anywhere). Other names (constants, aliases) are not followed."""
         base, _, name = dotted.rpartition(".")
         package = self.resolve(importer, base, level) if base or level else None
         if package is None:
@@ -112,7 +125,54 @@ class ProjectGate:
             return None
         if package.name != "__init__.py":
             return None
-        return self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
+        found = self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
+        return found if found is not None else self._handed_on(package, name)
+
+    def _handed_on(self, package: Path, name: str) -> Path | None:
+        found = self._source_of(package, name, 0)
+        if found is None or not self.facts(found[0]).spawns:
+            return None
+        source, original = found
+        scan = self.prescan(source)
+        if scan is None:  # CPython cannot parse it: libcst will say more
+            return source
+        if any(u.name == original for u in scan.units if not u.method):
+            return source if any(u.name == original for u in scan.entry_points() if not u.method) else None
+        text = self.text(source)
+        return source if isinstance(text, str) and re.search(rf"^class[ \t]+{original}\b", text, re.M) else None
+
+    def _source_of(self, package: Path, name: str, depth: int) -> tuple[Path, str] | None:
+        """The project module, and the name there, that a package ``__init__`` binds to
+        ``name`` by an import of its own; followed through subpackages' ``__init__``."""
+        text = self.text(package)  # read each time: the reading is recorded as a dependency
+        if isinstance(text, ParseFailure) or depth >= _HAND_ON_DEPTH:
+            return None
+        found = self._reexports.get(package)
+        if found is None:
+            found = self._reexports[package] = reexports(text)
+        named, stars = found
+        if name in named:
+            dotted, level = named[name]
+            base, _, original = dotted.rpartition(".")
+            source = self.resolve(package, base, level) if base or level else None
+            if source is None or source == package:
+                return None
+            if source.name != "__init__.py":
+                return source, original
+            if self.modules.submodule(source.parent, original, self._touched.dirs if self._touched else None):
+                return None  # a module, not a name defined in one
+            return self._source_of(source, original, depth + 1)
+        for base, level in stars:
+            source = self.resolve(package, base, level) if base or level else None
+            if source is None or source == package:
+                continue
+            if source.name == "__init__.py":
+                inner = self._source_of(source, name, depth + 1)
+                if inner is not None:
+                    return inner
+            elif not isinstance(source_text := self.text(source), ParseFailure) and name in source_text:
+                return source, name
+        return None
 
     def _acts(self, path: Path) -> bool:
         scan = self.prescan(path)
