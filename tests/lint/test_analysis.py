@@ -242,3 +242,43 @@ def test_allocator_settings_after_a_device_query_are_still_read(lint_source) -> 
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:False"
     """)
     assert {(f.code, f.site.row) for f in findings} == {("GD301", 6), ("GD301", 8)}
+
+
+def _package_then_gpu_import(module_text: str, modules: int) -> dict[str, str]:
+    """main.py imports a package of ``modules`` modules (each ``module_text``), then gpuinit,
+    which initializes CuPy at import, then forks a pool whose workers use CuPy."""
+    sources = {f"big/m{i}.py": module_text for i in range(modules)}
+    sources["big/__init__.py"] = "".join(f"from . import m{i}\n" for i in range(modules))
+    sources["gpuinit.py"] = "import cupy as cp\ncp.cuda.Device(0).use()\n"
+    sources["main.py"] = """
+        import multiprocessing as mp
+        import cupy as cp
+        import big
+        import gpuinit
+        def work(x):
+            return cp.sum(cp.asarray(x))
+        if __name__ == '__main__':
+            with mp.Pool(2) as pool:
+                pool.map(work, [1])
+    """
+    return sources
+
+
+@pytest.mark.parametrize(("module_text", "modules", "followed"), [
+    ("import torch\nX = 1\n", 12, True),  # many small modules: little source
+    ("import torch\nX = 1\n" + "# a line of comment\n" * 20, 12, False),  # as many larger ones
+    ("import torch\nX = 1\n", 40, False),  # past the count of modules as well
+])
+def test_the_budget_of_modules_followed_is_counted_in_source(
+        lint_source, monkeypatch: pytest.MonkeyPatch, module_text: str, modules: int,
+        followed: bool) -> None:  # type: ignore[no-untyped-def]
+    """Imports are followed until the modules analysed for a linted file hold the budget's
+    characters (or count), here made small: a package of many small modules leaves room
+    for the import after it, one of as many larger modules does not (gpudoctor then
+    reports the advisory GD103, not knowing the parent initialized CuPy)."""
+    from gpudoctor.lint.analysis import analyzer
+
+    monkeypatch.setattr(analyzer, "MAX_EXTRA_CHARS", 4000)
+    monkeypatch.setattr(analyzer, "MAX_EXTRA_MODULES", 30)
+    found = codes_at(lint_source(_package_then_gpu_import(module_text, modules)))
+    assert found == ({("GD101", 9)} if followed else {("GD103", 9)})

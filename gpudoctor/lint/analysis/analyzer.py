@@ -37,11 +37,15 @@ Value = frozenset
 MAX_DEPTH, MAX_SUMMARIES = 24, 20_000
 # Following imports is what finds a pool built in a helper module, but on a large code
 # base it would walk the whole import graph. Import-time effects are followed this many
-# imports deep, and once this many modules that were not asked for have been analysed
-# (counting the modules their walks analysed), no new one is. (Exempting the linted file's
-# own imports from this made a cold keras run 4x slower for no finding.)
+# imports deep, and once the modules analysed that were not asked for (counting the
+# modules their walks analysed) hold this much source, or are this many, no new one is.
+# The budget is in characters, what parsing costs: a package of many small modules does
+# not use it up before the import after it. (Keras modules average 12 k characters: the
+# budget is about 25 of them. Exempting the linted file's own imports from it made a cold
+# keras run 4x slower for no finding.)
 MAX_IMPORT_DEPTH = 3
-MAX_EXTRA_MODULES = 30
+MAX_EXTRA_CHARS = 300_000
+MAX_EXTRA_MODULES = 150
 
 
 class Analyzer(ClassModel):
@@ -59,6 +63,7 @@ class Analyzer(ClassModel):
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
+        self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
         self.linted_paths = frozenset(str(p) for p in self.linted)
         self.failed_imports: dict[str, Site] = {}  # unparseable module -> import in a linted file
 
@@ -70,7 +75,7 @@ class Analyzer(ClassModel):
             return found
         if key in self.linted:
             return self.walk_own(key)[0]
-        if len(self.closure) >= MAX_EXTRA_MODULES or not self.project.worth_following(key):
+        if self._spent() or not self.project.worth_following(key):
             # Not analysed: names from it stay unknown (no effect assumed).
             failure = self._modules[key] = ParseFailure(str(key), "not analysed", 1, 0)
             return failure
@@ -84,6 +89,14 @@ class Analyzer(ClassModel):
         for cls, bases in walked.classes.items():
             self.class_bases.setdefault(cls, bases)
         return walked.state
+
+    def _spent(self) -> bool:
+        """Is the budget of modules followed used up (see MAX_EXTRA_CHARS)?"""
+        if len(self.closure) >= MAX_EXTRA_MODULES:
+            return True
+        if len(self.closure) != self._costed:  # the closure only grows
+            self._cost, self._costed = sum(self.project.size(p) for p in self.closure), len(self.closure)
+        return self._cost >= MAX_EXTRA_CHARS
 
     def walk_own(self, key: Path) -> tuple[ModuleState | ParseFailure, Active | None]:
         """Walk a module's top level in this analysis (see walks.py for what it depends on)."""

@@ -121,6 +121,11 @@ class Project(ProjectGate):
             self._touched.files.add(path)
         return self._texts[path]
 
+    def size(self, path: Path) -> int:
+        """The length of a file's text, if it was read (0 if not, or if it is unreadable)."""
+        text = self._texts.get(self.real(path))
+        return len(text) if isinstance(text, str) else 0
+
     @contextmanager
     def tracking(self) -> Iterator[Touched]:
         """Record every file and directory listing read inside the block.
