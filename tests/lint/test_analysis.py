@@ -282,3 +282,21 @@ def test_the_budget_of_modules_followed_is_counted_in_source(
     monkeypatch.setattr(analyzer, "MAX_EXTRA_MODULES", 30)
     found = codes_at(lint_source(_package_then_gpu_import(module_text, modules)))
     assert found == ({("GD101", 9)} if followed else {("GD103", 9)})
+
+
+@pytest.mark.parametrize("use", [
+    "from jobs import make_pool\npool = make_pool(2)",
+    "import jobs\npool = jobs.make_pool(2)",
+    "import jobs as j\npool = j.make_pool(2)",
+])
+def test_a_pool_factory_a_package_hands_on(lint_source, use: str) -> None:  # type: ignore[no-untyped-def]
+    """main.py names no process start: it calls a pool factory that the package jobs takes
+    from one of its modules. The pool forks after main.py initialized CuPy: GD101 there."""
+    findings = lint_source({
+        "jobs/__init__.py": "from .pools import make_pool\n",
+        "jobs/pools.py": "import multiprocessing as mp\n\n\ndef make_pool(n):\n    return mp.Pool(n)\n",
+        "main.py": "import cupy as cp\n\n\ndef work(i):\n    return float(cp.sum(cp.arange(i)))\n\n\n"
+                   "def main():\n    cp.ones(3)\n    " + use.replace("\n", "\n    ") + "\n"
+                   "    pool.map(work, range(3))\n",
+    })
+    assert [(f.code, f.site.path.endswith("pools.py"), f.site.row) for f in findings] == [("GD101", True, 5)]

@@ -187,3 +187,34 @@ def test_a_function_handed_on_makes_its_caller_an_entry_point(tmp_path: Path) ->
                                        "def run():\n    return make_pool(2)\n\n"
                                        "def split(xs):\n    return shard(xs, 2)\n")
     assert [u.name for u in project.entry_points(tmp_path / "train.py")] == ["run"]
+
+
+def test_names_read_as_attributes_of_imported_packages() -> None:
+    from gpudoctor.lint.analysis.gate import attributes_read, plain_imports
+
+    text = "import jobs\nimport a.b, c as d\nx = jobs.make_pool(2)\ny = d.run(); a.b.f()\nz.jobs.q\n"
+    assert plain_imports(text) == (("jobs", "jobs"), ("a", "a"), ("c", "d"))
+    assert attributes_read(text, "jobs") == ("make_pool",)
+    assert attributes_read(text, "d") == ("run",)
+    assert attributes_read(text, "c") == ()
+
+
+@pytest.mark.parametrize(("source", "linted"), [
+    ("import jobs\n\njobs.make_pool(2)\n", True),
+    ("import jobs as j\n\ndef run():\n    return j.make_pool(2)\n", True),
+    ("import jobs\n\njobs.shard([], 2)\n", False),
+    ("import jobs\n\nother.jobs.make_pool(2)\n", False),
+])
+def test_an_importer_of_a_package_that_reads_a_handed_on_function(tmp_path: Path, source: str,
+                                                                   linted: bool) -> None:
+    project = _handing_project(tmp_path, "from .impl.pools import make_pool, shard\n", "shard")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\n" + source)
+    assert project.may_matter(tmp_path / "train.py") is linted
+
+
+def test_a_function_reading_a_handed_on_function_is_an_entry_point(tmp_path: Path) -> None:
+    project = _handing_project(tmp_path, "from .impl.pools import make_pool, shard\n", "shard")
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nimport jobs\n\n"
+                                       "def run():\n    return jobs.make_pool(2)\n\n"
+                                       "def split(xs):\n    return len(xs)\n")
+    assert [u.name for u in project.entry_points(tmp_path / "train.py")] == ["run"]

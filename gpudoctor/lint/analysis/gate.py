@@ -47,6 +47,7 @@ _CONTINUED = re.compile(r"\\\r?\n")
 # These two start with a line break, not ``^`` in MULTILINE mode: the regular expression
 # engine then looks for the break (fast), not at every position; texts get one in front.
 _FROM_IMPORT = re.compile(r"\n[ \t\f]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)")
+_PLAIN_IMPORT = re.compile(r"\n[ \t\f]*import[ \t]+([^\n#;]+)")
 _IMPORT_LINE = re.compile(r"\n[ \t\f]*(?:from\s+(\.*[\w.]*)\s+import|import\s+([\w., ]+))")
 # Every word any of the mentions below look for, searched once per file.
 _ALL_WORDS = tuple(dict.fromkeys((*_ACTS_WORDS, *STARTS_WORDS)))
@@ -157,6 +158,28 @@ def reexports(text: str) -> tuple[dict[str, tuple[str, int]], tuple[tuple[str, i
         elif name.isidentifier() and bound.isidentifier():
             named[bound] = (f"{base}.{name}" if base else name, level)
     return named, tuple(dict.fromkeys(stars))
+
+
+def plain_imports(text: str) -> tuple[tuple[str, str], ...]:
+    """(module, bound name) for every ``import module [as bound]``: ``import a.b`` binds
+    ``a``, to the module ``a``."""
+    found: list[tuple[str, str]] = []
+    for match in _PLAIN_IMPORT.finditer("\n" + _plain_lines(text)):
+        for part in match.group(1).split(","):
+            module, _, alias = part.strip(" \t()\r").partition(" as ")
+            module, alias = module.strip(), alias.strip()
+            if alias.isidentifier() and all(p.isidentifier() for p in module.split(".")):
+                found.append((module, alias))
+            elif not alias and all(p.isidentifier() for p in module.split(".")):
+                found.append((module.split(".")[0], module.split(".")[0]))
+    return tuple(dict.fromkeys(found))
+
+
+def attributes_read(text: str, bound: str) -> tuple[str, ...]:
+    """The names the text reads as ``bound.name`` (not as ``other.bound.name``)."""
+    if f"{bound}." not in text:
+        return ()
+    return tuple(dict.fromkeys(re.findall(rf"(?<![\w.]){bound}\.(\w+)", text)))
 
 
 def mentions_starts(words: frozenset[str]) -> bool:

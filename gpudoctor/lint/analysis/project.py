@@ -205,6 +205,9 @@ class Project(ProjectGate):
         for bound, target in self.import_targets(path, scan):
             if target != path and self.starts(target):
                 out.add(bound)
+            elif target.name == "__init__.py" and bound not in out:  # ``bound.name`` handed on
+                out.update(name for name, module in self._attribute_members(path)
+                           if name == bound and self.facts(module).spawns)
         return frozenset(out)
 
     def import_targets(self, path: Path, scan: Prescan) -> Iterator[tuple[str, Path]]:

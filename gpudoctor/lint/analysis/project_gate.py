@@ -12,6 +12,7 @@ from gpudoctor.lint.analysis.gate import (
     UNREADABLE,
     USES_GPU,
     Facts,
+    attributes_read,
     import_candidates,
     import_members,
     import_names,
@@ -19,6 +20,7 @@ from gpudoctor.lint.analysis.gate import (
     mentions_acts,
     mentions_processes,
     mentions_starts,
+    plain_imports,
     reexports,
 )
 from gpudoctor.lint.analysis.reading import ParseFailure
@@ -41,6 +43,7 @@ class ProjectGate:
         self._gate: dict[Path, bool] = {}
         self._own: dict[Path, tuple[list[Path], Touched]] = {}
         self._reexports: dict[Path, tuple[dict[str, tuple[str, int]], tuple[tuple[str, int], ...]]] = {}
+        self._handed: dict[tuple[Path, str], tuple[Path | None, Touched]] = {}
 
     def facts(self, path: Path) -> Facts:
         path = self.real(path)
@@ -83,8 +86,8 @@ class ProjectGate:
 
         Yes if its code starts processes or configures the GPU itself, or if it imports a
         project module that does (by ``from package import module`` too, when that module
-        starts processes, and ``from package import function``, when the package hands on
-        a function that does) and it uses a GPU framework, itself or through another module it
+        starts processes, and ``from package import function`` or ``package.function``,
+        when the package hands on a function that does) and it uses a GPU framework, itself or through another module it
         imports (that module's pool may run this file's GPU work). The text is
         searched first; a file the search keeps is confirmed with CPython's parser, which
         ignores strings and comments and thread pools. Everything else is never parsed by
@@ -101,8 +104,30 @@ class ProjectGate:
                 members = [target for name, level in facts.members
                            if (target := self._member(path, name, level)) is not None and target != path]
                 starts = any(self.facts(t).starts for t in targets) or any(self.facts(m).spawns for m in members)
-                self._gate[path] = starts and (facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members))
+                if starts:
+                    self._gate[path] = facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members)
+                else:  # ``pkg.function`` after ``import pkg``: read only when the GPU is used
+                    self._gate[path] = any(t.name == "__init__.py" for t in targets) and \
+                        (facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members)) and \
+                        any(self.facts(m).spawns for _, m in self._attribute_members(path))
         return self._gate[path]
+
+    def _attribute_members(self, path: Path) -> list[tuple[str, Path]]:
+        """(bound name, module) for each name read as ``pkg.name`` after ``import pkg``: the
+        module it may come from (see _member), for the project packages ``path`` imports."""
+        text = self.text(path)
+        if isinstance(text, ParseFailure):
+            return []
+        out = []
+        for package, bound in plain_imports(text):
+            init = self.resolve(path, package)
+            if init is None or init.name != "__init__.py":
+                continue
+            for name in attributes_read(text, bound):
+                found = self._member(path, f"{package}.{name}", 0)
+                if found is not None and found != path:
+                    out.append((bound, found))
+        return out
 
     def _member(self, importer: Path, dotted: str, level: int) -> Path | None:
         """The module ``pkg/name.py`` (or package) that ``from pkg import name`` may run, if
@@ -129,6 +154,18 @@ class ProjectGate:
         return found if found is not None else self._handed_on(package, name)
 
     def _handed_on(self, package: Path, name: str) -> Path | None:
+        """Computed once per package and name; a later use counts the files and folders
+        it read."""
+        known = self._handed.get((package, name))
+        if known is not None:
+            self.note_touched(known[1])
+            return known[0]
+        with self.tracking() as touched:
+            found = self._handed_on_now(package, name)
+        self._handed[(package, name)] = (found, touched)
+        return found
+
+    def _handed_on_now(self, package: Path, name: str) -> Path | None:
         found = self._source_of(package, name, 0)
         if found is None or not self.facts(found[0]).spawns:
             return None
