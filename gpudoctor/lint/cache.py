@@ -176,4 +176,6 @@ def finding_from_json(data: dict[str, Any]) -> Finding:
         fix_hint=data.get("fix_hint"),
         fix=None if fix is None else Fix(fix["message"], fix["applicability"], tuple(
             Edit(e["content"], tuple(e["start"]), tuple(e["end"])) for e in fix["edits"])),  # type: ignore[arg-type]
+        reached=None if (reached := data.get("reached")) is None else
+        Related(Site(**reached["site"]), reached["message"]),
     )

@@ -171,11 +171,16 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
           suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str]) -> list[Finding]:
     """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection."""
     from gpudoctor.lint import noqa
+    from gpudoctor.lint.reached import rehome
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:
         if real_path(finding.site.path) not in display:
-            continue
+            # in code a linted file reaches: shown there, at the call or import
+            moved = rehome(finding, display)
+            if moved is None:
+                continue
+            finding = moved
         if finding.code == "GD000" and finding.related and real_path(finding.related[0].site.path) in display:
             continue  # the unparseable module is linted too: reported there, once
         key = (finding.code, finding.site.path, finding.site.row, finding.site.col)

@@ -57,6 +57,9 @@ class Finding:
     related: tuple[Related, ...] = field(default=())
     fix_hint: str | None = None
     fix: Fix | None = None
+    # For a finding in a module the linted file's analysis reached: the call or import in
+    # the linted file that reaches it (message: "call" or "import"); see reached.py.
+    reached: Related | None = None
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:

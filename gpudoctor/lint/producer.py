@@ -38,6 +38,7 @@ def analyse(project: Project, path: Path, default_method: str,
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.flows import FlowBuilder
     from gpudoctor.lint.analysis.reading import ParseFailure
+    from gpudoctor.lint.reached import attach
     from gpudoctor.lint.rules._base import CheckContext
     from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
@@ -59,6 +60,8 @@ def analyse(project: Project, path: Path, default_method: str,
                 # supersedes it fired, even when that one is not selected.
                 for rule in all_rules():
                     outcome.findings.extend(rule().check(ctx))
+                outcome.findings = attach(outcome.findings, flows, str(path),
+                                          frozenset(r.code for r in all_rules() if r.shown_at_callers))
             # A module the analysis followed into and could not parse: reported in it, and at
             # the import that led there (shown when the module itself is not being linted).
             for failure in analyzer.failures:

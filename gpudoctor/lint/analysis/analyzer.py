@@ -179,7 +179,8 @@ class Analyzer(ClassModel):
         if isinstance(state, ParseFailure) or state.walking or state.path in walker.imported:
             return
         walker.imported.add(state.path)
-        walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node)))
+        walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node),
+                                    walker.module.path in self.linted_paths))
 
     def import_star(self, walker: Walker, value: Value) -> None:
         for atom in value:

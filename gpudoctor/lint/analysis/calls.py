@@ -160,13 +160,13 @@ class CallEvaluator(ExprEvaluator):
 
     def inline(self, func: FuncRef, args: Args, node: cst.CSTNode) -> Value:
         events, result = self.analyzer.call(func, tuple(args.positional), args.rest, args.keywords)
-        self.events.extend(splice(events, self.ctx, self.site(node)))
+        self.events.extend(splice(events, self.ctx, self.site(node), self.module.path in self.analyzer.linted_paths))
         return result
 
     def inline_child(self, child: Child, node: cst.CSTNode) -> None:
         """Run a callable in this process (a thread target or thread-pool task)."""
         events, _ = self.analyzer.call(child.func, child.args, child.rest, {})
-        self.events.extend(splice(events, self.ctx, self.site(node)))
+        self.events.extend(splice(events, self.ctx, self.site(node), self.module.path in self.analyzer.linted_paths))
 
     def instantiate(self, cls: ClassRef, args: Args, node: cst.Call) -> Value:
         instance = Instance(cls)

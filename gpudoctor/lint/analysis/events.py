@@ -129,6 +129,7 @@ class Context:
     fork_parent: frozenset[Site] = frozenset()  # parent-side branches of these os.fork() calls
     fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
     via: Site | None = None  # the call that led into the function where this happened
+    entry: Site | None = None  # the innermost call or import in the linted file that led here
 
 
 @dataclass(frozen=True)
@@ -137,13 +138,15 @@ class Event:
     ctx: Context = field(default_factory=Context)
 
 
-def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[Event]:
-    """Re-home a callee's events at a call made in context ``outer``."""
+def splice(events: list[Event], outer: Context, call_site: Site | None, linted: bool = False) -> list[Event]:
+    """Re-home a callee's events at a call made in context ``outer`` (``linted``: the call
+    is in the linted file)."""
     default = outer == _DEFAULT
+    entry = call_site if linted else None
     out = []
     for event in events:
         inner = event.ctx
-        if default and (inner.via is not None or call_site is None):
+        if default and (call_site is None or (inner.via is not None and (entry is None or inner.entry is not None))):
             out.append(event)  # nothing to add: the common case, kept cheap
             continue
         out.append(Event(event.effect, Context(
@@ -153,6 +156,7 @@ def splice(events: list[Event], outer: Context, call_site: Site | None) -> list[
             outer.fork_parent | inner.fork_parent,
             outer.fork_child | inner.fork_child,
             inner.via or call_site,
+            inner.entry or entry,
         )))
     return out
 

@@ -144,6 +144,11 @@ class Rule:
     fix_title: ClassVar[str | None] = None
     suppressed_by: ClassVar[tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True
+    # Whether a finding of this rule in a module that a linted file reaches (its pool
+    # forks after the linted file initialized CUDA) is shown at the call or import there
+    # when the module is not linted itself (see reached.py). False for a rule whose
+    # findings depend on the reported code alone, never on what ran before it.
+    shown_at_callers: ClassVar[bool] = True
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
 

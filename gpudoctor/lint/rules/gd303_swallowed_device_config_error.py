@@ -44,6 +44,7 @@ class SwallowedDeviceConfigError(Rule):
     severity = WARNING
     summary = "TensorFlow device-configuration error caught and ignored"
     fix_title = "Let the RuntimeError propagate, or re-raise it"
+    shown_at_callers = False  # the try and its handler say it all, whoever runs them
     INVALID = (
         """\
         | import tensorflow as tf
