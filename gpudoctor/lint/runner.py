@@ -106,8 +106,10 @@ def run_lint(args: argparse.Namespace) -> int:
         return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent, args.output_file)
     if args.fix:
         result = _fix(result, files, settings, args.unsafe_fixes, cache, jobs, talk=not (args.quiet or args.silent))
-    # "All checks passed!" only when something was checked and every path was found.
-    summary = not args.quiet and (bool(result.findings) or (bool(files) and not missing))
+    # "All checks passed!" only when something was checked, every path was found and every
+    # file analysed.
+    summary = not args.quiet and (bool(result.findings) or (bool(files) and not missing
+                                                            and not result.internal_errors))
     if args.statistics and args.output_format == "json":
         from gpudoctor.lint.reporters import statistics_json
 

@@ -103,8 +103,14 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     the costly first), so none waits long while another still has work: the shares shrink
     as the work left does (see _shares). ``facts`` and ``scans`` are the
     gate's facts and the prescans this process already made (by file and digest): the
-    workers do not compute them again."""
+    workers do not compute them again.
+
+    A worker that dies (killed, out of memory, a crash in a parser) makes every file not
+    analysed yet an internal error, not a hang: the executor, unlike a multiprocessing
+    pool, notices a worker that is gone."""
     import pickle
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     from gpudoctor.lint.producer import analyse_in_worker, start_worker
 
@@ -116,20 +122,59 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
 
         with _sigint_ignored():  # quick: starts the server process and returns
             forkserver.ensure_running()
-    # Forked from the server, workers ignore SIGINT as it does; spawned ones are started
-    # with it ignored (quick: each is started and left to boot).
-    with _sigint_deferred() if served else _sigint_ignored():
-        pool = context.Pool(processes=processes, initializer=start_worker, initargs=setup)
+    executor = ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=start_worker,
+                                   initargs=setup)
+    found: dict[str, Outcome] = {}
     try:
-        found = dict(pair for share in pool.imap_unordered(analyse_in_worker, _shares(paths, processes))
-                     for pair in share)
-        pool.close()
+        # Forked from the server, workers ignore SIGINT as it does; spawned ones are
+        # started with it ignored (quick: each is started and left to boot). Submitting
+        # starts them.
+        shares = {}
+        broken = False
+        with _sigint_deferred() if served else _sigint_ignored():
+            for share in _shares(paths, processes):
+                try:
+                    shares[executor.submit(analyse_in_worker, share)] = share
+                except BrokenProcessPool:  # a worker died already
+                    broken = True
+                    found.update((path, _lost(path)) for path in share)
+        for done in as_completed(shares):
+            try:
+                found.update(done.result())
+            except BrokenProcessPool:
+                broken = True
+                found.update((path, _lost(path)) for path in shares[done])
+        if broken:
+            _stop(executor)  # the other workers may be blocked on the broken pool's queues
+        else:
+            executor.shutdown()
     except BaseException:
-        pool.terminate()
+        _stop(executor)
         raise
-    finally:
-        pool.join()
     return [found[path] for path in paths]
+
+
+def _lost(path: str) -> Outcome:
+    from pathlib import Path
+
+    from gpudoctor.lint.producer import Outcome
+
+    return Outcome(Path(path), errors=[
+        f"{path}: not analysed: a worker process ended abruptly (killed, out of memory, or "
+        "crashed); `--jobs 1` shows which file it was"])
+
+
+def _stop(executor: object) -> None:
+    """End the workers now: on Ctrl-C (they ignore SIGINT, and would otherwise finish the
+    share they are on first), and when one died (before Python 3.12, the executor then
+    waits for the others, which may wait on it for ever)."""
+    terminate = getattr(executor, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+    else:
+        for process in list((getattr(executor, "_processes", None) or {}).values()):
+            process.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)  # type: ignore[attr-defined]
 
 
 def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:

@@ -119,6 +119,34 @@ def test_ctrl_c_stops_the_workers_and_prints_no_traceback(tmp_path: Path, delay:
     assert not alive
 
 
+def test_a_worker_that_dies_makes_its_files_errors_and_does_not_hang(tmp_path: Path) -> None:
+    """A worker killed mid-run (the kernel's out-of-memory killer, a crash in a parser):
+    a multiprocessing pool would replace it and wait for its lost share for ever."""
+    _corpus(tmp_path, 300, padding_lines=60)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "2", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    parent = psutil.Process(process.pid)
+    deadline = time.monotonic() + 60
+    workers: list[psutil.Process] = []
+    while not workers and process.poll() is None and time.monotonic() < deadline:
+        # forked by the fork server, itself a child of gpudoctor
+        workers = [p for p in parent.children(recursive=True) if p.ppid() != process.pid]
+        time.sleep(0.01)
+    assert workers and process.poll() is None, "the run ended before a worker was seen"
+    workers[0].kill()
+    try:
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:  # hung: leave nothing behind
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 2, (out, err)
+    assert "a worker process ended abruptly" in err and "Traceback" not in err
+    assert "All checks passed" not in out  # whatever was found before it died is shown
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
+
+
 @pytest.mark.parametrize(("count", "processes"), [(1, 2), (7, 2), (43, 2), (800, 2), (10, 3)])
 def test_files_are_shared_out_in_order_in_shrinking_shares(count: int, processes: int) -> None:
     from gpudoctor.lint.workers import _shares
