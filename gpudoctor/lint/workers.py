@@ -135,7 +135,10 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
             for share in _shares(paths, processes):
                 try:
                     shares[executor.submit(analyse_in_worker, share)] = share
-                except BrokenProcessPool:  # a worker died already
+                # A worker died already; or while it was being started, and the pipe
+                # to it broke (that BrokenPipeError must not reach the CLI, which reads
+                # it as its output's reader having gone: ``| head``).
+                except (BrokenProcessPool, OSError, EOFError):
                     broken = True
                     found.update((path, _lost(path)) for path in share)
         for done in as_completed(shares):

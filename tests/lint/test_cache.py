@@ -211,18 +211,24 @@ def test_a_function_another_linted_file_imports_is_judged_in_its_callers_context
     assert "helpers.py:7:10: GD103" in capsys.readouterr().out
 
 
+def _analysed_alone(root: Path, name: str) -> int:
+    """Lint only ``root/name`` (as pre-commit does), with the cache: 1 if it was analysed
+    or its result reused, 0 if the gate left it out."""
+    codes = [r.code for r in all_rules()]
+    settings = Settings(build_selection(codes, codes), 12, "linux", root)
+    result = lint_paths([root / name], settings, cache=Cache(root, "key"))
+    return result.analysed + result.cached
+
+
 def test_the_plan_follows_a_module_outside_the_linted_files(tmp_path: Path) -> None:
     # Only a.py is linted (as pre-commit does). Whether it is worth analysing depends on
     # b.py, which it imports: the cached plan must notice when b.py starts a pool.
     (tmp_path / "a.py").write_text("import cupy as cp\n\nfrom b import run\n\n\n"
                                    "def work(i):\n    return float(cp.ones(i).sum())\n\n\nrun(work)\n")
     (tmp_path / "b.py").write_text("def run(f):\n    return [f(i) for i in range(3)]\n")
-    codes = [r.code for r in all_rules()]
-    settings = Settings(build_selection(codes, codes), 12, "linux", tmp_path)
 
     def analysed() -> int:
-        result = lint_paths([tmp_path / "a.py"], settings, cache=Cache(tmp_path, "key"))
-        return result.analysed + result.cached
+        return _analysed_alone(tmp_path, "a.py")
 
     assert analysed() == 0
     assert analysed() == 0
@@ -266,12 +272,9 @@ def test_the_plan_notices_a_handed_on_function_that_starts_processes(tmp_path: P
     (tmp_path / "pkg" / "other.py").write_text("def run(f):\n    return [f(i) for i in range(3)]\n")
     (tmp_path / "a.py").write_text("import cupy as cp\n\nfrom pkg import run\n\n\n"
                                    "def work(i):\n    return float(cp.ones(i).sum())\n\n\nrun(work)\n")
-    codes = [r.code for r in all_rules()]
-    settings = Settings(build_selection(codes, codes), 12, "linux", tmp_path)
 
     def analysed() -> int:
-        result = lint_paths([tmp_path / "a.py"], settings, cache=Cache(tmp_path, "key"))
-        return result.analysed + result.cached
+        return _analysed_alone(tmp_path, "a.py")
 
     assert analysed() == 0
     (tmp_path / "pkg" / "impl.py").write_text("import multiprocessing as mp\n\n\ndef run(f):\n"
