@@ -79,4 +79,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gpudoctor: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return EXIT_OK
+        if not _stdout_closed():
+            raise  # a pipe of gpudoctor's own broke: not the reader of its output leaving
+        return EXIT_OK  # the reader of the output went away (``gpudoctor lint | head``)
+
+
+def _stdout_closed() -> bool:
+    """Has the reader of the standard output closed it? (A pipe whose reader is gone polls
+    as an error.) True when that cannot be told."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True

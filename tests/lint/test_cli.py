@@ -503,3 +503,29 @@ def test_stdin_with_force_exclude_full_frames_and_paths(project: Path, monkeypat
     assert main(["lint", "--stdin-filename", "bad.py", "good.py"]) == 1  # as ruff: stdin wins
     captured = capsys.readouterr()
     assert "ignoring good.py in favour of standard input" in captured.err and "bad.py:10:10" in captured.out
+
+
+def test_output_to_a_reader_that_left_exits_quietly(project: Path) -> None:
+    """``gpudoctor lint | head`` when head has gone: no traceback, exit 0 (as other tools)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "--no-cache", str(project)],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_broken_pipe_of_its_own_is_not_taken_for_that(monkeypatch: pytest.MonkeyPatch,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """Only a closed standard output means the reader left. A pipe to a worker that broke
+    once made a run exit 0 with nothing printed."""
+    from gpudoctor.lint import runner
+
+    def broken(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(runner, "run_lint", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["lint", "anything.py"])
