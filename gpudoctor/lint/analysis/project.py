@@ -202,12 +202,15 @@ class Project(ProjectGate):
     def acting_names(self, path: Path, scan: Prescan) -> frozenset[str]:
         """Names ``path`` imports from project modules that start processes or configure the GPU."""
         out = set()
+        packages = set()
         for bound, target in self.import_targets(path, scan):
             if target != path and self.starts(target):
                 out.add(bound)
-            elif target.name == "__init__.py" and bound not in out:  # ``bound.name`` handed on
-                out.update(name for name, module in self._attribute_members(path)
-                           if name == bound and self.facts(module).spawns)
+            elif target.name == "__init__.py":
+                packages.add(bound)
+        if packages - out:  # ``bound.function`` that a package hands on
+            out.update(name for name, module in self._attribute_members(path)
+                       if name in packages and self.facts(module).spawns)
         return frozenset(out)
 
     def import_targets(self, path: Path, scan: Prescan) -> Iterator[tuple[str, Path]]:
