@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.findings import Finding, Related
+from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
@@ -66,6 +66,24 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
     return out
 
 
+def _moved(finding: Finding, home: Site) -> str:
+    """The message, with the places it names ("line 12", "../train.py:11", written from
+    where the finding was) written from its new home instead."""
+    import re
+
+    from gpudoctor.lint.rules._base import line_of
+
+    places = {}
+    for site in (finding.site, home, *(r.site for r in finding.related)):
+        places.setdefault(line_of(site, finding.site), line_of(site, home))
+    changed = {old: new for old, new in places.items() if old != new}
+    if not changed:
+        return finding.message
+    longest_first = sorted(changed, key=len, reverse=True)
+    pattern = re.compile("|".join(rf"(?<![\w./]){re.escape(old)}(?!\d)" for old in longest_first))
+    return pattern.sub(lambda match: changed[match.group(0)], finding.message)
+
+
 def rehome(finding: Finding, shown: dict[Path, str]) -> Finding | None:
     """The finding at the call or import that reaches it, if that is in a file being
     reported on (``shown``: the real paths of those); None if it is not."""
@@ -76,7 +94,7 @@ def rehome(finding: Finding, shown: dict[Path, str]) -> Finding | None:
         return None
     return Finding(
         finding.code, finding.name,
-        f"this {reached.message} reaches {line_of(finding.site, reached.site)}: {finding.message}",
+        f"this {reached.message} reaches {line_of(finding.site, reached.site)}: {_moved(finding, reached.site)}",
         finding.severity, reached.site,
         (Related(finding.site, f"where it happens, reached through the {reached.message} at "
                                f"{line_of(reached.site, finding.site)}"),

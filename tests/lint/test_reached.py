@@ -67,6 +67,7 @@ def test_a_pool_in_a_helper_is_shown_at_the_call_when_only_the_caller_is_named(t
     assert _shown(result) == [("GD101", "main.py", 12)]
     finding = result.findings[0]
     assert finding.message.startswith("this call reaches pools.py:5: the Pool forks its worker processes")
+    assert "(cupy.ones, line 11)" in finding.message  # written from main.py, not pools.py
     assert finding.site.col == 11  # make_pool(2), not main() under the main guard
     first = finding.related[0]
     assert (Path(first.site.path).name, first.site.row) == ("pools.py", 5)
@@ -106,6 +107,7 @@ def test_through_a_helper_module_the_call_in_the_named_file(tmp_path: Path) -> N
     result = _lint(tmp_path, ["main.py"])
     assert _shown(result) == [("GD101", "main.py", 15)]
     assert result.findings[0].message.startswith("this call reaches pools.py:5:")
+    assert "(cupy.ones, line 14)" in result.findings[0].message
 
 
 def test_through_an_import_that_runs_the_pool(tmp_path: Path) -> None:
@@ -148,3 +150,21 @@ def test_the_same_from_the_cache_and_from_workers(tmp_path: Path, jobs: int) -> 
     assert runs[1].cached == 2
     assert runs[0].findings == runs[1].findings
     assert _shown(runs[1]) == [("GD101", "main.py", 12), ("GD101", "other.py", 12)]
+
+
+def test_the_places_a_message_names_are_written_from_its_new_home() -> None:
+    from gpudoctor.lint.findings import Finding, Related, Site
+    from gpudoctor.lint.reached import rehome
+
+    def site(path: str, row: int) -> Site:
+        return Site(path, row, 4, row, 9)
+
+    finding = Finding("GD101", "fork-after-gpu-init",
+                      "forks after init (api, gpu.py:6; ../train.py:11; line 3); line 30 of 10",
+                      "error", site("/p/pkg/pools.py", 3),
+                      (Related(site("/p/pkg/gpu.py", 6), "init"), Related(site("/p/train.py", 11), "use")),
+                      reached=Related(site("/p/train.py", 20), "call"))
+    moved = rehome(finding, {Path("/p/train.py"): "train.py"})
+    assert moved is not None and moved.site == site("/p/train.py", 20)
+    assert moved.message == ("this call reaches pkg/pools.py:3: forks after init "
+                             "(api, pkg/gpu.py:6; line 11; pkg/pools.py:3); line 30 of 10")
