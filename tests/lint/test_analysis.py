@@ -300,3 +300,25 @@ def test_a_pool_factory_a_package_hands_on(lint_source, use: str) -> None:  # ty
                    "    pool.map(work, range(3))\n",
     })
     assert [(f.code, f.site.path.endswith("pools.py"), f.site.row) for f in findings] == [("GD101", True, 5)]
+
+
+def test_strings_joined_again_and_again_stay_bounded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each call joins either of two strings to its argument: ten calls deep, 1024
+    strings, and a recursive walk (os.walk's path joins) doubles them at every call. Past
+    a few short strings, a concatenation is unknown (the strings rules read are names)."""
+    from pathlib import Path
+
+    from gpudoctor.lint.analysis.analyzer import Analyzer
+    from gpudoctor.lint.analysis.expressions import MAX_STRING_CHARS, MAX_STRINGS
+    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.values import Str
+
+    chain = "".join(f"def f{i}(p):\n    return f{i + 1}(p + ('/a' if p else '/b'))\n\n" for i in range(10))
+    (tmp_path / "walk.py").write_text(f"{chain}def f10(p):\n    return p\n\n\n"
+                                      f"SHORT = f8('x')\nALL = f0('x')\nLONG = '{'y' * MAX_STRING_CHARS}' + 'z'\n")
+    path = Path(tmp_path / "walk.py")
+    state = Analyzer(Project(tmp_path), frozenset({path})).module(path)
+    assert state.env["SHORT"] == frozenset({Str("x/a/a"), Str("x/a/b"), Str("x/b/a"), Str("x/b/b")})
+    assert not any(isinstance(atom, Str) for atom in state.env["ALL"])  # 1024 > MAX_STRINGS
+    assert not any(isinstance(atom, Str) for atom in state.env["LONG"])
+    assert MAX_STRINGS < 1024

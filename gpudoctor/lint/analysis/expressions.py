@@ -46,6 +46,12 @@ HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsi
                              "output_shape"})
 Value = frozenset
 
+# Strings are followed for the names rules read (start methods, environment variables): a
+# few short ones. A concatenation past these is unknown: a path joined in a recursive walk
+# (os.walk's) would otherwise double its set of strings, and their length, at every call.
+MAX_STRINGS = 16
+MAX_STRING_CHARS = 1_000
+
 
 class ExprEvaluator:
     """State shared by expression, call and statement evaluation of one scope."""
@@ -225,7 +231,10 @@ class ExprEvaluator:
         lefts = [a for a in left if isinstance(a, Str)]
         rights = [a for a in right if isinstance(a, Str)]
         if lefts and rights and isinstance(node.operator, cst.Add):
-            return frozenset(Str(a.value + b.value) for a in lefts for b in rights)
+            if len(lefts) * len(rights) > MAX_STRINGS:
+                return UNKNOWN
+            joined = frozenset(Str(a.value + b.value) for a in lefts for b in rights)
+            return joined if all(len(s.value) <= MAX_STRING_CHARS for s in joined) else UNKNOWN
         return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
 
     def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
