@@ -325,3 +325,17 @@ def test_lines_split_at_python_line_breaks_only(text: str) -> None:
     from gpudoctor.lint.analysis.reading import NEWLINE, split_lines
 
     assert split_lines(text) == NEWLINE.split(text)
+
+
+@pytest.mark.parametrize(("source", "acts"), [
+    # choosing the start method acts on the processes the code it calls starts
+    ("import multiprocessing as mp\nmp.set_start_method('fork')\n", True),
+    ("import multiprocessing as mp\nif __name__ == '__main__':\n    mp.set_start_method('fork')\n", True),
+    ("import multiprocessing as mp\n\ndef main():\n    mp.set_start_method('fork')\n    run()\n", True),
+    # a string naming a start API starts nothing, whatever statement follows it
+    ("def f():\n    method = 'fork'\n    return method\n", False),
+    ("def f():\n    kind = 'Pool'\n    x = 1\n    return getattr(m, kind)\n", False),
+    ("NAME = 'Process'\nOTHER = 1\n", False),
+])
+def test_what_acts_is_code_not_strings(source: str, acts: bool) -> None:
+    assert prescan(source).acts is acts

@@ -20,17 +20,21 @@ START_NAMES = frozenset(
     | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
 ) - {"DataLoader"}
 CONFIG_NAMES = frozenset(api.pattern.rsplit(".", 1)[-1] for api in _TF_TABLE if api.effect == TF_CONFIG)
+# Choosing how processes start acts on every process the code it calls starts (a helper
+# module's pool forks after this file initialized the GPU).
+METHOD_NAMES = frozenset({"set_start_method"})
 ENV_WRITERS = frozenset({"setdefault", "update"})
 # Methods of objects built elsewhere that start or feed processes: a function calling them
 # acts as far as the elision of bodies is concerned.
 USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
-_SPECIAL = START_NAMES | CONFIG_NAMES | {"putenv"}
+_SPECIAL = START_NAMES | CONFIG_NAMES | METHOD_NAMES | {"putenv"}
 
 class Scan:
     """Names referred to, and whether the code starts processes, configures TF or writes env."""
 
     def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
-        self.refs: set[str] = set()
+        self.refs: set[str] = set()  # identifiers, and strings that may name an attribute
+        self._names: set[str] = set()  # identifiers only: what the special names are looked for in
         self.starts = False
         self.config = False
         self.env_write = False
@@ -42,7 +46,7 @@ class Scan:
         return self.starts or self.config or (self.env_write and env_keys)
 
     def scan(self, root: ast.AST) -> None:
-        refs = self.refs
+        refs = self._names
         strings: set[str] = set()
         for node in _walk(root):
             kind = type(node)
@@ -81,14 +85,14 @@ class Scan:
                         refs.update((alias.asname or alias.name, alias.name))
                         self.imports.append((alias.asname or alias.name, node.module or "",  # type: ignore[attr-defined]
                                              node.level, alias.name))  # type: ignore[attr-defined]
-        found = refs & _SPECIAL
-        if found & START_NAMES:
+        found = refs & _SPECIAL  # (not in strings: ``set_start_method("fork")`` forks nothing)
+        if found & (START_NAMES | METHOD_NAMES):
             self.starts = True
         if found & CONFIG_NAMES:
             self.config = True
         if "putenv" in found:
             self.env_write = True
-        refs |= strings
+        self.refs |= refs | strings
 
 
 def _walk(root: ast.AST) -> Iterator[ast.AST]:
