@@ -322,3 +322,35 @@ def test_strings_joined_again_and_again_stay_bounded(tmp_path) -> None:  # type:
     assert not any(isinstance(atom, Str) for atom in state.env["ALL"])  # 1024 > MAX_STRINGS
     assert not any(isinstance(atom, Str) for atom in state.env["LONG"])
     assert MAX_STRINGS < 1024
+
+
+@pytest.mark.parametrize(("middle", "followed"), [
+    ("from pools import make_pool\n\n\ndef run(f, xs):\n    return make_pool(2).map(f, xs)\n", True),
+    # through a silent relay: runner.py leads to pools.py two imports away
+    ("from relay import make_pool\n\n\ndef run(f, xs):\n    return make_pool(2).map(f, xs)\n", True),
+    # through two: three imports away, past how far a silent module is looked through
+    ("from relay2 import make_pool\n\n\ndef run(f, xs):\n    return make_pool(2).map(f, xs)\n", False),
+])
+def test_a_helper_that_mentions_nothing_but_passes_the_work_on_is_followed(
+        lint_source, middle: str, followed: bool) -> None:  # type: ignore[no-untyped-def]
+    """runner.py names no GPU framework and starts nothing itself: it hands main.py's work
+    to pools.py, whose pool forks after main.py initialized CuPy."""
+    findings = lint_source({
+        "pools.py": "import multiprocessing as mp\n\n\ndef make_pool(n):\n    return mp.Pool(n)\n",
+        "relay.py": "from pools import make_pool as _make\n\n\ndef make_pool(n):\n    return _make(n)\n",
+        "relay2.py": "from relay import make_pool as _make\n\n\ndef make_pool(n):\n    return _make(n)\n",
+        "runner.py": middle,
+        "main.py": """
+            import multiprocessing as mp
+            import cupy as cp
+            from runner import run
+            def work(i):
+                return float(cp.sum(cp.arange(i)))
+            if __name__ == "__main__":
+                mp.set_start_method("fork")
+                cp.ones(3)
+                run(work, range(3))
+        """,
+    })
+    hits = [(f.code, f.site.path.rsplit("/", 1)[-1], f.site.row) for f in findings if f.code == "GD101"]
+    assert hits == ([("GD101", "pools.py", 5)] if followed else [])

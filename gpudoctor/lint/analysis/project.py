@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.gate import Facts
 from gpudoctor.lint.analysis.modules import ModuleFinder
 from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
-from gpudoctor.lint.analysis.project_gate import ProjectGate
+from gpudoctor.lint.analysis.project_gate import ProjectGate, Touched
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
 from gpudoctor.lint.analysis.walks import ModuleStore
 from gpudoctor.lint.paths import real_path
@@ -25,14 +24,6 @@ if TYPE_CHECKING:
 # more on a corpus of small files). A longer one is parsed with its function bodies left
 # out until they are needed (see prescan.py).
 ELIDE_MIN_CHARS = 4000
-
-
-@dataclass
-class Touched:
-    """The files and directory listings one analysis read: what its result depends on."""
-
-    files: set[Path]
-    dirs: set[Path]
 
 
 class Project(ProjectGate):

@@ -4,8 +4,8 @@ imported file reaches through its imports (part of Project; the text tests are g
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.gate import (
     ACTS,
@@ -25,11 +25,19 @@ from gpudoctor.lint.analysis.gate import (
 )
 from gpudoctor.lint.analysis.reading import ParseFailure
 
-if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.project import Touched
-
 # How many packages deep a name handed on by package ``__init__`` files is followed.
 _HAND_ON_DEPTH = 8
+# How many imports away a module that mentions nothing a rule reads may lead to one that
+# does, and still be followed (see _leads_on).
+_LEAD_DEPTH = 2
+
+
+@dataclass
+class Touched:
+    """The files and directory listings one analysis read: what its result depends on."""
+
+    files: set[Path]
+    dirs: set[Path]
 
 
 class ProjectGate:
@@ -44,6 +52,7 @@ class ProjectGate:
         self._own: dict[Path, tuple[list[Path], Touched]] = {}
         self._reexports: dict[Path, tuple[dict[str, tuple[str, int]], tuple[tuple[str, int], ...]]] = {}
         self._handed: dict[tuple[Path, str], tuple[Path | None, Touched]] = {}
+        self._leads: dict[tuple[Path, int], tuple[bool, Touched]] = {}
 
     def facts(self, path: Path) -> Facts:
         path = self.real(path)
@@ -222,7 +231,26 @@ class ProjectGate:
         ``__init__`` also if a module of its own package that it imports does (importing
         the package runs that module's top level).
         """
-        return self._through_package(path, "follow")
+        return self._through_package(path, "follow") or self._leads_on(self.real(path), _LEAD_DEPTH)
+
+    def _leads_on(self, path: Path, depth: int) -> bool:
+        """Does the module import a project module worth following, at most ``depth``
+        imports away? A helper that mentions nothing a rule reads can still pass the
+        linted file's work on to a module that builds the pool. Computed once per module;
+        a later use counts the files and folders it read."""
+        known = self._leads.get((path, depth))
+        if known is not None:
+            self.note_touched(known[1])
+            return known[0]
+        self._leads[(path, depth)] = (False, Touched(set(), set()))  # in an import cycle: no
+        with self.tracking() as touched:
+            facts = self.facts(path)
+            targets = [t for name, level in facts.imports if (t := self.resolve(path, name, level)) is not None]
+            targets += [t for name, level in facts.members if (t := self._member(path, name, level)) is not None]
+            found = any(t != path and (self._through_package(t, "follow") or
+                                       (depth > 1 and self._leads_on(self.real(t), depth - 1))) for t in targets)
+        self._leads[(path, depth)] = (found, touched)
+        return found
 
     def _own_modules(self, package: Path, text: str) -> list[Path]:
         """The modules of its own package (subpackages too) that a package ``__init__``
