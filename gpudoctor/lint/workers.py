@@ -286,12 +286,19 @@ def _stop(executor: object) -> None:
     waits for the others, which may wait on it for ever). SIGKILL: a worker holds nothing
     to clean up, and a stopped one (SIGSTOP, a debugger) would not act on SIGTERM until it
     is continued, while this process waited on it."""
+    import multiprocessing
+
     kill = getattr(executor, "kill_workers", None)  # Python 3.14
     if kill is not None:
         kill()
     else:
         for process in list((getattr(executor, "_processes", None) or {}).values()):
             process.kill()
+    # A worker the executor started but had not yet registered when a signal interrupted
+    # it: multiprocessing joins every child it started as this process exits, and a stopped
+    # worker left alive would make that wait for ever.
+    for process in multiprocessing.active_children():
+        process.kill()
     executor.shutdown(wait=True, cancel_futures=True)  # type: ignore[attr-defined]
 
 

@@ -71,16 +71,27 @@ def child_environment(workdir: Workdir, token: str) -> dict[str, str]:
     return env
 
 
-def start_watchdog(token: str, grace: float = 3.0, members: Path | None = None) -> subprocess.Popen[bytes]:
+def start_watchdog(token: str, grace: float = 3.0, members: Path | None = None, *, events: Path | None = None,
+                   parent: tuple[int, int] | None = None, also: tuple[tuple[int, int], ...] = (),
+                   remove: Path | None = None) -> subprocess.Popen[bytes]:
     """Start the process that kills the tree if the supervisor dies without cleaning up.
 
     It runs in a session of its own: a signal to the supervisor's process group
     (Ctrl-C, Ctrl-\\, ``kill -KILL -PGID`` from a CI runner or ``timeout``) must not
     take the watchdog down with the supervisor, or the tree would outlive both.
-    ``members``: the file the supervisor names the tree's processes in (see watchdog.py).
+    ``members`` and ``events``: the files the tree's processes are named in; ``parent``,
+    ``also``: (PID, start ticks) of a process whose death counts as the supervisor's, and
+    of processes to kill with the tree; ``remove``: a folder to delete after (see watchdog.py).
     """
     env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
     extra = [str(members)] if members is not None else []
+    if events is not None:
+        extra += ["--events", str(events)]
+    if parent is not None:
+        extra += ["--parent", f"{parent[0]}:{parent[1]}"]
+    extra += [f"--also={pid}:{ticks}" for pid, ticks in also]
+    if remove is not None:
+        extra += ["--remove", str(remove)]
     return subprocess.Popen(
         [sys.executable, "-I", "-S", watchdog.__file__, token, repr(float(grace)), *extra],
         stdin=subprocess.PIPE,

@@ -94,7 +94,8 @@ class Supervisor:
         else:
             self._tracking = "subreaper"
         try:
-            watchdog = launch.start_watchdog(self._token, self.limits.grace, self._workdir.members)
+            watchdog = launch.start_watchdog(self._token, self.limits.grace, self._workdir.members,
+                                              events=self._workdir.events)
             self._tools.add(watchdog.pid)
             try:
                 with _signals(self._stop):

@@ -102,7 +102,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         watch.error = state.nvml_reason
     if gpu and watch.client is not None and watch.gpu:
         state.nvml_reason = watch.nvml_reason
-    with watch.call(plan):
+    with watch.call(plan, item):
         return (yield)
 
 

@@ -21,9 +21,18 @@ def _process_line(process: dict[str, Any]) -> str:
     return f"pid {process['pid']} ({start}) {verdict}: {explanation}{where}"
 
 
+_RESCUE_FRAME = re.compile(r"gpudoctor/pytest_plugin/rescue\.py")
+
+
+def _without_rescue_thread(text: str) -> str:
+    """Drop the plugin's rescue thread from a faulthandler dump: it is the plugin's, not the test's."""
+    blocks = re.split(r"\n\s*\n", text.strip())
+    return "\n\n".join(b for b in blocks if not _RESCUE_FRAME.search(b))
+
+
 def _stack(text: str) -> str:
     """Drop pytest's own frames (a forked worker's stack holds them too), keep the innermost."""
-    lines = text.rstrip().splitlines()
+    lines = _without_rescue_thread(text).rstrip().splitlines()
     kept = [line for line in lines if not _PYTEST_FRAME.search(line)]
     if len(kept) < len(lines):
         kept.append(f"    ({len(lines) - len(kept)} frames of pytest itself not shown)")
@@ -32,18 +41,29 @@ def _stack(text: str) -> str:
     return "\n".join(kept[:_STACK_LINES] + [f"    ... {len(kept) - _STACK_LINES} more lines"])
 
 
-def hang_failure(seconds: float, document: dict[str, Any], killed: list[int], pools: list[int]) -> Failure:
+_STUCK = ("The test's main thread did not return after the interrupt: it is blocked in native code, "
+          "where Python cannot interrupt it. gpudoctor failed the test from its rescue thread and "
+          "ended the session; the tests after it were not run.")
+
+
+def hang_failure(seconds: float, document: dict[str, Any], killed: list[int], pools: list[int],
+                 stuck: bool = False) -> Failure:
     """Fail a test that outlived its hang_timeout, with the diagnosis and every stack."""
     processes = [p for p in document.get("processes", []) if p.get("verdict") != "ok" or p.get("stack")]
     hung = [p for p in processes if p.get("verdict") == "hung"]
     if document.get("verdict") == "hung":
         summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p['pid']) for p in hung)}"
         explanation = document.get("explanation", "")
+    elif document.get("verdict") == "stopped":
+        held = [p for p in processes if p.get("verdict") == "stopped"]
+        summary = (f"stopped, not hung: pid {', '.join(str(p['pid']) for p in held)} held by SIGSTOP "
+                   "or a debugger")
+        explanation = document.get("explanation", "")
     else:
         summary = "no process was waiting: the test was still busy (slow, or looping)"
         explanation = "No process of the test waited without CPU progress: it was running, not deadlocked."
     reason = f"hang_timeout: still running after {seconds:g} s; {summary}"
-    lines = [explanation, ""]
+    lines = [explanation, ""] + ([_STUCK, ""] if stuck else [])
     lines += [_process_line(p) for p in processes]
     if pools:
         lines.append(f"terminated the test's multiprocessing pool(s): workers {', '.join(map(str, pools))}")

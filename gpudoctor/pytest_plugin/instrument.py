@@ -19,6 +19,7 @@ import os
 import sys
 import sysconfig
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import IO
 
 from gpudoctor.probe import launch
 from gpudoctor.probe.bootstrap import sitecustomize as detect
+from gpudoctor.pytest_plugin import rescue
 
 
 @dataclass(frozen=True)
@@ -90,14 +92,41 @@ def _write(path: str, event: str, **fields: object) -> None:
         os.close(fd)
 
 
+# Python 3.12+ warns, in the parent after fork() and before the after-fork hooks, when
+# the process has more than one thread. Set for one fork when the only other thread is
+# the plugin's own rescue thread, which holds nothing a child could miss.
+_RESCUE_WARNING = r"This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks"
+_silenced: list[tuple[object, ...]] = []
+
+
+def _silence_rescue_warning(threads: int | None, ours: int) -> None:
+    if not ours or threads is None or threads - ours > 1:
+        return
+    warnings.filterwarnings("ignore", message=_RESCUE_WARNING, category=DeprecationWarning)
+    _silenced.append(warnings.filters[0])
+
+
+def _unsilence() -> None:
+    while _silenced:
+        entry = _silenced.pop()
+        try:
+            warnings.filters.remove(entry)  # type: ignore[arg-type]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+        except (ValueError, AttributeError):
+            pass  # a catch_warnings block restored the filters already
+
+
 def _before_fork() -> None:
     if not _active:
         return
     try:
         site, via = fork_site()
         _at_fork.clear()
-        _at_fork.update(threads=detect.native_threads(), runtimes=detect.initialized_runtimes(),
-                        t=time.time())
+        ours = rescue.active_threads()
+        threads = detect.native_threads()
+        _silence_rescue_warning(threads, ours)
+        _at_fork.update(threads=None if threads is None else threads - ours,
+                        runtimes=detect.initialized_runtimes(), t=time.time())
         _write(_active[0].events, "fork-parent", threads=_at_fork["threads"],
                runtimes=_at_fork["runtimes"], fork_t=_at_fork["t"], site=site, via=via)
     except Exception:  # instrumentation must never break the test's fork
@@ -105,6 +134,7 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_child() -> None:
+    _unsilence()
     if not _active:
         return
     try:
@@ -117,14 +147,15 @@ def _after_fork_in_child() -> None:
         _child_stack_file.append(stack_file)
         _write(active.events, "fork-child", threads_at_fork=_at_fork.get("threads"),
                runtimes_at_fork=_at_fork.get("runtimes"), fork_t=_at_fork.get("t"),
-               dump_fd=stack_file.fileno())
+               dump_fd=stack_file.fileno(), ticks=detect.own_ticks())
     except Exception:
         return
 
 
 def _register_hooks() -> None:
     if not _registered:
-        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child,
+                            after_in_parent=_unsilence)
         _registered.append(True)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -20,11 +22,13 @@ from typing import Any
 
 import pytest
 
-from gpudoctor.probe import events, launch
+from gpudoctor.probe import events, launch, watchdog
+from gpudoctor.probe.bootstrap.sitecustomize import own_ticks
 from gpudoctor.pytest_plugin.instrument import instrumented
 from gpudoctor.pytest_plugin.interrupt import interruptible
 from gpudoctor.pytest_plugin.markers import Plan
 from gpudoctor.pytest_plugin.pools import terminate_pools
+from gpudoctor.pytest_plugin.rescue import Rescue, end_session
 from gpudoctor.pytest_plugin.watch_client import WatcherClient, WatcherError
 
 
@@ -47,10 +51,11 @@ class CallRecord:
     watcher_error: str | None
     interrupted: bool
     stopped_pools: tuple[int, ...] = field(default=())
+    stuck: bool = False  # the main thread never came back: the rescue thread failed the test
 
 
 class ItemWatch:
-    """The watcher, the instrumentation and the interrupt of one test."""
+    """The watcher, the watchdog, the instrumentation and the interrupt of one test."""
 
     def __init__(self, interval: float) -> None:
         root = Path(tempfile.mkdtemp(prefix="gpudoctor-test-")).resolve()
@@ -61,14 +66,17 @@ class ItemWatch:
         self.error: str | None = None
         self.gpu = False
         self.record: CallRecord | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.rescue_pipe: tuple[int, int] | None = None
 
     def start_watcher(self, gpu: bool) -> None:
         """Start the watcher unless it runs already (the first caller decides about NVML)."""
         if self.client is not None or self.error is not None:
             return
         self.gpu = gpu
+        self.rescue_pipe = os.pipe()
         try:
-            self.client = WatcherClient(self.workdir, self.token, gpu, self.interval)
+            self.client = WatcherClient(self.workdir, self.token, gpu, self.interval, self.rescue_pipe[1])
         except WatcherError as error:
             self.error = str(error)
 
@@ -95,11 +103,14 @@ class ItemWatch:
             return None
 
     @contextmanager
-    def call(self, plan: Plan) -> Iterator[None]:
+    def call(self, plan: Plan, item: pytest.Item | None = None) -> Iterator[None]:
         """Watch the test's call as ``plan`` asks, then record what happened."""
         expired: list[bool] = []
+        rescue: list[Rescue] = []
 
         def raise_expired() -> None:
+            if rescue:
+                rescue[0].hold_if_rescuing()
             expired.append(True)
             assert plan.hang is not None
             raise HangExpired(f"hang_timeout: still running after {plan.hang.seconds:g} s", pytrace=False)
@@ -109,6 +120,11 @@ class ItemWatch:
             dump_fd = stack.enter_context(instrumented(self.workdir, self.token)) \
                 if plan.needs_instrumentation else -1
             start_epoch, since = time.time(), time.monotonic()
+            if plan.hang is not None and item is not None:
+                self._start_watchdog()
+                if self.rescue_pipe is not None and threading.current_thread() is threading.main_thread():
+                    rescue.append(Rescue(self.rescue_pipe, lambda: self._rescue(item, plan, since, start_epoch)))
+                    rescue[0].start()
             self._begin(plan, dump_fd, start_epoch)
             try:
                 yield
@@ -116,8 +132,41 @@ class ItemWatch:
                 try:
                     if interrupt is not None:
                         interrupt.disarm()
+                    if rescue:
+                        rescue[0].stop()
                 finally:  # even when the interrupt landed just as the test returned
                     self._end(plan, since, start_epoch, bool(expired))
+
+    def _start_watchdog(self) -> None:
+        """Start the process that ends the test's tree should pytest die during the test."""
+        if self.watchdog is not None or self.client is None:
+            return
+        ticks, watcher_ticks = own_ticks(), watchdog.start_ticks(self.client.process.pid)
+        if ticks is None or watcher_ticks is None:  # no /proc: nothing to tell processes apart by
+            return
+        self.watchdog = launch.start_watchdog(
+            self.token, 1.0, self.workdir.members, events=self.workdir.events, parent=(os.getpid(), ticks),
+            also=((self.client.process.pid, watcher_ticks),), remove=self.workdir.root)
+
+    def _stop_watchdog(self) -> None:
+        if self.watchdog is not None:
+            launch.stop_watchdog(self.watchdog, done=True)
+            self.watchdog = None
+
+    def _rescue(self, item: pytest.Item, plan: Plan, since: float, start_epoch: float) -> None:
+        """In the rescue thread: the main thread is stuck; fail the test and end the session."""
+        assert plan.hang is not None
+        self._end(plan, since, start_epoch, True, stuck=True)
+        message = f"hang_timeout: still running after {plan.hang.seconds:g} s"
+
+        def fail() -> None:
+            raise HangExpired(message, pytrace=False)
+
+        def report_call() -> Any:
+            return item.ihook.pytest_runtest_makereport(item=item, call=pytest.CallInfo.from_call(fail, "call"))
+
+        end_session(item, report_call, f"gpudoctor: {item.nodeid} stayed blocked in native code after its "
+                                      "hang_timeout; the tests after it were not run")
 
     def _begin(self, plan: Plan, dump_fd: int, start_epoch: float) -> None:
         if self.client is None:
@@ -127,16 +176,19 @@ class ItemWatch:
                 self.client.request({"cmd": "arm", "seconds": plan.hang.seconds,
                                      "hang_after": plan.hang.stall_threshold,
                                      "native_stacks": plan.hang.native_stacks,
-                                     "dump_fd": dump_fd, "start_epoch": start_epoch})
+                                     "dump_fd": dump_fd, "start_epoch": start_epoch,
+                                     "exclude": [self.watchdog.pid] if self.watchdog is not None else []})
             if self.gpu:
                 self.client.request({"cmd": "sample"})  # the baseline of the leak check
         except WatcherError as error:
             self.error = str(error)
 
-    def _end(self, plan: Plan, since: float, start_epoch: float, interrupted: bool) -> None:
+    def _end(self, plan: Plan, since: float, start_epoch: float, interrupted: bool, stuck: bool = False) -> None:
+        if self.record is not None:  # the rescue thread recorded the call already
+            return
         recorded = events.read(self.workdir.events, start_epoch)
         stopped: list[int] = []
-        if interrupted:
+        if interrupted and not stuck:  # stuck: the watcher killed the workers, a pool can no longer stop
             born = {e["pid"] for e in recorded if e.get("event") in ("fork-child", "start")}
             stopped = terminate_pools(born)
         final = None
@@ -145,11 +197,16 @@ class ItemWatch:
                 final = self.client.finish()
             except WatcherError as error:
                 self.error = str(error)
+        self._stop_watchdog()
         self.record = CallRecord(plan, os.getpid(), since, recorded, final, self.error, interrupted,
-                                 tuple(stopped))
+                                 tuple(stopped), stuck)
 
     def close(self) -> None:
-        """Stop the watcher if it still runs and delete the scratch directory."""
+        """Stop the watcher and the watchdog if they still run and delete the scratch directory."""
         if self.client is not None and self.client.final is None:
             self.client.close()
+        self._stop_watchdog()
+        for fd in self.rescue_pipe or ():
+            os.close(fd)
+        self.rescue_pipe = None
         shutil.rmtree(self.workdir.root, ignore_errors=True)

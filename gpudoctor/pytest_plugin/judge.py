@@ -41,7 +41,7 @@ def judge(record: CallRecord) -> Judgement:
     if plan.hang is not None and (final.get("hang") or record.interrupted):
         document = final.get("hang") or {"verdict": "unknown", "explanation": record.watcher_error or ""}
         failures.append(hang_report.hang_failure(plan.hang.seconds, document, list(final.get("killed") or []),
-                                                 list(record.stopped_pools)))
+                                                 list(record.stopped_pools), record.stuck))
     if plan.fork_safe is not None:
         fork = checks.fork_failure(plan.fork_safe, record.events, record.root)
         if fork is not None:

@@ -24,13 +24,17 @@ class WatcherError(RuntimeError):
 class WatcherClient:
     """One watcher process, watching this process's tree for one test."""
 
-    def __init__(self, workdir: launch.Workdir, token: str, gpu: bool, interval: float) -> None:
+    def __init__(self, workdir: launch.Workdir, token: str, gpu: bool, interval: float,
+                 rescue_fd: int | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _INSTRUMENT_VARS}
         command = [sys.executable, "-m", "gpudoctor.pytest_plugin.watcher", "--pid", str(os.getpid()),
                    "--workdir", str(workdir.root), "--token", token, "--interval", str(interval)]
         if gpu:
             command.append("--gpu")
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        if rescue_fd is not None:
+            command += ["--rescue-fd", str(rescue_fd)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                        pass_fds=() if rescue_fd is None else (rescue_fd,))
         self.final: dict[str, Any] | None = None
         self.ready = self._read(_START_TIMEOUT)
 

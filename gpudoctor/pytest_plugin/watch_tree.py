@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -18,35 +19,85 @@ from gpudoctor.probe import diagnose, events, launch, render_run, stacks
 from gpudoctor.probe.sampler import Peaks
 from gpudoctor.probe.supervise import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.tree import Track, Tree
+from gpudoctor.probe.watchdog import start_ticks
 
 
-def _descendants(pid: int) -> set[int]:
-    try:
-        return {child.pid for child in psutil.Process(pid).children(recursive=True)}
-    except psutil.Error:
-        return set()
+def _table() -> dict[int, tuple[int, float]]:
+    """Return PID -> (parent PID, start time) of every process."""
+    table: dict[int, tuple[int, float]] = {}
+    for process in psutil.process_iter(["ppid", "create_time"]):
+        table[process.pid] = (process.info["ppid"] or 0, process.info["create_time"] or 0.0)
+    return table
+
+
+def _below(table: dict[int, tuple[int, float]], seeds: set[int], skip: set[int]) -> set[int]:
+    """Return ``seeds`` and their descendants in ``table``, not walking into ``skip``."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    queue = [pid for pid in seeds if pid in table and pid not in skip]
+    while queue:
+        pid = queue.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        queue += [child for child in children.get(pid, []) if child not in skip]
+    return found
 
 
 class TestTree(Tree):
-    """The processes of one test: its own, and what it started while watched."""
+    """The processes of one test: its own, and what it started while watched.
+
+    Membership is by ancestry, and it sticks: a process once found stays a member
+    (known by its PID and start time) after its parent dies and it is reparented
+    elsewhere, and so do its descendants. A SIGTERM that kills a middle process
+    must not set free the grandchild that ignores it.
+    """
 
     __test__ = False  # not a test class, whatever pytest's name patterns say
 
-    def __init__(self, test_pid: int) -> None:
-        super().__init__(test_pid, token="", tools=set())
-        self.preexisting = self._others()
+    def __init__(self, test_pid: int, token: str = "", members_file: Path | None = None) -> None:
+        super().__init__(test_pid, token=token, tools=set())
+        self.members_file = members_file
+        self.exclude: set[int] = set()  # gpudoctor's own children of the test process (its watchdog)
         self.info: dict[int, dict[str, Any]] = {}
+        self.seen: dict[int, float] = {}  # PID -> start time of every member found so far
+        table = _table()
+        self.root_started = table.get(test_pid, (0, None))[1]
+        me = _below(table, {os.getpid()}, set())
+        self.preexisting = {(pid, table[pid][1]) for pid in _below(table, {test_pid}, me) - {test_pid}}
 
-    def _others(self) -> set[int]:
-        me = os.getpid()
-        return _descendants(self.root) - {me} - _descendants(me)
+    def root_alive(self) -> bool:
+        """Tell whether the test process still runs (not exited, not a new process with its PID)."""
+        try:
+            process = psutil.Process(self.root)
+            return bool(process.status() != psutil.STATUS_ZOMBIE) and (
+                self.root_started is None or abs(process.create_time() - self.root_started) < 0.01)
+        except psutil.Error:
+            return False
 
     def members(self) -> set[int]:
-        """Return the test process and the descendants it started since the watch began."""
-        found = {self.root} | (self._others() - self.preexisting)
-        for pid in found - set(self.info):
-            self.info[pid] = _describe(pid)
-        return found
+        """Return the test process and every process of its tree found so far that still exists."""
+        table = _table()
+        seeds = {pid for pid, started in self.seen.items() if pid in table and table[pid][1] == started}
+        if self.root_alive():
+            seeds.add(self.root)
+        skip = _below(table, {os.getpid()}, set()) | self.exclude | self.tools
+        found = {pid for pid in _below(table, seeds, skip) if (pid, table[pid][1]) not in self.preexisting}
+        for pid in found - set(self.seen):
+            self._found(pid, table[pid])
+        return found | {self.root}
+
+    def _found(self, pid: int, entry: tuple[int, float]) -> None:
+        self.seen[pid] = entry[1]
+        self.info[pid] = _describe(pid)
+        ticks = start_ticks(pid)
+        if self.members_file is None or ticks is None or pid == self.root:
+            return
+        # For the watchdog, which kills the members if pytest dies without cleaning up.
+        with open(self.members_file, "a") as f:
+            f.write(f"{pid} {ticks}\n")
 
     def running(self) -> set[int]:
         """Return the members other than the test process that have not exited."""
@@ -112,10 +163,17 @@ def diagnose_hang(tree: TestTree, start: float, start_epoch: float, limits: Limi
     now = time.monotonic()
     live = tree.scan(now) | {tree.root}
     dumps, notes = dump_stacks(tree, live, workdir, test_dump_fd, start_epoch, limits.native_stacks, tools)
-    stalled = any(tree.tracks[p].stalled_for(now) >= limits.hang_after for p in live if p in tree.tracks)
+    tracks = [tree.tracks[p] for p in live if p in tree.tracks]
+    quiet = tree.quiet_for(now) >= limits.hang_after
+    if quiet and any(t.stopped_since is not None for t in tracks):
+        reason = "stopped"  # held by SIGSTOP or a debugger: not a deadlock of the test's own
+    elif quiet or any(t.stalled_for(now) >= limits.hang_after for t in tracks):
+        reason = "hung"
+    else:
+        reason = "timeout"
     run = RunRecord(
         command=tuple(tree.tracks[tree.root].cmdline) if tree.root in tree.tracks else ("pytest",),
-        stop_reason="hung" if stalled else "timeout",
+        stop_reason=reason,
         signal_received=None,
         root_pid=tree.root,
         exit_code=None,

@@ -9,13 +9,23 @@ arrive on stdin, one JSON object per line, and each gets one JSON line back:
 
 * at start, unasked: ``{"ready": true, "nvml": reason or null}``
 * ``{"cmd": "arm", "seconds": S, "hang_after": H, "native_stacks": B, "dump_fd": FD,
-  "start_epoch": T}``: from now, the test has S seconds; then its processes' stacks are
-  dumped, the hang diagnosed, and the test's main thread interrupted by signal.
+  "start_epoch": T, "exclude": [PID...]}``: from now, the test has S seconds; then its processes' stacks are
+  dumped, the hang diagnosed, and the test's main thread interrupted by signal. When at
+  S the tree has just gone quiet (nothing moved for a moment, but not yet for H), the
+  watcher waits until it has been quiet for H (at most H more): a tree that went idle at
+  S - 1 is judged by how long it waited, not by how long the test ran before. ``exclude``:
+  the plugin's own children of the test process (its watchdog), not part of the tree.
 * ``{"cmd": "sample"}``: one GPU reading now; the reply carries every reading so far.
 * ``{"cmd": "done"}``: a last reading; after a hang, the tree's leftovers are killed.
   The reply adds the hang diagnosis and the killed PIDs; then the watcher exits.
 
 End of input without ``done`` means the test process died: the tree is killed.
+
+When the interrupt does not bring the test back (its main thread is blocked in native
+code, where no Python signal handler runs), the watcher kills the test's children and
+writes a byte to ``--rescue-fd``: the plugin's rescue thread in the test process then
+fails the test and ends the session with its summary. Should that thread not run
+either (native code that holds the GIL), the test process is killed.
 """
 
 from __future__ import annotations
@@ -39,14 +49,17 @@ from gpudoctor.pytest_plugin.watch_tree import TestTree, diagnose_hang
 _SCAN = 0.25  # how often a hang watch looks at the tree's CPU progress
 _KILL_AFTER = 10.0  # no "done" this long after the interrupt: the test is stuck, free it
 _REPEAT = 5.0  # and interrupt it again this often
-_GIVE_UP = 60.0  # then stop the test process itself rather than hang the session
+_GIVE_UP = 40.0  # then kill the test process itself rather than hang the session
+_BUSY = 2 * _SCAN  # moved within this long at the deadline: busy, judged at once
 
 
 class Watch:
     """The state of one watch, advanced by ``tick`` and by commands."""
 
-    def __init__(self, test_pid: int, workdir: launch.Workdir, token: str, gpu: bool, interval: float):
-        self.tree = TestTree(test_pid)
+    def __init__(self, test_pid: int, workdir: launch.Workdir, token: str, gpu: bool, interval: float,
+                 rescue_fd: int | None = None):
+        self.tree = TestTree(test_pid, token, workdir.members)
+        self.rescue_fd = rescue_fd
         self.workdir = workdir
         self.token = token
         self.reader = GpuReader.open() if gpu else GpuReader(reason="not asked")
@@ -83,10 +96,17 @@ class Watch:
             if now >= self.next_scan:
                 self.tree.scan(now)
                 self.next_scan = now + _SCAN
-            if now >= self.start + self.arm["seconds"]:
+            if now >= self.start + self.arm["seconds"] and not self._settling(now):
                 self.fire()
             return
         self.escalate(now)
+
+    def _settling(self, now: float) -> bool:
+        """Tell whether, past the deadline, the tree has just gone quiet: wait to see if it stays so."""
+        assert self.arm is not None
+        hang_after = self.arm["hang_after"]
+        quiet = self.tree.quiet_for(now)
+        return _BUSY <= quiet < hang_after and now < self.start + self.arm["seconds"] + hang_after
 
     def fire(self) -> None:
         """Dump and diagnose the tree, then interrupt the test's main thread."""
@@ -105,29 +125,45 @@ class Watch:
         waited = now - self.fired_at
         if waited >= _GIVE_UP:
             print(f"gpudoctor: the test process {self.tree.root} did not return {_GIVE_UP:.0f} s "
-                  "after hang_timeout interrupted it (blocked in native code?); killing it",
-                  file=sys.stderr, flush=True)
+                  "after hang_timeout interrupted it, and its rescue thread did not run either "
+                  "(blocked in native code that holds the GIL?); killing it", file=sys.stderr, flush=True)
             self.kill()
             os.kill(self.tree.root, signal.SIGKILL)
             raise SystemExit(1)
         if waited >= _KILL_AFTER and not self.freed:
             self.freed = True
             self.kill()
+            self.rescue()
         if now >= self.next_interrupt:
             self.next_interrupt = now + _REPEAT
             signal_main_thread(self.tree.root, INTERRUPT_SIGNAL)
 
     def kill(self) -> None:
-        """Kill the test's children (never the test process), and escaped exec'd descendants."""
+        """Kill the test's children, never the test process: every process found in its tree
+        (a member stays one after its parent died), every one its fork hooks named, and
+        their descendants, even those that left its session and ignore SIGTERM."""
         self.killed |= self.tree.running()
         reaper.kill_tree(self.tree.running, lambda pids: None, 1.0)
-        watchdog.kill_marked(self.token)
+        named = watchdog.listed(str(self.workdir.members), str(self.workdir.events))
+        before = watchdog.targets(self.token, named, {self.tree.root})
+        watchdog.kill_marked(self.token, named, spare=frozenset({self.tree.root}))
+        self.killed |= before
+
+    def rescue(self) -> None:
+        """Wake the test process's rescue thread: its main thread is stuck for good."""
+        if self.rescue_fd is None:
+            return
+        try:
+            os.write(self.rescue_fd, b"S")
+        except OSError:
+            pass
 
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
         """Answer one command from the plugin."""
         name = command.get("cmd")
         if name == "arm":
             self.arm = command
+            self.tree.exclude |= {p for p in command.get("exclude") or () if isinstance(p, int)}
             self.start = time.monotonic()
             self.tree.scan(self.start)
             return {"ok": True}
@@ -180,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", required=True)
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--rescue-fd", type=int)
     args = parser.parse_args(argv)
-    watch = Watch(args.pid, launch.Workdir(args.workdir), args.token, args.gpu, args.interval)
+    watch = Watch(args.pid, launch.Workdir(args.workdir), args.token, args.gpu, args.interval, args.rescue_fd)
     watch.reader.read(watch.tree.members())
     _reply({"ready": True, "nvml": watch.reader.reason})
     return serve(watch)

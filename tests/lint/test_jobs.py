@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -164,7 +165,13 @@ def test_sigterm_and_sighup_stop_the_workers_and_leave_nothing(tmp_path: Path, s
     workers, tree = _workers_seen(process, started=True)
     _stop_all(workers)
     os.kill(process.pid, signum)
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:  # hung: leave nothing behind for the tests after this one
+            for leftover in [psutil.Process(process.pid), *tree]:
+                with contextlib.suppress(psutil.Error):
+                    leftover.kill()
     assert process.returncode == 128 + signum, (out, err)
     assert f"stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
     assert not _gone(tree)  # the workers, the fork server and the resource tracker

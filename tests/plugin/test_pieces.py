@@ -90,3 +90,40 @@ def test_stacks_lose_pytest_frames_and_keep_the_innermost() -> None:
     trimmed = hang_report._stack(text)
     assert "pluggy" not in trimmed and "_pytest" not in trimmed
     assert trimmed.splitlines()[-1] == "    (80 frames of pytest itself not shown)"
+
+
+FORK_WARNING = "This process (pid=4242) is multi-threaded, use of fork() may lead to deadlocks in the child."
+
+
+def test_the_fork_warning_is_silenced_only_for_the_rescue_thread_and_only_for_one_fork() -> None:
+    import warnings
+
+    from gpudoctor.pytest_plugin import instrument
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        instrument._silence_rescue_warning(threads=2, ours=1)  # the rescue thread is the only other
+        warnings.warn(FORK_WARNING, DeprecationWarning, stacklevel=1)
+        instrument._unsilence()
+        warnings.warn(FORK_WARNING, DeprecationWarning, stacklevel=1)  # the next fork warns again
+        instrument._silence_rescue_warning(threads=3, ours=1)  # a thread of the test's own: warn
+        warnings.warn(FORK_WARNING, DeprecationWarning, stacklevel=1)
+        instrument._unsilence()
+    assert len(caught) == 2
+
+
+def test_the_rescue_thread_is_no_thread_of_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fork="""
+        import os
+        import pytest
+
+        @pytest.mark.fork_safe(threads=True)
+        @pytest.mark.hang_timeout(60)
+        def test_forks_alone():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error::DeprecationWarning")
+    result.assert_outcomes(passed=1)

@@ -183,6 +183,16 @@ def _register_dump() -> None:
         faulthandler.enable(file=fd, all_threads=True)  # ours, but its descriptor was lost
 
 
+def own_ticks() -> int | None:
+    """When this process started, in clock ticks since boot: with the PID it names this
+    process to the watchdog, which must not kill a later process given the same PID."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _dump_fd() -> int | None:
     """Return the descriptor faulthandler writes to, so the supervisor can check it first."""
     return _stack[0][0] if _stack else None
@@ -209,6 +219,7 @@ def _after_fork_in_child() -> None:
         runtimes_at_fork=_at_fork.get("runtimes"),
         fork_t=_at_fork.get("t"),
         dump_fd=_dump_fd(),
+        ticks=own_ticks(),
     )
 
 
@@ -264,7 +275,7 @@ def _start() -> None:
                   for a in argv)
     _register_dump()
     _write("start", how="spawn" if spawned else "exec", argv=argv[:16],
-           dump_fd=_dump_fd())
+           dump_fd=_dump_fd(), ticks=own_ticks())
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     _wrap_os_exit()
     _wrap_os_waitpid()
