@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# Import name -> what the report calls it.
-FRAMEWORKS = ("tensorflow", "cupy", "torch", "jax", "numba", "pycuda")
+# The frameworks the report covers, by import name: the linter's knowledge records (plain
+# data; importing them imports no framework and no libcst).
+from gpudoctor.lint.knowledge.registry import FRAMEWORKS
 
 _CHILD_TIMEOUT = 60.0
 

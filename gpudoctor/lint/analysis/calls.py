@@ -34,17 +34,18 @@ from gpudoctor.lint.analysis.values import (
     strings,
 )
 from gpudoctor.lint.knowledge import processes
-from gpudoctor.lint.knowledge.environment import READERS
-from gpudoctor.lint.knowledge.registry import api_table
+from gpudoctor.lint.knowledge.registry import (
+    CUDA_PLACEMENT,
+    DEVICE_TYPES,
+    HOST_METHODS,
+    HOST_RESULT_METHODS,
+    READERS,
+    api_table,
+    framework_of_module,
+)
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, TF_CONFIG
 
 Value = frozenset
-HOST_METHODS = frozenset({"get", "cpu", "numpy", "tolist", "item", "copy_to_host", "asnumpy",
-                          "__array__"})
-# Keras model methods run on the device but hand back host values (NumPy, History, floats).
-MODEL_HOST_METHODS = frozenset({"predict", "predict_on_batch", "fit", "evaluate", "summary",
-                                "save", "save_weights", "load_weights", "get_weights",
-                                "count_params", "to_json", "compile"})
 MUTATORS = frozenset({"append", "extend", "add", "insert", "appendleft", "update"})
 ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update",
                        "os.environ.__setitem__"})
@@ -118,7 +119,7 @@ class CallEvaluator(ExprEvaluator):
             elif isinstance(atom, (Instance, ClassRef, ModuleObj)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
         if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
-            out |= self.torch_placement(name, args, node)
+            out |= self.untyped_placement(name, args, node)
         return frozenset(out)
 
     def method_on_device(self, atom: GpuObj, name: str, args: Args, node: cst.Call) -> Value:
@@ -127,7 +128,7 @@ class CallEvaluator(ExprEvaluator):
         # Using a device object needs the runtime in this process (in a child: unpickling
         # it, or inheriting it through fork, is not enough to make CUDA usable).
         self.emit(Init(atom.framework, "runtime", f".{name}() on a device object", self.site(node)))
-        if name in MODEL_HOST_METHODS:
+        if name in HOST_RESULT_METHODS:
             return UNKNOWN
         if name == "to":
             target = args.get(0, "device") or UNKNOWN
@@ -135,12 +136,14 @@ class CallEvaluator(ExprEvaluator):
                 return UNKNOWN
         return one(GpuObj(atom.framework, self.site(node)))
 
-    def torch_placement(self, name: str, args: Args, node: cst.Call) -> Value:
-        """``x.cuda()`` and ``x.to("cuda")`` on a value of unknown type place it on the GPU."""
+    def untyped_placement(self, name: str, args: Args, node: cst.Call) -> Value:
+        """``x.cuda()`` and ``x.to("cuda")`` on a value of unknown type place it on the GPU
+        (credited to the first framework whose values move so, registry.CUDA_PLACEMENT)."""
         target = args.get(0, "device") or UNKNOWN
-        if name == "cuda" or (name == "to" and is_cuda(target)):
-            self.emit(Init("torch", "runtime", f".{name}()", self.site(node)))
-            return one(GpuObj("torch", self.site(node)))
+        if CUDA_PLACEMENT and (name == "cuda" or (name == "to" and is_cuda(target))):
+            framework = CUDA_PLACEMENT[0]
+            self.emit(Init(framework, "runtime", f".{name}()", self.site(node)))
+            return one(GpuObj(framework, self.site(node)))
         return UNKNOWN
 
     def call_value(self, callee: Value, args: Args, node: cst.Call) -> Value:
@@ -149,7 +152,7 @@ class CallEvaluator(ExprEvaluator):
             if isinstance(atom, ModRef):
                 out |= self.call_qualname(atom.qualname, args, node)
             elif isinstance(atom, FuncRef) and atom.cuda_kernel:
-                self.emit(Init("numba", "runtime", "CUDA kernel launch", self.site(node)))
+                self.emit(Init(atom.cuda_kernel, "runtime", "CUDA kernel launch", self.site(node)))
             elif isinstance(atom, FuncRef):
                 out |= self.inline(atom, args, node)
             elif isinstance(atom, ClassRef):
@@ -199,7 +202,7 @@ class CallEvaluator(ExprEvaluator):
             return frozenset(
                 replace(a, bound=a.bound + bound) for a in args.positional[0] if isinstance(a, FuncRef)
             )
-        if qualname == "torch.device":
+        if qualname in DEVICE_TYPES:
             return one(CudaDevice()) if is_cuda(args.get(0, "type") or UNKNOWN) else UNKNOWN
         api = api_table().lookup(qualname)
         if api is not None and api.effect not in INIT_EFFECTS | {TF_CONFIG}:
@@ -207,9 +210,10 @@ class CallEvaluator(ExprEvaluator):
             # method called on the object (``.use()``) is looked up as ``Device.use``.
             return one(ModRef(qualname)) if qualname.rsplit(".", 1)[-1][:1].isupper() else UNKNOWN
         if api is None:
-            if qualname.startswith("torch.") and is_cuda(args.get(-1, "device") or UNKNOWN):
-                self.emit(Init("torch", "runtime", f'{qualname}(device="cuda")', self.site(node)))
-                return one(GpuObj("torch", self.site(node)))
+            framework = framework_of_module(qualname) if "." in qualname else None
+            if framework is not None and framework in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
+                self.emit(Init(framework, "runtime", f'{qualname}(device="cuda")', self.site(node)))
+                return one(GpuObj(framework, self.site(node)))
             return UNKNOWN
         if api.effect == TF_CONFIG:
             self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0))

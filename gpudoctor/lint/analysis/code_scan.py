@@ -8,8 +8,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.table import TF_CONFIG
-from gpudoctor.lint.knowledge.tensorflow import TABLE as _TF_TABLE
+from gpudoctor.lint.knowledge.registry import CONFIG_APIS
 
 _STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
 # Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
@@ -19,7 +18,7 @@ START_NAMES = frozenset(
     {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
     | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
 ) - {"DataLoader"}
-CONFIG_NAMES = frozenset(api.pattern.rsplit(".", 1)[-1] for api in _TF_TABLE if api.effect == TF_CONFIG)
+CONFIG_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in CONFIG_APIS)
 # Choosing how processes start acts on every process the code it calls starts (a helper
 # module's pool forks after this file initialized the GPU).
 METHOD_NAMES = frozenset({"set_start_method"})

@@ -8,6 +8,7 @@ import libcst as cst
 from gpudoctor.lint.analysis.calls import Args
 from gpudoctor.lint.analysis.imports import ImportWalker
 from gpudoctor.lint.analysis.values import Atom, ClassRef, FuncRef, ModRef, one
+from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS
 
 Value = frozenset
 
@@ -22,13 +23,13 @@ class DefinitionWalker(ImportWalker):
         return value
 
     def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        kernel = False
+        kernel = None
         for decorator in node.decorators:
             target = decorator.decorator
             target = target.func if isinstance(target, cst.Call) else target
             for atom in self.eval_quiet(target):
-                if isinstance(atom, ModRef) and atom.qualname == "numba.cuda.jit":
-                    kernel = True
+                if isinstance(atom, ModRef) and atom.qualname in KERNEL_DECORATORS:
+                    kernel = KERNEL_DECORATORS[atom.qualname]
         self.module.parsed.note_tree(node, self.tree)
         closure = () if self.module_level else self.captured(node)
         func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure)

@@ -9,6 +9,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gpudoctor.lint.knowledge.registry import GPU_WORDS, READERS
+
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
 ACTS = re.compile(
@@ -27,17 +29,27 @@ _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "Da
 _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
-# importer initialized it). Plain words, which ``str.find`` searches for several times
-# faster than a regular expression does.
+# importer initialized it), by a call or by a variable a GPU runtime reads. Plain words,
+# which ``str.find`` searches for several times faster than a regular expression does.
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
 STARTS_WORDS = (
     *PROCESS_WORDS,
     "set_memory_growth", "set_visible_devices", "set_logical_device", "set_virtual_device", "parallelism_threads",
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_FORCE_GPU", "TF_GPU_ALLOCATOR", "XLA_", "CUPY_GPU", "PYTORCH_CUDA",
+    *READERS,
 )
-# What a module must mention for its code to have effects worth following into it.
-USES_GPU = re.compile(r"tensorflow|keras|cupy|torch|jax|numba|pycuda")
+
+
+def _alternatives(words: tuple[str, ...]) -> str:
+    """A regular expression for any of ``words``, without those that contain another one
+    (``cupyx`` is found as ``cupy``)."""
+    kept = [w for w in words if not any(other != w and other in w for other in words)]
+    return "|".join(re.escape(word) for word in kept)
+
+
+# What a module must mention for its code to have effects worth following into it: a
+# name of a GPU framework (registry.GPU_WORDS).
+USES_GPU = re.compile(_alternatives(GPU_WORDS))
 # Import statements, parenthesized ones whole: an import of a module names it in one of them.
 _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
                                re.M)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from gpudoctor.lint.analysis.code_scan import Scan
 from gpudoctor.lint.analysis.nesting import pinned
 from gpudoctor.lint.analysis.reading import split_lines
-from gpudoctor.lint.knowledge.environment import READERS
+from gpudoctor.lint.knowledge.registry import READERS
 
 # CPython's parser gets Python's default room to recurse in: nesting it refuses at the
 # default recursion limit is refused wherever the file is read from (the analysis runs

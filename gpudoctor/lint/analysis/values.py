@@ -77,7 +77,7 @@ class FuncRef:
     qualname: str
     node: cst.CSTNode  # FunctionDef or Lambda
     bound: tuple[frozenset[Atom], ...] = ()  # partial() / bound self
-    cuda_kernel: bool = False  # decorated with numba.cuda.jit
+    cuda_kernel: str | None = None  # the framework whose kernel decorator it carries (registry.KERNEL_DECORATORS)
     closure: tuple[tuple[str, frozenset[Atom]], ...] = ()  # enclosing names a nested def uses
 
     def __hash__(self) -> int:

@@ -22,8 +22,8 @@ from gpudoctor.lint.analysis.values import (
     strings,
     truth,
 )
-from gpudoctor.lint.knowledge.environment import READERS
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
+from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, READERS
 
 Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
@@ -350,13 +350,15 @@ class Walker(DefinitionWalker):
         return ended
 
     def enter_context(self, expr: cst.BaseExpression, value: Value) -> None:
-        """``with cp.cuda.Device(0):`` selects (and so initializes) the device on entry."""
+        """``with cp.cuda.Device(0):`` selects (and so initializes) the device on entry
+        (registry.DEVICE_CONTEXTS)."""
         if not isinstance(expr, cst.Call):
             return
         callee = self.eval_quiet(expr.func)
         for atom in callee:
-            if isinstance(atom, ModRef) and atom.qualname == "cupy.cuda.Device":
-                self.emit(Init("cupy", "runtime", "cupy.cuda.Device.__enter__", self.site(expr)))
+            if isinstance(atom, ModRef) and atom.qualname in DEVICE_CONTEXTS:
+                self.emit(Init(DEVICE_CONTEXTS[atom.qualname], "runtime", f"{atom.qualname}.__enter__",
+                               self.site(expr)))
 
     def _s_Match(self, node: cst.Match) -> bool:
         self.eval(node.subject)

@@ -19,7 +19,8 @@ from gpudoctor.lint.analysis.values import ModRef
 from gpudoctor.lint.findings import Edit, Fix
 from gpudoctor.lint.knowledge import processes as P
 
-MP_MODULES = frozenset({"multiprocessing", "torch.multiprocessing", "multiprocess"})
+# multiprocessing and its drop-in replacements (``torch.multiprocessing``, ``multiprocess``).
+MP_MODULES = frozenset({"multiprocessing", *(prefix.rstrip(".") for prefix, _ in P.ALIASES)})
 TITLE = 'Use the spawn start method: multiprocessing.get_context("spawn")'
 
 

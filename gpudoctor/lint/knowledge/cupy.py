@@ -7,6 +7,7 @@ alone touches no device.
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
@@ -47,4 +48,16 @@ TABLE = (
     _api("cupy.cuda.MemoryPool", INERT, "pool object; allocates on first use"),
     _api("cupy.cuda.PinnedMemoryPool", INERT, "pool object; allocates on first use"),
     _api("cupyx.scipy.*", GPU_OBJECT, "cupyx.scipy works on device arrays"),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="CuPy",
+    modules=("cupy", "cupyx"),
+    table=TABLE,
+    consequence="fail with cudaErrorInitializationError",
+    host_copy="x.get() or cupy.asnumpy(x)",
+    environment=("CUPY_GPU_MEMORY_LIMIT",),  # https://docs.cupy.dev/en/stable/reference/environment.html
+    host_methods=frozenset({"get", "asnumpy", "tolist", "item"}),
+    device_contexts=("cupy.cuda.Device",),  # DEVICE: "with Device(n):" makes n current
 )

@@ -7,6 +7,7 @@ Transformations (``jit``, ``grad``, ``vmap``) are lazy and touch no device.
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, Api
 
 FW = "jax"
@@ -40,4 +41,25 @@ TABLE = (
     _api("jax.pmap", INERT, "lazy transformation"),
     _api("jax.tree_util.*", INERT, "pytree helpers"),
     _api("jax.tree.*", INERT, "pytree helpers"),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="JAX",
+    modules=("jax", "jaxlib"),
+    table=TABLE,
+    consequence="deadlock",
+    host_copy="jax.device_get(x)",
+    # GPU_MEM; JAX_PLATFORMS: https://docs.jax.dev/en/latest/installation.html
+    environment=("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION",
+                 "XLA_PYTHON_CLIENT_ALLOCATOR", "JAX_PLATFORMS"),
+    host_methods=frozenset({"tolist", "item", "__array__"}),
+    reserves="preallocates 75% of GPU memory",
+    memory_caps={
+        "XLA_PYTHON_CLIENT_PREALLOCATE": frozenset({"false", "0"}),
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": None,
+        "XLA_CLIENT_MEM_FRACTION": None,
+        "XLA_PYTHON_CLIENT_ALLOCATOR": frozenset({"platform"}),
+        "JAX_PLATFORMS": frozenset({"cpu"}),
+    },
 )

@@ -6,6 +6,7 @@ Numba detects fork after init itself: "CUDA initialized before forking"
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "numba"
@@ -34,4 +35,15 @@ TABLE = (
     _api("numba.cuda.mapped_array", GPU_OBJECT, MEM),
     _api("numba.cuda.pinned_array", RUNTIME_INIT, MEM),
     _api("numba.cuda.jit", INERT, "compiles on first launch"),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="Numba CUDA",
+    modules=("numba",),
+    table=TABLE,
+    consequence='fail with "CUDA initialized before forking"',
+    host_copy="d.copy_to_host()",
+    host_methods=frozenset({"copy_to_host"}),
+    kernel_decorators=("numba.cuda.jit",),
 )

@@ -6,6 +6,7 @@ error" (inducer/pycuda#137).
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "pycuda"
@@ -32,7 +33,18 @@ TABLE = (
 )
 
 # Importing these modules initializes CUDA at import time.
-INITIALIZING_IMPORTS = {
-    "pycuda.autoinit": Api("pycuda.autoinit", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html#module-pycuda.autoinit"),
-    "pycuda.autoprimaryctx": Api("pycuda.autoprimaryctx", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html"),
-}
+INITIALIZING_IMPORTS = (
+    Api("pycuda.autoinit", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html#module-pycuda.autoinit"),
+    Api("pycuda.autoprimaryctx", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html"),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="PyCUDA",
+    modules=("pycuda",),
+    table=TABLE,
+    consequence='fail with "cuInit failed: initialization error"',
+    host_copy="a.get()",
+    host_methods=frozenset({"get"}),
+    initializing_imports=INITIALIZING_IMPORTS,
+)

@@ -1,33 +1,69 @@
-"""All framework tables merged into one lookup, built once per process."""
+"""Every lookup over the framework records, derived from them once per process.
+
+The gate, the analysis, the rules and the probe read framework facts from here, never
+from copies of their own: a variable or module added to a record reaches all of them.
+"""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from gpudoctor.lint.knowledge import cupy, jax, numba, pycuda, tensorflow, torch
-from gpudoctor.lint.knowledge.table import Api, ApiTable
+from gpudoctor.lint.knowledge import cupy, environment, jax, numba, processes, pycuda, tensorflow, torch
+from gpudoctor.lint.knowledge.framework import Framework
+from gpudoctor.lint.knowledge.table import TF_CONFIG, Api, ApiTable
 
-FRAMEWORKS = ("tensorflow", "cupy", "torch", "jax", "numba", "pycuda")
-FRAMEWORK_MODULES = {
-    "tensorflow": "tensorflow", "keras": "tensorflow", "cupy": "cupy", "cupyx": "cupy",
-    "torch": "torch", "jax": "jax", "jaxlib": "jax", "numba": "numba", "pycuda": "pycuda",
+RECORDS: tuple[Framework, ...] = (
+    tensorflow.FRAMEWORK, cupy.FRAMEWORK, torch.FRAMEWORK, jax.FRAMEWORK, numba.FRAMEWORK, pycuda.FRAMEWORK,
+)
+BY_NAME = {framework.name: framework for framework in RECORDS}
+FRAMEWORKS = tuple(BY_NAME)
+# Top-level module -> framework (``keras`` is TensorFlow's, ``cupyx`` CuPy's).
+FRAMEWORK_MODULES = {module: framework.name for framework in RECORDS for module in framework.modules}
+DISPLAY = {framework.name: framework.display for framework in RECORDS}
+# Environment variable -> the framework that reads it at initialization (None: the driver).
+READERS: dict[str, str | None] = {
+    **dict.fromkeys(environment.DRIVER),
+    **{var: framework.name for framework in RECORDS for var in framework.environment},
 }
-DISPLAY = {
-    "tensorflow": "TensorFlow", "cupy": "CuPy", "torch": "PyTorch", "jax": "JAX",
-    "numba": "Numba CUDA", "pycuda": "PyCUDA",
-}
+# Methods of device objects that return host values (a host copy; a model's predictions).
+HOST_METHODS = frozenset().union(*(framework.host_methods for framework in RECORDS))
+HOST_RESULT_METHODS = frozenset().union(*(framework.host_result_methods for framework in RECORDS))
+# Qualified name -> framework, for constructors whose ``with`` selects a device and for
+# kernel decorators.
+DEVICE_CONTEXTS = {name: framework.name for framework in RECORDS for name in framework.device_contexts}
+KERNEL_DECORATORS = {name: framework.name for framework in RECORDS for name in framework.kernel_decorators}
+DEVICE_TYPES = frozenset(framework.device_type for framework in RECORDS if framework.device_type)
+# Frameworks whose values ``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` place on the
+# GPU; the first is the one such a call on a value of unknown type is credited to.
+CUDA_PLACEMENT = tuple(framework.name for framework in RECORDS if framework.cuda_placement)
+# The framework whose device configuration must precede its runtime (GD302), and the
+# names of those configuration calls.
+CONFIG_APIS = frozenset(api.pattern for framework in RECORDS for api in framework.table if api.effect == TF_CONFIG)
+CONFIG_FRAMEWORK = next(api.framework for framework in RECORDS for api in framework.table if api.effect == TF_CONFIG)
+# The framework a DataLoader (processes.DATALOADER) belongs to.
+DATALOADER_FRAMEWORK = FRAMEWORK_MODULES[
+    next(name for name, kind in processes.APIS.items() if kind == processes.DATALOADER).split(".", 1)[0]]
+# Every top-level name a framework is reached by: its modules, and the roots of every name
+# its records mention. A module mentioning none of them uses no GPU framework.
+GPU_WORDS = tuple(dict.fromkeys(
+    name.split(".", 1)[0]
+    for framework in RECORDS
+    for name in (*framework.modules, *(api.pattern for api in framework.table),
+                 *(api.pattern for api in framework.initializing_imports), *framework.device_contexts,
+                 *framework.kernel_decorators, *((framework.device_type,) if framework.device_type else ()))
+))
+_INITIALIZING_IMPORTS = {api.pattern: api for framework in RECORDS for api in framework.initializing_imports}
 
 
 @lru_cache(maxsize=1)
 def api_table() -> ApiTable:
     """Return the merged table of every framework's APIs."""
-    return ApiTable((*tensorflow.TABLE, *cupy.TABLE, *torch.TABLE, *jax.TABLE,
-                     *numba.TABLE, *pycuda.TABLE))
+    return ApiTable(api for framework in RECORDS for api in framework.table)
 
 
 def initializing_import(module: str) -> Api | None:
     """Return the entry for a module whose import alone initializes CUDA."""
-    return pycuda.INITIALIZING_IMPORTS.get(module)
+    return _INITIALIZING_IMPORTS.get(module)
 
 
 def framework_of_module(qualname: str) -> str | None:

@@ -8,6 +8,7 @@ in the intra-op pool (its threads do not survive fork), even on a CPU-only build
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
@@ -91,4 +92,24 @@ TABLE = (
     _api("keras.Model", GPU_OBJECT, "https://keras.io/api/models/model/"),
     _api("keras.models.*", GPU_OBJECT, "https://keras.io/api/models/"),
     _api("keras.applications.*", GPU_OBJECT, "https://keras.io/api/applications/"),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="TensorFlow",
+    modules=("tensorflow", "keras"),
+    table=TABLE,
+    consequence="hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
+    host_copy="t.numpy()",
+    environment=("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR"),  # GUIDE
+    host_methods=frozenset({"numpy"}),
+    # Keras model methods run on the device but hand back NumPy arrays, a History, floats.
+    host_result_methods=frozenset({"predict", "predict_on_batch", "fit", "evaluate", "summary", "save",
+                                   "save_weights", "load_weights", "get_weights", "count_params", "to_json",
+                                   "compile"}),
+    reserves="reserves nearly all free GPU memory",  # GUIDE, "Limiting GPU memory growth"
+    memory_caps={"TF_FORCE_GPU_ALLOW_GROWTH": frozenset({"true", "1"}),
+                 "TF_GPU_ALLOCATOR": frozenset({"cuda_malloc_async"})},
+    capping_config=frozenset({"set_memory_growth", "set_logical_device_configuration",
+                              "set_virtual_device_configuration", "set_visible_devices"}),
 )

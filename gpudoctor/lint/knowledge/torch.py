@@ -6,12 +6,14 @@ Version notes (also in the rule docs):
   unless ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` was set before import (torch >= 1.13).
 - ``torch.cuda.device_count()`` counts through NVML since torch 1.13 and does not
   initialize CUDA there; on older releases it did. gpudoctor follows >= 1.13.
-Device placement (``.cuda()``, ``.to("cuda")``, ``device="cuda"``) is recognised by the
-analysis itself, since it depends on argument values rather than on a name.
+Device placement (``.cuda()``, ``.to("cuda")``, ``device="cuda"``) is not in the table: it
+depends on argument values rather than on a name, so the record says only that torch
+places values so (``cuda_placement``) and the analysis reads the arguments.
 """
 
 from __future__ import annotations
 
+from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "torch"
@@ -46,4 +48,18 @@ TABLE = (
     _api("torch.cuda.DoubleTensor", GPU_OBJECT, CUDA),
     _api("torch.cuda.ByteTensor", GPU_OBJECT, CUDA),
     _api("torch.cuda.BoolTensor", GPU_OBJECT, CUDA),
+)
+
+FRAMEWORK = Framework(
+    name=FW,
+    display="PyTorch",
+    modules=("torch",),
+    table=TABLE,
+    consequence='fail with "Cannot re-initialize CUDA in forked subprocess"',
+    host_copy="t.cpu()",
+    # "CUDA semantics" (the caching allocator); torch/cuda/__init__.py (the NVML check)
+    environment=("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK"),
+    host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
+    device_type="torch.device",
+    cuda_placement=True,
 )

@@ -8,16 +8,9 @@ from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display, line_of, what_runs
 
-CONSEQUENCE = {
-    "tensorflow": "hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
-    "torch": 'fail with "Cannot re-initialize CUDA in forked subprocess"',
-    "cupy": "fail with cudaErrorInitializationError",
-    "numba": 'fail with "CUDA initialized before forking"',
-    "jax": "deadlock",
-    "pycuda": 'fail with "cuInit failed: initialization error"',
-}
 WHAT = {
     P.POOL: "the Pool forks its worker processes",
     P.EXECUTOR: "the ProcessPoolExecutor forks its worker processes",
@@ -190,10 +183,11 @@ class ForkAfterGpuInit(Rule):
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw = use_event.effect.framework if use_event is not None else received[0]
+        consequence = BY_NAME[child_fw].consequence if child_fw in BY_NAME else "fail"
         message = (
             f"{WHAT[start.kind]} after {display(init.framework)} initialized CUDA in this "
             f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
-            f"{display(child_fw)} and will {CONSEQUENCE.get(child_fw, 'fail')}"
+            f"{display(child_fw)} and will {consequence}"
         )
         related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:

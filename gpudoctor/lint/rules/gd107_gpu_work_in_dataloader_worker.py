@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import DataLoaderStart, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
 from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
 
 
@@ -129,7 +130,7 @@ class GpuWorkInDataloaderWorker(Rule):
             if method != "fork":
                 continue
             child = ctx.builder.child_of(flow, event)
-            use = first_gpu_use(child, "torch") if child is not None else None
+            use = first_gpu_use(child, DATALOADER_FRAMEWORK) if child is not None else None
             if use is not None:
                 init = use.effect
                 assert isinstance(init, Init)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.values import gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
+from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 CHANNELS = {
@@ -15,10 +16,6 @@ CHANNELS = {
     "initargs": "as pool initializer arguments",
     "queue": "through a multiprocessing queue",
     "pipe": "through a pipe",
-}
-COPY = {
-    "cupy": "x.get() or cupy.asnumpy(x)", "torch": "t.cpu()", "tensorflow": "t.numpy()",
-    "jax": "jax.device_get(x)", "numba": "d.copy_to_host()", "pycuda": "a.get()",
 }
 
 
@@ -126,7 +123,7 @@ class GpuObjectSentToProcess(Rule):
                 effect.site,
                 f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}; "
                 f"it is copied to the host and rebuilt on the GPU in the receiver "
-                f"(send {COPY[first.framework]} instead)",
+                f"(send {BY_NAME[first.framework].host_copy} instead)",
                 (Related(first.site, f"the {name} object is created here"),),
                 severity=ERROR if method == "fork" else WARNING,
             )

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
 from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.knowledge.environment import READERS
+from gpudoctor.lint.knowledge.registry import READERS
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.knowledge.registry import CONFIG_FRAMEWORK
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, what_runs
 
 
@@ -156,7 +157,7 @@ class TfDeviceConfigAfterInit(Rule):
             effect = event.effect
             if not isinstance(effect, TfConfig):
                 continue
-            init_event = state.init_of("tensorflow", "runtime")
+            init_event = state.init_of(CONFIG_FRAMEWORK, "runtime")
             if init_event is None:
                 continue
             init = init_event.effect

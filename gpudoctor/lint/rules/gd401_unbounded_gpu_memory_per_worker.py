@@ -9,18 +9,12 @@ from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import strings
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
-GREEDY = {"tensorflow": "reserves nearly all free GPU memory", "jax": "preallocates 75% of GPU memory"}
-# Settings that bound each process's reservation, per framework (None: any value does).
-CAPS: dict[str, dict[str, set[str] | None]] = {
-    "tensorflow": {"TF_FORCE_GPU_ALLOW_GROWTH": {"true", "1"}, "TF_GPU_ALLOCATOR": {"cuda_malloc_async"}},
-    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": {"false", "0"}, "XLA_PYTHON_CLIENT_MEM_FRACTION": None,
-            "XLA_CLIENT_MEM_FRACTION": None, "XLA_PYTHON_CLIENT_ALLOCATOR": {"platform"},
-            "JAX_PLATFORMS": {"cpu"}},
-}
-TF_CAPPING_CONFIG = ("set_memory_growth", "set_logical_device_configuration",
-                     "set_virtual_device_configuration", "set_visible_devices")
+# The frameworks that reserve (nearly) all GPU memory by default, and how (their records'
+# ``reserves``, ``memory_caps`` and ``capping_config`` say what bounds it).
+GREEDY = {framework.name: framework.reserves for framework in BY_NAME.values() if framework.reserves}
 
 
 def _caps(event: Event, framework: str, in_child: bool) -> bool:
@@ -29,13 +23,14 @@ def _caps(event: Event, framework: str, in_child: bool) -> bool:
         if effect.var == "CUDA_VISIBLE_DEVICES":
             # In the child, a per-worker device; in the parent only hiding all GPUs helps.
             return in_child or "" in strings(effect.value)
-        if effect.var not in CAPS[framework]:
+        caps = BY_NAME[framework].memory_caps
+        if effect.var not in caps:
             return False
-        allowed = CAPS[framework][effect.var]
+        allowed = caps[effect.var]
         values = {v.lower() for v in strings(effect.value)}
         return allowed is None or not values or bool(values & allowed)
-    if isinstance(effect, TfConfig) and framework == "tensorflow":
-        return effect.api.rsplit(".", 1)[-1] in TF_CAPPING_CONFIG
+    if isinstance(effect, TfConfig):
+        return effect.api.rsplit(".", 1)[-1] in BY_NAME[framework].capping_config
     return False
 
 

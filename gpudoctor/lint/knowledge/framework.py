@@ -1,0 +1,51 @@
+"""The record of one GPU framework: everything gpudoctor knows about it, in one place.
+
+Each framework module holds one ``FRAMEWORK``; registry.py derives every lookup the gate,
+the analysis, the rules and the probe use from those records, so that a fact written
+once (an import root, an environment variable) reaches all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpudoctor.lint.knowledge.table import Api
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework's names, APIs and behaviour."""
+
+    name: str  # the key of everything else (``Api.framework``, ``Init.framework``)
+    display: str  # what messages and reports call it
+    modules: tuple[str, ...]  # top-level modules that belong to it (``keras`` is TensorFlow's)
+    table: tuple[Api, ...]  # its APIs and their effects (table.py)
+    consequence: str  # what a forked child of an initialized parent will do (GD101)
+    host_copy: str  # the call that copies one of its device objects to the host (GD201)
+    # Variables its runtime reads once, when it initializes (a later write is ignored).
+    environment: tuple[str, ...] = ()
+    # Methods of its device objects that return a host value.
+    host_methods: frozenset[str] = frozenset()
+    # Methods of its device objects that run on the device and return host values
+    # (a Keras model's ``fit`` and ``predict``).
+    host_result_methods: frozenset[str] = frozenset()
+    # Imports that initialize CUDA by themselves (``import pycuda.autoinit``).
+    initializing_imports: tuple[Api, ...] = ()
+    # Constructors whose ``with`` block selects (and so initializes) a device.
+    device_contexts: tuple[str, ...] = ()
+    # Decorators that make a function a CUDA kernel: calling it launches the kernel.
+    kernel_decorators: tuple[str, ...] = ()
+    # The constructor of a device descriptor (``torch.device("cuda")``), if it has one.
+    device_type: str | None = None
+    # Whether ``.cuda()``, ``.to("cuda")`` and ``device="cuda"`` put its values on the GPU:
+    # placement read from argument values rather than from a name.
+    cuda_placement: bool = False
+    # How its runtime reserves GPU memory by default, when it takes (nearly) all of it
+    # (GD401); None when it allocates as it goes.
+    reserves: str | None = None
+    # Environment settings that bound the reservation: variable -> the values that do
+    # (lower case; None: any value does).
+    memory_caps: Mapping[str, frozenset[str] | None] = field(default_factory=dict, hash=False)
+    # Device configuration calls (last name) that bound the reservation.
+    capping_config: frozenset[str] = frozenset()
