@@ -30,7 +30,8 @@ def _acts(source: str) -> bool:
     "from multiprocessing.pool import ThreadPool\nThreadPool(4).map(len, [])\n",
     "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=4)\n",
     "import torch\nloader = torch.utils.data.DataLoader(ds, num_workers=0)\n",
-    'import os\nos.environ["KERAS_BACKEND"] = "jax"\n',  # no GPU runtime reads it
+    'import os\nos.environ["HF_HOME"] = "/data"\n',  # no GPU runtime reads it
+    "import json\nsettings = {}\nsettings.update(json.load(open('s.json')))\n",  # an update, not config.update
     'import os\nprint(os.environ["CUDA_VISIBLE_DEVICES"])\n',  # a read, not a write
 ])
 def test_code_that_cannot_matter_is_not_worth_linting(source: str) -> None:
@@ -51,6 +52,9 @@ def test_code_that_cannot_matter_is_not_worth_linting(source: str) -> None:
     'import os\nos.putenv("CUDA_VISIBLE_DEVICES", "0")\n',
     "import tensorflow as tf\ndef f(gpu):\n    tf.config.experimental.set_memory_growth(gpu, True)\n",
     "x = 1  # noqa: GD101\n",
+    'import os\nos.environ["KERAS_BACKEND"] = "jax"\n',  # read when keras is imported
+    'import jax\ndef f():\n    jax.config.update("jax_platforms", "cpu")\n',
+    "import jax\ndef f():\n    jax.distributed.initialize()\n",
 ])
 def test_code_that_starts_configures_or_writes_the_environment_is_worth_linting(source: str) -> None:
     assert _acts(source)

@@ -35,6 +35,7 @@ from gpudoctor.lint.analysis.values import (
 )
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
+    BACKEND_SWITCH,
     CUDA_PLACEMENT,
     DEVICE_TYPES,
     HOST_METHODS,
@@ -43,9 +44,10 @@ from gpudoctor.lint.knowledge.registry import (
     api_table,
     framework_of_module,
 )
-from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, TF_CONFIG
+from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api
 
 Value = frozenset
+SWITCH_VARIABLES = frozenset(variable for variable, _ in BACKEND_SWITCH.values())
 MUTATORS = frozenset({"append", "extend", "add", "insert", "appendleft", "update"})
 ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update",
                        "os.environ.__setitem__"})
@@ -205,21 +207,53 @@ class CallEvaluator(ExprEvaluator):
         if qualname in DEVICE_TYPES:
             return one(CudaDevice()) if is_cuda(args.get(0, "type") or UNKNOWN) else UNKNOWN
         api = api_table().lookup(qualname)
-        if api is not None and api.effect not in INIT_EFFECTS | {TF_CONFIG}:
+        if api is not None and (api.effect not in INIT_EFFECTS | {TF_CONFIG} or not self.applies(api, args, node)):
+            if api.returns:
+                return one(ModRef(api.returns))
             # An inert constructor (``cupy.cuda.Device(0)``) keeps its name, so that a
             # method called on the object (``.use()``) is looked up as ``Device.use``.
-            return one(ModRef(qualname)) if qualname.rsplit(".", 1)[-1][:1].isupper() else UNKNOWN
+            return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
         if api is None:
             framework = framework_of_module(qualname) if "." in qualname else None
             if framework is not None and framework in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
                 self.emit(Init(framework, "runtime", f'{qualname}(device="cuda")', self.site(node)))
                 return one(GpuObj(framework, self.site(node)))
             return UNKNOWN
+        framework = self.backend_of(qualname, api.framework)
         if api.effect == TF_CONFIG:
-            self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0))
+            self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0, framework))
             return UNKNOWN
-        self.emit(Init(api.framework, api.level or "runtime", qualname, self.site(node)))
-        return one(GpuObj(api.framework, self.site(node))) if api.effect == GPU_OBJECT else UNKNOWN
+        self.emit(Init(framework, api.level or "runtime", qualname, self.site(node)))
+        if api.effect == GPU_OBJECT:
+            return one(GpuObj(framework, self.site(node)))
+        # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.
+        return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
+
+    def applies(self, api: Api, args: Args, node: cst.Call) -> bool:
+        """Whether a conditional entry's effect happens for these arguments (table.py)."""
+        enabled = args.keyword_nodes.get("enabled")
+        if isinstance(enabled, cst.Name) and enabled.value == "False":
+            return False
+        if api.keys and not (strings(args.get(0, "name") or UNKNOWN) & api.keys):
+            return False
+        if api.when == ON_NO_ARGUMENTS:
+            return not node.args
+        if api.when == ON_CUDA:
+            device = args.get(0, "device")
+            for keyword in ("device", "device_type"):
+                device = args.keywords.get(keyword, device)
+            return is_cuda(device) if device is not None else api.cuda_default
+        return True
+
+    def backend_of(self, qualname: str, framework: str) -> str:
+        """The framework a call belongs to: a module whose backend an environment variable
+        chose when it was imported (standalone Keras under ``KERAS_BACKEND``) gives the
+        chosen one, when this module set the variable to a literal before importing it."""
+        switch = BACKEND_SWITCH.get(qualname.split(".", 1)[0])
+        if switch is None:
+            return framework
+        chosen = self.module.backends.get(switch[0])
+        return switch[1].get(chosen, framework) if chosen else framework
 
     def env_write(self, qualname: str, args: Args, node: cst.Call) -> None:
         names: set[str] = set()
@@ -237,6 +271,14 @@ class CallEvaluator(ExprEvaluator):
             value = args.positional[1] if len(args.positional) > 1 else UNKNOWN
         for name in sorted(names & READERS.keys()):
             self.emit(EnvWrite(name, value, self.site(node)))
+            self.note_backend(name, value)
+
+    def note_backend(self, var: str, value: Value) -> None:
+        """Remember a literal backend choice written at module level (``backend_of``)."""
+        if var in SWITCH_VARIABLES and self.module_level:
+            chosen = strings(value)
+            if len(chosen) == 1:
+                self.module.backends[var] = next(iter(chosen))
 
     def builtin(self, name: str, args: Args, node: cst.Call) -> Value:
         first = args.positional[0] if args.positional else UNKNOWN
@@ -255,6 +297,10 @@ class CallEvaluator(ExprEvaluator):
         if name == "next":
             return elements(first)
         return UNKNOWN
+
+
+def _is_class_name(qualname: str) -> bool:
+    return qualname.rsplit(".", 1)[-1][:1].isupper()
 
 
 def literal_int(value: Value | None) -> int | None:

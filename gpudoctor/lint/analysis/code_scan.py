@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import CONFIG_APIS
+from gpudoctor.lint.knowledge.registry import CONFIG_WORDS
 
 _STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
 # Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
@@ -18,7 +18,10 @@ START_NAMES = frozenset(
     {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
     | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
 ) - {"DataLoader"}
-CONFIG_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in CONFIG_APIS)
+# Configuration calls by their last name; a plain verb (``config.update``) counts only
+# called on an object of that name (registry.CONFIG_WORDS).
+CONFIG_NAMES = frozenset(word for word in CONFIG_WORDS if "." not in word)
+CONFIG_CALLS = frozenset(tuple(word.split(".")) for word in CONFIG_WORDS if "." in word)
 # Choosing how processes start acts on every process the code it calls starts (a helper
 # module's pool forks after this file initialized the GPU).
 METHOD_NAMES = frozenset({"set_start_method"})
@@ -69,6 +72,11 @@ class Scan:
                 name = getattr(func, "id", None) or getattr(func, "attr", None)
                 if name == "DataLoader" and _may_have_workers(node):  # type: ignore[arg-type]
                     self.starts = True
+                elif CONFIG_CALLS and kind is ast.Call and type(func) is ast.Attribute:
+                    owner = func.value  # type: ignore[attr-defined]
+                    owner_name = getattr(owner, "id", None) or getattr(owner, "attr", None)
+                    if (owner_name, name) in CONFIG_CALLS:
+                        self.config = True
             elif kind is ast.Subscript:
                 if type(node.ctx) is ast.Store and _is_environ(node.value):  # type: ignore[attr-defined]
                     self.env_write = True

@@ -8,7 +8,7 @@ import libcst as cst
 from gpudoctor.lint.analysis.calls import Args
 from gpudoctor.lint.analysis.imports import ImportWalker
 from gpudoctor.lint.analysis.values import Atom, ClassRef, FuncRef, ModRef, one
-from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS
+from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS, canonical
 
 Value = frozenset
 
@@ -28,8 +28,8 @@ class DefinitionWalker(ImportWalker):
             target = decorator.decorator
             target = target.func if isinstance(target, cst.Call) else target
             for atom in self.eval_quiet(target):
-                if isinstance(atom, ModRef) and atom.qualname in KERNEL_DECORATORS:
-                    kernel = KERNEL_DECORATORS[atom.qualname]
+                if isinstance(atom, ModRef) and canonical(atom.qualname) in KERNEL_DECORATORS:
+                    kernel = KERNEL_DECORATORS[canonical(atom.qualname)]
         self.module.parsed.note_tree(node, self.tree)
         closure = () if self.module_level else self.captured(node)
         func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure)

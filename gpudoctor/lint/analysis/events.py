@@ -96,9 +96,20 @@ class EnvWrite:
 
 @dataclass(frozen=True)
 class TfConfig:
+    """Device configuration that must run before its framework's runtime exists."""
+
     api: str
     site: Site
     swallowed: bool  # inside a try whose handler only logs or passes
+    framework: str = ""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A module of a GPU framework was imported (it may read its configuration then)."""
+
+    module: str  # the dotted name imported
+    site: Site
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,7 @@ class DefaultDevice:
 
 
 Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
-          | DataLoaderStart | DefaultDevice)
+          | DataLoaderStart | DefaultDevice | Imported)
 
 
 @dataclass(frozen=True)

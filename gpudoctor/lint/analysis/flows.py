@@ -19,6 +19,7 @@ from gpudoctor.lint.analysis.events import (
     DefaultDevice,
     EnvWrite,
     Event,
+    Imported,
     Init,
     Join,
     SetMethod,
@@ -119,6 +120,7 @@ class State:
     threads: Chain = EMPTY  # ThreadStart events of threads that may still run
     default_cuda: Event | None = None
     env: Chain = EMPTY  # EnvWrite events, in order
+    imports: tuple[Event, ...] = ()  # first Imported per top-level module, in order
 
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
@@ -151,7 +153,19 @@ class State:
             return replace(self, env=self.env.plus(event))
         if isinstance(effect, DefaultDevice) and effect.cuda and self.default_cuda is None:
             return replace(self, default_cuda=event)
+        if isinstance(effect, Imported):
+            top = effect.module.split(".", 1)[0]
+            if any(e.effect.module.split(".", 1)[0] == top for e in self.imports):  # type: ignore[union-attr]
+                return self
+            return replace(self, imports=(*self.imports, event))
         return self
+
+    def import_of(self, module: str) -> Event | None:
+        """The first import of ``module`` (or of a submodule of it) so far."""
+        for event in self.imports:
+            if event.effect.module.split(".", 1)[0] == module:  # type: ignore[union-attr]
+                return event
+        return None
 
     def env_value(self, var: str) -> Event | None:
         """The last write to ``var`` so far."""

@@ -9,22 +9,21 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpudoctor.lint.knowledge.registry import GPU_WORDS, READERS
+from gpudoctor.lint.knowledge.registry import CONFIG_WORDS, GPU_WORDS, READERS
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
+# (Device configuration that must precede a runtime: registry.CONFIG_WORDS.)
 ACTS = re.compile(
     r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
-    r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|set_memory_growth|"
-    r"set_visible_devices|set_logical_device|set_virtual_device|parallelism_threads|"
-    r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
+    r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|"
+    + "|".join(re.escape(word) for word in CONFIG_WORDS) +
+    r"|(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
 # Words one of which a file matching ACTS contains (``str.find`` is much faster than the
 # regular expression; the expression confirms).
 _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
-               "start_processes", ".spawn(", "environ", "putenv", "set_memory_growth",
-               "set_visible_devices", "set_logical_device", "set_virtual_device",
-               "parallelism_threads", "gpudoctor:")
+               "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, "gpudoctor:")
 # Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
 _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
@@ -33,11 +32,7 @@ _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # which ``str.find`` searches for several times faster than a regular expression does.
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
-STARTS_WORDS = (
-    *PROCESS_WORDS,
-    "set_memory_growth", "set_visible_devices", "set_logical_device", "set_virtual_device", "parallelism_threads",
-    *READERS,
-)
+STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *READERS)
 
 
 def _alternatives(words: tuple[str, ...]) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from gpudoctor.lint.analysis.calls import CallEvaluator
-from gpudoctor.lint.analysis.events import Init
+from gpudoctor.lint.analysis.events import Imported, Init
 from gpudoctor.lint.analysis.values import ModRef, one
-from gpudoctor.lint.knowledge.registry import framework_of_module, initializing_import
+from gpudoctor.lint.knowledge.registry import IMPORT_READERS, framework_of_module, initializing_import
+
+IMPORT_READ_MODULES = frozenset(IMPORT_READERS.values())
 
 
 class ImportWalker(CallEvaluator):
@@ -16,7 +18,7 @@ class ImportWalker(CallEvaluator):
     def do_import(self, node: cst.Import) -> None:
         for alias in node.names:
             dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
-            self.note_framework(dotted)
+            self.note_framework(dotted, node)
             self.initializing_import(dotted, node)
             bound = self.analyzer.import_module(self, dotted, 0, node)
             if alias.asname is not None:
@@ -29,7 +31,7 @@ class ImportWalker(CallEvaluator):
         level = len(node.relative)
         base = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
         base = base or ""
-        self.note_framework(base)
+        self.note_framework(base, None if level else node)
         module_value = self.analyzer.import_module(self, base, level, node)
         if isinstance(node.names, cst.ImportStar):
             self.analyzer.import_star(self, module_value)
@@ -37,6 +39,8 @@ class ImportWalker(CallEvaluator):
         for alias in node.names:
             name = cst.helpers.get_full_name_for_node(alias.name) or ""
             full = f"{base}.{name}" if base else name
+            if not level:
+                self.note_framework(full, None)
             self.initializing_import(full, node)
             value = self.analyzer.import_submodule(self, module_value, full, level, node)
             if not value and module_value:
@@ -46,10 +50,14 @@ class ImportWalker(CallEvaluator):
             target = alias.asname.name if alias.asname is not None else alias.name
             self.bind(target, value)
 
-    def note_framework(self, dotted: str) -> None:
+    def note_framework(self, dotted: str, node: cst.CSTNode | None) -> None:
+        """Note a GPU framework the module imports (``node``: the statement importing the
+        module ``dotted`` itself, whose import may read configuration)."""
         framework = framework_of_module(dotted)
         if framework is not None:
             self.module.frameworks.add(framework)
+        if node is not None and (framework is not None or dotted.split(".", 1)[0] in IMPORT_READ_MODULES):
+            self.emit(Imported(dotted, self.site(node)))
 
     def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
         api = initializing_import(dotted)

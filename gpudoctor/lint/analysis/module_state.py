@@ -24,6 +24,9 @@ class ModuleState:
     env: dict[str, Value] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     frameworks: set[str] = field(default_factory=set)
+    # Environment variables that choose a framework's backend, set at module level to a
+    # literal (``KERAS_BACKEND``): variable -> value.
+    backends: dict[str, str] = field(default_factory=dict)
     functions: list[FuncRef] = field(default_factory=list)
     classes: list[ClassRef] = field(default_factory=list)
     walking: bool = True

@@ -23,7 +23,7 @@ from gpudoctor.lint.analysis.values import (
     truth,
 )
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
-from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, READERS
+from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, READERS, canonical
 
 Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
@@ -123,6 +123,7 @@ class Walker(DefinitionWalker):
             if isinstance(element.slice, cst.Index):
                 for name in sorted(strings(self.eval(element.slice.value)) & READERS.keys()):
                     self.emit(EnvWrite(name, value, self.site(target)))
+                    self.note_backend(name, value)
 
     # -- branches ------------------------------------------------------------------------
     def branch(self, walk: Callable[[], bool], ctx: Context) -> tuple[dict[str, Value], bool]:
@@ -356,8 +357,8 @@ class Walker(DefinitionWalker):
             return
         callee = self.eval_quiet(expr.func)
         for atom in callee:
-            if isinstance(atom, ModRef) and atom.qualname in DEVICE_CONTEXTS:
-                self.emit(Init(DEVICE_CONTEXTS[atom.qualname], "runtime", f"{atom.qualname}.__enter__",
+            if isinstance(atom, ModRef) and canonical(atom.qualname) in DEVICE_CONTEXTS:
+                self.emit(Init(DEVICE_CONTEXTS[canonical(atom.qualname)], "runtime", f"{atom.qualname}.__enter__",
                                self.site(expr)))
 
     def _s_Match(self, node: cst.Match) -> bool:

@@ -13,6 +13,7 @@ from gpudoctor.lint.knowledge.table import (
     GPU_OBJECT,
     HOST_COPY,
     INERT,
+    ON_NO_ARGUMENTS,
     RUNTIME_INIT,
     Api,
 )
@@ -22,8 +23,11 @@ BASICS = "https://docs.cupy.dev/en/stable/user_guide/basic.html"
 DEVICE = "https://docs.cupy.dev/en/stable/reference/generated/cupy.cuda.Device.html"
 
 
-def _api(pattern: str, effect: str, source: str) -> Api:
-    return Api(pattern, effect, FW, source)
+SRC = "cupy v14.2.0"
+
+
+def _api(pattern: str, effect: str, source: str, **condition: object) -> Api:
+    return Api(pattern, effect, FW, source, **condition)  # type: ignore[arg-type]
 
 
 TABLE = (
@@ -35,14 +39,25 @@ TABLE = (
     _api("cupy.ReductionKernel", INERT, "kernel definition; compiled on first launch"),
     _api("cupy.RawKernel", INERT, "kernel definition; compiled on first launch"),
     _api("cupy.RawModule", INERT, "module definition; loaded on first use"),
-    _api("cupy.get_default_memory_pool", INERT, "returns the pool object without allocating"),
+    # Getting the pool allocates nothing, but its methods (set_limit, used_bytes,
+    # free_all_blocks, ...) make the current device's pool, asking the runtime for the
+    # device count and the current device: they are cupy.cuda.MemoryPool methods below.
+    _api("cupy.get_default_memory_pool", INERT, SRC + " cupy/cuda/memory.pyx _ensure_pools_and_return_device_pool",
+         returns="cupy.cuda.MemoryPool"),
     _api("cupy.get_default_pinned_memory_pool", INERT, "returns the pool object without allocating"),
     _api("cupy.show_config", RUNTIME_INIT, "queries the runtime and driver versions"),
     _api("cupy.cuda.*", RUNTIME_INIT, "cupy.cuda calls the CUDA runtime"),
-    _api("cupy.cuda.Device", INERT, DEVICE + " (constructing selects nothing until use)"),
+    # Device(n) only stores n (selecting nothing until use); Device() with no argument asks
+    # the runtime for the current device (cudaGetDevice).
+    _api("cupy.cuda.Device", RUNTIME_INIT, DEVICE + "; " + SRC + " cupy/cuda/device.pyx Device.__init__",
+         when=ON_NO_ARGUMENTS),
     _api("cupy.cuda.Device.use", RUNTIME_INIT, DEVICE),
     _api("cupy.cuda.is_available", DRIVER_INIT, "runtime.getDeviceCount() calls cuInit"),
     _api("cupy.cuda.runtime.getDeviceCount", DRIVER_INIT, "cudaGetDeviceCount calls cuInit"),
+    # Version queries do not initialize the runtime (cupy_backends/cuda/api/runtime.pyx).
+    *(_api(name, INERT, SRC + " version queries; the CUDA runtime API documents them as not initializing")
+      for name in ("cupy.cuda.runtime.runtimeGetVersion", "cupy.cuda.runtime.driverGetVersion",
+                   "cupy.cuda.get_local_runtime_version", "cupy.cuda.get_cuda_path", "cupy.cuda.get_nvcc_path")),
     _api("cupy.cuda.set_allocator", INERT, "installs an allocator function"),
     _api("cupy.cuda.set_pinned_memory_allocator", INERT, "installs an allocator function"),
     _api("cupy.cuda.MemoryPool", INERT, "pool object; allocates on first use"),

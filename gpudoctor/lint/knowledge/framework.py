@@ -25,6 +25,16 @@ class Framework:
     host_copy: str  # the call that copies one of its device objects to the host (GD201)
     # Variables its runtime reads once, when it initializes (a later write is ignored).
     environment: tuple[str, ...] = ()
+    # Variables read once, when a module of the framework is imported: variable -> that
+    # module. A write after the import is ignored even if no device was touched yet (JAX
+    # reads its configuration so, Keras its backend).
+    import_environment: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # Other spellings of its API: prefix -> the prefix its table is written under
+    # (``numba_cuda_mlir.cuda.`` is ``numba.cuda.``).
+    aliases: tuple[tuple[str, str], ...] = ()
+    # Modules of its own whose calls belong to another framework when an environment
+    # variable, read at their import, says so: module -> (variable, value -> framework).
+    backend_switch: Mapping[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict, hash=False)
     # Methods of its device objects that return a host value.
     host_methods: frozenset[str] = frozenset()
     # Methods of its device objects that run on the device and return host values
@@ -44,8 +54,10 @@ class Framework:
     # How its runtime reserves GPU memory by default, when it takes (nearly) all of it
     # (GD401); None when it allocates as it goes.
     reserves: str | None = None
-    # Environment settings that bound the reservation: variable -> the values that do
-    # (lower case; None: any value does).
+    # Environment settings that bound the reservation: variable -> the values that do,
+    # spelled exactly as the framework compares them (None: any value does).
     memory_caps: Mapping[str, frozenset[str] | None] = field(default_factory=dict, hash=False)
+    # What a configuration call that must precede the runtime (TF_CONFIG) does after it.
+    config_too_late: str = "raises RuntimeError"
     # Device configuration calls (last name) that bound the reservation.
     capping_config: frozenset[str] = frozenset()

@@ -2,21 +2,32 @@
 
 After backend creation JAX warns on ``os.fork()`` ("JAX is multithreaded, so this will
 likely lead to a deadlock", jax/_src/xla_bridge.py) and forked children can hang.
-Transformations (``jit``, ``grad``, ``vmap``) are lazy and touch no device.
+Transformations (``jit``, ``grad``, ``vmap``) are lazy and touch no device; so are the
+dtype helpers of ``jax.numpy``. Checked by running jax 0.10.2 on CPU (whether
+``xla_bridge.backends_are_initialized()`` turned true) and reading jax 0.11's source.
+
+Configuration is read at two moments: ``JAX_PLATFORMS`` and the other ``JAX_*`` flags
+when ``jax`` is imported (jax/_src/config.py reads each flag's variable as it defines
+it), the ``XLA_*`` variables when the backend is created. Some configuration must come
+before the backend exists: ``jax.distributed.initialize()`` and
+``jax.config.update("jax_num_cpu_devices", ...)`` then raise RuntimeError, and
+``jax.config.update("jax_platforms", ...)`` is silently ignored.
 """
 
 from __future__ import annotations
 
 from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, Api
+from gpudoctor.lint.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, TF_CONFIG, Api
 
 FW = "jax"
 GPU_MEM = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"
 FAQ = "https://docs.jax.dev/en/latest/faq.html"
+RAN = "run on jax 0.10.2 (CPU): the backend stays uncreated"
+BRIDGE = "jax 0.11 jax/_src/xla_bridge.py"
 
 
-def _api(pattern: str, effect: str, source: str) -> Api:
-    return Api(pattern, effect, FW, source)
+def _api(pattern: str, effect: str, source: str, **condition: object) -> Api:
+    return Api(pattern, effect, FW, source, **condition)  # type: ignore[arg-type]
 
 
 TABLE = (
@@ -33,7 +44,19 @@ TABLE = (
     _api("jax.default_backend", RUNTIME_INIT, GPU_MEM),
     _api("jax.extend.backend.get_backend", RUNTIME_INIT, GPU_MEM),
     _api("jax.device_get", HOST_COPY, FAQ),
-    _api("jax.config.update", INERT, "configuration, read at backend creation"),
+    # dtype helpers compute with NumPy dtypes and never reach a device.
+    *(_api(f"jax.numpy.{name}", INERT, RAN)
+      for name in ("dtype", "issubdtype", "isdtype", "result_type", "finfo", "iinfo", "promote_types", "can_cast")),
+    _api("jax.process_index", RUNTIME_INIT, RAN.replace("stays uncreated", "is created")),
+    _api("jax.process_count", RUNTIME_INIT, RAN.replace("stays uncreated", "is created")),
+    _api("jax.make_mesh", RUNTIME_INIT, "builds a mesh of jax.devices()"),
+    # Configuration that must come before the backend exists (see the module docstring);
+    # other options are inert.
+    _api("jax.config.update", TF_CONFIG, BRIDGE + " _validate_backend_not_initialized; jax_platforms: run",
+         keys=frozenset({"jax_platforms", "jax_platform_name", "jax_num_cpu_devices", "jax_cuda_visible_devices",
+                         "jax_cpu_get_local_topology_timeout_minutes",
+                         "jax_cpu_get_global_topology_timeout_minutes"})),
+    _api("jax.distributed.initialize", TF_CONFIG, "jax 0.11 jax/_src/distributed.py (raises after backend init)"),
     _api("jax.jit", INERT, "lazy transformation"),
     _api("jax.grad", INERT, "lazy transformation"),
     _api("jax.value_and_grad", INERT, "lazy transformation"),
@@ -50,13 +73,19 @@ FRAMEWORK = Framework(
     table=TABLE,
     consequence="deadlock",
     host_copy="jax.device_get(x)",
-    # GPU_MEM; JAX_PLATFORMS: https://docs.jax.dev/en/latest/installation.html
+    # GPU_MEM: read by the CUDA plugin when the backend is created (jaxlib/xla_client.py);
+    # XLA_FLAGS then too (run: a device count forced after ``import jax`` still applies).
     environment=("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION",
-                 "XLA_PYTHON_CLIENT_ALLOCATOR", "JAX_PLATFORMS"),
+                 "XLA_PYTHON_CLIENT_ALLOCATOR", "XLA_FLAGS"),
+    # jax/_src/config.py and xla_bridge.py read these as ``import jax`` defines its flags
+    # (run: JAX_PLATFORMS written after the import leaves jax.config.jax_platforms None).
+    import_environment=dict.fromkeys(("JAX_PLATFORMS", "JAX_PLATFORM_NAME", "JAX_CUDA_VISIBLE_DEVICES"), "jax"),
     host_methods=frozenset({"tolist", "item", "__array__"}),
     reserves="preallocates 75% of GPU memory",
+    config_too_late="raises RuntimeError (jax_platforms: is silently ignored)",
     memory_caps={
-        "XLA_PYTHON_CLIENT_PREALLOCATE": frozenset({"false", "0"}),
+        # jaxlib/xla_client.py: only these spellings turn preallocation off.
+        "XLA_PYTHON_CLIENT_PREALLOCATE": frozenset({"false", "False", "0"}),
         "XLA_PYTHON_CLIENT_MEM_FRACTION": None,
         "XLA_CLIENT_MEM_FRACTION": None,
         "XLA_PYTHON_CLIENT_ALLOCATOR": frozenset({"platform"}),

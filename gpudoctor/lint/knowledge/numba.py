@@ -2,6 +2,12 @@
 
 Numba detects fork after init itself: "CUDA initialized before forking"
 (numba/cuda/cudadrv/driver.py). ``@cuda.jit`` compiles lazily.
+
+Only ``numba.cuda`` is the GPU framework: ``import numba`` and ``@numba.njit`` are the
+CPU compiler. The CUDA target now lives in the ``numba-cuda`` package (which redirects
+``numba.cuda`` to itself) and, for new development, ``numba-cuda-mlir``
+(``from numba_cuda_mlir import cuda``); both keep numba.cuda's API and its fork check
+(numba-cuda v0.30 README and cudadrv/driver.py; numba-cuda-mlir README).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTI
 FW = "numba"
 DOCS = "https://numba.readthedocs.io/en/stable/cuda/device-management.html"
 MEM = "https://numba.readthedocs.io/en/stable/cuda/memory.html"
+NUMBA_CUDA = "numba-cuda v0.30.4"
 
 
 def _api(pattern: str, effect: str, source: str, attribute: bool = False) -> Api:
@@ -35,12 +42,20 @@ TABLE = (
     _api("numba.cuda.mapped_array", GPU_OBJECT, MEM),
     _api("numba.cuda.pinned_array", RUNTIME_INIT, MEM),
     _api("numba.cuda.jit", INERT, "compiles on first launch"),
+    # numba-cuda v0.30 numba/cuda/api.py: these need the current context (require_context
+    # or current_context()).
+    *(_api(f"numba.cuda.{name}", GPU_OBJECT, NUMBA_CUDA + " api.py")
+      for name in ("managed_array", "mapped_array_like", "from_cuda_array_interface", "open_ipc_array")),
+    *(_api(f"numba.cuda.{name}", RUNTIME_INIT, NUMBA_CUDA + " api.py")
+      for name in ("pinned_array_like", "default_stream", "legacy_default_stream", "per_thread_default_stream",
+                   "external_stream", "event", "pinned", "mapped", "is_bfloat16_supported", "is_fp8_supported")),
 )
 
 FRAMEWORK = Framework(
     name=FW,
     display="Numba CUDA",
-    modules=("numba",),
+    modules=("numba.cuda", "numba_cuda", "numba_cuda_mlir"),
+    aliases=(("numba_cuda_mlir.cuda.", "numba.cuda."), ("numba_cuda.numba.cuda.", "numba.cuda.")),
     table=TABLE,
     consequence='fail with "CUDA initialized before forking"',
     host_copy="d.copy_to_host()",

@@ -30,12 +30,17 @@ TABLE = (
     _api("pycuda.driver.InOut", INERT, DRIVER),
     _api("pycuda.gpuarray.*", GPU_OBJECT, "https://documen.tician.de/pycuda/array.html"),
     _api("pycuda.compiler.SourceModule", RUNTIME_INIT, "compiles and loads into the current context"),
+    # PyCUDA 2026.1: both make a context current (pycuda/tools.py make_default_context;
+    # Device.retain_primary_context in the driver module).
+    _api("pycuda.tools.make_default_context", RUNTIME_INIT, "pycuda v2026.1 pycuda/tools.py"),
+    _api("pycuda.driver.Device.retain_primary_context", RUNTIME_INIT, DRIVER),
 )
 
 # Importing these modules initializes CUDA at import time.
 INITIALIZING_IMPORTS = (
     Api("pycuda.autoinit", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html#module-pycuda.autoinit"),
     Api("pycuda.autoprimaryctx", RUNTIME_INIT, FW, "https://documen.tician.de/pycuda/util.html"),
+    Api("pycuda.gl.autoinit", RUNTIME_INIT, FW, "pycuda v2026.1 pycuda/gl/autoinit.py (an OpenGL-sharing context)"),
 )
 
 FRAMEWORK = Framework(

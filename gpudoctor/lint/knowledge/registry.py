@@ -8,23 +8,39 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpudoctor.lint.knowledge import cupy, environment, jax, numba, processes, pycuda, tensorflow, torch
+from gpudoctor.lint.knowledge import cuda_python, cupy, environment, jax, numba, processes, pycuda, tensorflow, torch
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import TF_CONFIG, Api, ApiTable
 
 RECORDS: tuple[Framework, ...] = (
     tensorflow.FRAMEWORK, cupy.FRAMEWORK, torch.FRAMEWORK, jax.FRAMEWORK, numba.FRAMEWORK, pycuda.FRAMEWORK,
+    cuda_python.FRAMEWORK,
 )
 BY_NAME = {framework.name: framework for framework in RECORDS}
 FRAMEWORKS = tuple(BY_NAME)
-# Top-level module -> framework (``keras`` is TensorFlow's, ``cupyx`` CuPy's).
+# Module -> framework (``keras`` is TensorFlow's, ``cupyx`` CuPy's; ``numba.cuda``, not
+# ``numba``, is Numba's GPU framework).
 FRAMEWORK_MODULES = {module: framework.name for framework in RECORDS for module in framework.modules}
 DISPLAY = {framework.name: framework.display for framework in RECORDS}
-# Environment variable -> the framework that reads it at initialization (None: the driver).
+# Environment variable -> the framework that reads it (None: the driver), and when:
+# AT_IMPORT (``import jax``), AT_DRIVER (cuInit) or AT_RUNTIME (the framework builds its
+# runtime). A write after that moment is ignored.
+AT_IMPORT, AT_DRIVER, AT_RUNTIME = "import", "driver", "runtime"
 READERS: dict[str, str | None] = {
     **dict.fromkeys(environment.DRIVER),
     **{var: framework.name for framework in RECORDS for var in framework.environment},
+    **{var: framework.name for framework in RECORDS for var in framework.import_environment},
 }
+READ_AT: dict[str, str] = {
+    **dict.fromkeys(environment.DRIVER, AT_DRIVER),
+    **{var: AT_RUNTIME for framework in RECORDS for var in framework.environment},
+    **{var: AT_IMPORT for framework in RECORDS for var in framework.import_environment},
+}
+# Variable read at import -> the module whose import reads it.
+IMPORT_READERS = {var: module for framework in RECORDS for var, module in framework.import_environment.items()}
+# Module -> (variable read at its import, value -> the framework its calls then belong to).
+BACKEND_SWITCH = {module: switch for framework in RECORDS for module, switch in framework.backend_switch.items()}
+ALIASES = tuple(alias for framework in RECORDS for alias in framework.aliases)
 # Methods of device objects that return host values (a host copy; a model's predictions).
 HOST_METHODS = frozenset().union(*(framework.host_methods for framework in RECORDS))
 HOST_RESULT_METHODS = frozenset().union(*(framework.host_result_methods for framework in RECORDS))
@@ -39,6 +55,11 @@ CUDA_PLACEMENT = tuple(framework.name for framework in RECORDS if framework.cuda
 # The framework whose device configuration must precede its runtime (GD302), and the
 # names of those configuration calls.
 CONFIG_APIS = frozenset(api.pattern for framework in RECORDS for api in framework.table if api.effect == TF_CONFIG)
+# How a configuration call shows in source text: its last name, or its last two for a
+# plain verb (``config.update``, ``distributed.initialize``).
+CONFIG_WORDS = tuple(dict.fromkeys(
+    pattern.rsplit(".", 1)[-1] if "_" in pattern.rsplit(".", 1)[-1] else ".".join(pattern.split(".")[-2:])
+    for pattern in sorted(CONFIG_APIS)))
 CONFIG_FRAMEWORK = next(api.framework for framework in RECORDS for api in framework.table if api.effect == TF_CONFIG)
 # The framework a DataLoader (processes.DATALOADER) belongs to.
 DATALOADER_FRAMEWORK = FRAMEWORK_MODULES[
@@ -49,6 +70,7 @@ GPU_WORDS = tuple(dict.fromkeys(
     name.split(".", 1)[0]
     for framework in RECORDS
     for name in (*framework.modules, *(api.pattern for api in framework.table),
+                 *(alias for alias, _ in framework.aliases),
                  *(api.pattern for api in framework.initializing_imports), *framework.device_contexts,
                  *framework.kernel_decorators, *((framework.device_type,) if framework.device_type else ()))
 ))
@@ -58,7 +80,15 @@ _INITIALIZING_IMPORTS = {api.pattern: api for framework in RECORDS for api in fr
 @lru_cache(maxsize=1)
 def api_table() -> ApiTable:
     """Return the merged table of every framework's APIs."""
-    return ApiTable(api for framework in RECORDS for api in framework.table)
+    return ApiTable((api for framework in RECORDS for api in framework.table), ALIASES)
+
+
+def canonical(qualname: str) -> str:
+    """The spelling the tables use for ``qualname`` (records' ``aliases``)."""
+    for prefix, target in ALIASES:
+        if qualname.startswith(prefix):
+            return target + qualname[len(prefix):]
+    return qualname
 
 
 def initializing_import(module: str) -> Api | None:
@@ -67,5 +97,14 @@ def initializing_import(module: str) -> Api | None:
 
 
 def framework_of_module(qualname: str) -> str | None:
-    """Return the framework a qualified name belongs to (``keras`` counts as TensorFlow)."""
-    return FRAMEWORK_MODULES.get(qualname.split(".", 1)[0])
+    """Return the framework a qualified name belongs to (``keras`` counts as TensorFlow),
+    by its longest module prefix."""
+    parts = qualname.split(".")
+    for cut in range(min(len(parts), _DEEPEST_MODULE), 0, -1):
+        found = FRAMEWORK_MODULES.get(".".join(parts[:cut]) if cut > 1 else parts[0])
+        if found is not None:
+            return found
+    return None
+
+
+_DEEPEST_MODULE = max(module.count(".") + 1 for module in FRAMEWORK_MODULES)

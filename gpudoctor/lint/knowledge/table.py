@@ -20,6 +20,11 @@ TF_CONFIG = "tf-config"  # TensorFlow device configuration: must precede runtime
 
 INIT_EFFECTS = frozenset({DRIVER_INIT, RUNTIME_INIT, GPU_OBJECT})
 
+# Conditions under which an entry's effect happens (``Api.when``, ``Api.keys``); when they
+# do not hold the call is inert, and so is any call passing the literal ``enabled=False``.
+ON_CUDA = "cuda-device"  # the device argument names CUDA (or is left out and ``cuda_default``)
+ON_NO_ARGUMENTS = "no-arguments"  # called with no argument at all
+
 
 @dataclass(frozen=True)
 class Api:
@@ -30,6 +35,13 @@ class Api:
     framework: str
     source: str
     attribute: bool = False  # the effect happens on attribute access, not only on call
+    when: str | None = None  # ON_CUDA or ON_NO_ARGUMENTS: the effect depends on the arguments
+    cuda_default: bool = False  # with ON_CUDA: a call naming no device means CUDA
+    # Only when the first argument is one of these strings (``config.update("jax_platforms", ...)``).
+    keys: frozenset[str] = frozenset()
+    # The qualified name the result is known by, so that a method called on it is looked
+    # up (``cupy.get_default_memory_pool()`` returns a ``cupy.cuda.MemoryPool``).
+    returns: str | None = None
 
     @property
     def level(self) -> str | None:
@@ -42,9 +54,11 @@ class Api:
 
 
 class ApiTable:
-    """All entries of all frameworks, looked up by qualified name."""
+    """All entries of all frameworks, looked up by qualified name; ``aliases`` maps other
+    spellings of a namespace (prefix -> prefix) onto the one the entries are written under."""
 
-    def __init__(self, entries: Iterable[Api]) -> None:
+    def __init__(self, entries: Iterable[Api], aliases: Iterable[tuple[str, str]] = ()) -> None:
+        self._aliases = tuple(aliases)
         self._exact: dict[str, Api] = {}
         self._prefix: dict[str, Api] = {}
         for entry in entries:
@@ -55,6 +69,10 @@ class ApiTable:
 
     def lookup(self, qualname: str) -> Api | None:
         """Return the most specific entry for ``qualname``, if any."""
+        for prefix, target in self._aliases:
+            if qualname.startswith(prefix):
+                qualname = target + qualname[len(prefix):]
+                break
         hit = self._exact.get(qualname)
         if hit is not None:
             return hit

@@ -1,9 +1,15 @@
-"""TensorFlow: what initializes CUDA, what builds the runtime, what is configuration.
+"""TensorFlow and Keras: what initializes CUDA, what builds the runtime, what is configuration.
 
 TensorFlow creates its eager context, device objects, allocator and intra-op thread
 pools on the first op. After that, device configuration raises RuntimeError and the
 allocator environment variables are no longer read; a fork child that runs ops hangs
 in the intra-op pool (its threads do not survive fork), even on a CPU-only build.
+
+The table lists what runs ops or builds the runtime; anything else under ``tf`` is not
+known to initialize (configuration objects, graph-mode helpers of ``tf.compat.v1``,
+shapes, dtypes, protos). ``tf.keras`` is Keras (an alias, below). Standalone Keras 3
+picks its backend from ``KERAS_BACKEND`` when ``keras`` is imported: its calls then
+initialize JAX or PyTorch instead of TensorFlow.
 """
 
 from __future__ import annotations
@@ -27,10 +33,58 @@ def _api(pattern: str, effect: str, source: str) -> Api:
     return Api(pattern, effect, FW, source)
 
 
+# Top-level functions of the tf namespace that run an op (tf.__all__ of TensorFlow 2.21,
+# the callables defined under tensorflow.python.ops, less decorators, initializers,
+# specs and graph-only helpers). In eager mode each creates the context on first use.
+TOP_LEVEL_OPS = (
+    "Assert", "Variable", "abs", "acos", "acosh", "add", "add_n", "approx_top_k", "argmax", "argmin", "argsort",
+    "as_string", "asin", "asinh", "assert_equal", "assert_greater", "assert_less", "assert_rank", "atan",
+    "atan2", "atanh", "batch_to_space", "bitcast", "boolean_mask", "broadcast_dynamic_shape", "broadcast_to",
+    "case", "cast", "clip_by_global_norm", "clip_by_norm", "clip_by_value", "complex", "concat", "cond",
+    "constant", "convert_to_tensor", "conv", "cos", "cosh", "cumsum", "divide", "dynamic_partition",
+    "dynamic_stitch", "edit_distance", "eig", "eigvals", "einsum", "ensure_shape", "equal", "exp",
+    "expand_dims", "eye", "fill", "fingerprint", "floor", "foldl", "foldr", "gather", "gather_nd", "greater",
+    "greater_equal", "histogram_fixed_width", "histogram_fixed_width_bins", "identity", "identity_n", "less",
+    "less_equal", "linspace", "logical_and", "logical_not", "logical_or", "map_fn", "matmul", "maximum",
+    "meshgrid", "minimum", "multiply", "negative", "no_op", "norm", "not_equal", "numpy_function", "one_hot",
+    "ones", "ones_like", "pad", "parallel_stack", "pow", "print", "py_function", "random_index_shuffle", "range",
+    "rank", "realdiv", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean",
+    "reduce_min", "reduce_prod", "reduce_sum", "repeat", "reshape", "reverse", "reverse_sequence", "roll",
+    "round", "saturate_cast", "scalar_mul", "scan", "scatter_nd", "searchsorted", "sequence_mask", "shape",
+    "shape_n", "sigmoid", "sign", "sin", "sinh", "size", "slice", "sort", "space_to_batch",
+    "space_to_batch_nd", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient", "strided_slice",
+    "subtract", "switch_case", "tan", "tanh", "tensor_scatter_nd_add", "tensor_scatter_nd_max",
+    "tensor_scatter_nd_min", "tensor_scatter_nd_sub", "tensor_scatter_nd_update", "tensordot", "tile",
+    "timestamp", "transpose", "truediv", "truncatediv", "truncatemod", "unique", "unique_with_counts",
+    "unravel_index", "unstack", "vectorized_map", "where", "while_loop", "zeros", "zeros_like",
+    "SparseTensor", "IndexedSlices",
+)
+# Namespaces whose functions run ops (checked on TF-CPU 2.21: tf.data.Dataset.range and
+# tf.summary.create_file_writer create the context; so does any math or nn op).
+OP_NAMESPACES = ("math", "nn", "linalg", "random", "image", "signal", "strings", "sparse", "ragged",
+                 "bitwise", "audio", "sets", "data", "summary", "lookup", "queue", "experimental.numpy")
+RAN = "run on TensorFlow-CPU 2.21 with Keras 3.15: the eager context was created"
+KERAS_RAN = "run on Keras 3.15.1 with the TensorFlow backend: the TensorFlow runtime was created"
+
 TABLE = (
-    # Broad rule: a call into tensorflow runs an op or builds tensors, so it creates the
-    # runtime and returns device-resident values. The exceptions follow.
-    _api("tensorflow.*", GPU_OBJECT, "tensorflow/python/eager/context.py: ensure_initialized() on first op"),
+    # No broad rule: a tf.* name not listed here is not known to initialize anything
+    # (``tf.compat.v1.reset_default_graph()``, ``tf.TensorShape``, ``tf.nest``, protos).
+    *(_api(f"tensorflow.{name}", GPU_OBJECT, RAN + " (an op)") for name in TOP_LEVEL_OPS),
+    *(_api(f"tensorflow.{name}.*", GPU_OBJECT, RAN + " (ops)") for name in OP_NAMESPACES),
+    _api("tensorflow.random.set_seed", INERT, "sets the global seed without creating the context"),
+    _api("tensorflow.data.Options", INERT, "an options object"),
+    _api("tensorflow.io.*", GPU_OBJECT, "file reading and decoding ops (tf.io.read_file, decode_*)"),
+    _api("tensorflow.io.gfile.*", INERT, "file system helpers, no device"),
+    _api("tensorflow.io.TFRecordOptions", INERT, "an options object"),
+    _api("tensorflow.saved_model.load", GPU_OBJECT, "restores variables on the default device"),
+    _api("tensorflow.saved_model.save", RUNTIME_INIT, "traces and writes the model's variables"),
+    _api("tensorflow.distribute.MirroredStrategy", RUNTIME_INIT, RAN),
+    _api("tensorflow.distribute.MultiWorkerMirroredStrategy", RUNTIME_INIT, "lists the local devices"),
+    _api("tensorflow.distribute.OneDeviceStrategy", RUNTIME_INIT, "places on a device"),
+    _api("tensorflow.distribute.experimental.*", RUNTIME_INIT, "strategies list their devices"),
+    # TF1-style sessions create the devices (and reserve the memory) when built.
+    _api("tensorflow.compat.v1.Session", RUNTIME_INIT, "a session creates its devices"),
+    _api("tensorflow.compat.v1.InteractiveSession", RUNTIME_INIT, "a session creates its devices"),
     # Physical device queries call cuInit (driver) without building the runtime: the
     # guide lists physical devices *before* configuring memory growth.
     _api("tensorflow.config.list_physical_devices", DRIVER_INIT, GUIDE),
@@ -39,6 +93,15 @@ TABLE = (
     _api("tensorflow.config.experimental.get_visible_devices", DRIVER_INIT, CONFIG),
     _api("tensorflow.python.client.device_lib.list_local_devices", DRIVER_INIT,
          "tensorflow/python/client/device_lib.py"),
+    # They enumerate the physical devices too (TF 2.21 python/eager/context.py).
+    *(_api(f"tensorflow.config.{name}", DRIVER_INIT, "TF 2.21 python/eager/context.py: enumerates physical devices")
+      for name in ("experimental.get_memory_growth", "get_memory_growth", "experimental.get_device_details",
+                   "get_device_details", "get_logical_device_configuration",
+                   "experimental.get_virtual_device_configuration")),
+    # Memory statistics need the runtime: ensure_initialized() first (run: the context is
+    # built even when the call then raises for a missing device).
+    *(_api(f"tensorflow.config.experimental.{name}", RUNTIME_INIT, "TF 2.21 python/eager/context.py; " + RAN)
+      for name in ("get_memory_info", "reset_memory_stats", "get_memory_usage")),
     # Logical devices exist only once the runtime is up.
     _api("tensorflow.config.list_logical_devices", RUNTIME_INIT, GUIDE),
     _api("tensorflow.config.experimental.list_logical_devices", RUNTIME_INIT, GUIDE),
@@ -52,46 +115,25 @@ TABLE = (
     _api("tensorflow.config.experimental.set_virtual_device_configuration", TF_CONFIG, GUIDE),
     _api("tensorflow.config.threading.set_intra_op_parallelism_threads", TF_CONFIG, CONFIG),
     _api("tensorflow.config.threading.set_inter_op_parallelism_threads", TF_CONFIG, CONFIG),
-    # TensorFlow's implementation modules: user code reaches the runtime through the public
-    # API; walking TensorFlow's own source must not turn its internals into "inits".
-    _api("tensorflow.python.*", INERT, "implementation modules, not the public API"),
-    _api("tensorflow.core.*", INERT, "implementation modules, not the public API"),
-    _api("tensorflow.compiler.*", INERT, "implementation modules, not the public API"),
-    _api("tensorflow.tsl.*", INERT, "implementation modules, not the public API"),
-    _api("tensorflow.lite.*", INERT, "TensorFlow Lite runs without the TensorFlow runtime"),
-    # Inert: decorators, context managers, type objects, settings that do not build the runtime.
-    _api("tensorflow.config.*", INERT, CONFIG),
-    _api("tensorflow.device", INERT, "tf.device only records a placement scope"),
-    _api("tensorflow.function", INERT, "tf.function traces lazily, on first call"),
-    _api("tensorflow.TensorSpec", INERT, "type object"),
-    _api("tensorflow.DType", INERT, "type object"),
-    _api("tensorflow.get_logger", INERT, "logging only"),
-    _api("tensorflow.autograph.*", INERT, "tracing helpers"),
-    _api("tensorflow.random.set_seed", INERT, "sets the global seed without creating the context"),
-    _api("tensorflow.compat.v1.disable_eager_execution", INERT, "mode switch, before any op"),
-    _api("tensorflow.compat.v1.enable_eager_execution", INERT, "mode switch, before any op"),
-    _api("tensorflow.debugging.set_log_device_placement", INERT, CONFIG),
-    _api("tensorflow.test.is_built_with_cuda", INERT, "build flag only"),
-    _api("tensorflow.sysconfig.*", INERT, "build information only"),
-    _api("tensorflow.version.*", INERT, "version strings"),
-    _api("tensorflow.io.gfile.*", INERT, "file system helpers, no device"),
-    _api("tensorflow.keras.Input", INERT, "a symbolic tensor; checked: thread settings still apply after it "
-         "(TF 2.21, Keras 3), while a Sequential model with layers initializes the runtime"),
-    _api("tensorflow.keras.layers.*", INERT, "layers create weights when built, not when constructed"),
-    _api("tensorflow.keras.losses.*", INERT, "loss objects are plain Python until called"),
-    _api("tensorflow.keras.callbacks.*", INERT, "callbacks are plain Python"),
-    _api("tensorflow.keras.utils.*", INERT, "host-side utilities"),
-    _api("tensorflow.keras.mixed_precision.set_global_policy", INERT, "policy setting"),
-    _api("keras.Input", INERT, "a symbolic tensor (see tensorflow.keras.Input)"),
-    _api("keras.layers.*", INERT, "layers create weights when built, not when constructed"),
-    _api("keras.losses.*", INERT, "loss objects are plain Python until called"),
-    _api("keras.callbacks.*", INERT, "callbacks are plain Python"),
-    _api("keras.utils.*", INERT, "host-side utilities"),
-    # Standalone Keras on its default TensorFlow backend builds models in TensorFlow.
+    # Keras: models, optimizers, metrics, variables, ops and random numbers create the
+    # runtime of the backend (TensorFlow unless KERAS_BACKEND says otherwise, below);
+    # layers, losses, callbacks and inputs are plain Python until a model is built.
     _api("keras.Sequential", GPU_OBJECT, "https://keras.io/api/models/sequential/"),
     _api("keras.Model", GPU_OBJECT, "https://keras.io/api/models/model/"),
     _api("keras.models.*", GPU_OBJECT, "https://keras.io/api/models/"),
     _api("keras.applications.*", GPU_OBJECT, "https://keras.io/api/applications/"),
+    _api("keras.optimizers.*", RUNTIME_INIT, KERAS_RAN),
+    _api("keras.metrics.*", RUNTIME_INIT, KERAS_RAN),
+    _api("keras.Variable", GPU_OBJECT, KERAS_RAN),
+    _api("keras.ops.*", GPU_OBJECT, KERAS_RAN),
+    _api("keras.random.*", GPU_OBJECT, KERAS_RAN),
+    _api("keras.Input", INERT, "a symbolic tensor; checked: thread settings still apply after it "
+         "(TF 2.21, Keras 3), while a Sequential model with layers initializes the runtime"),
+    _api("keras.layers.*", INERT, "layers create weights when built, not when constructed"),
+    _api("keras.losses.*", INERT, "loss objects are plain Python until called"),
+    _api("keras.callbacks.*", INERT, "callbacks are plain Python"),
+    _api("keras.utils.*", INERT, "host-side utilities"),
+    _api("keras.mixed_precision.set_global_policy", INERT, "policy setting"),
 )
 
 FRAMEWORK = Framework(
@@ -102,13 +144,19 @@ FRAMEWORK = Framework(
     consequence="hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
     host_copy="t.numpy()",
     environment=("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR"),  # GUIDE
+    # keras/src/backend/config.py reads KERAS_BACKEND when keras is imported.
+    import_environment={"KERAS_BACKEND": "keras"},
+    aliases=(("tensorflow.keras.", "keras."),),
+    backend_switch={"keras": ("KERAS_BACKEND", {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"})},
     host_methods=frozenset({"numpy"}),
     # Keras model methods run on the device but hand back NumPy arrays, a History, floats.
     host_result_methods=frozenset({"predict", "predict_on_batch", "fit", "evaluate", "summary", "save",
                                    "save_weights", "load_weights", "get_weights", "count_params", "to_json",
                                    "compile"}),
     reserves="reserves nearly all free GPU memory",  # GUIDE, "Limiting GPU memory growth"
-    memory_caps={"TF_FORCE_GPU_ALLOW_GROWTH": frozenset({"true", "1"}),
+    # gpu_bfc_allocator.cc GetAllowGrowthValue compares with "true" and "false" exactly and
+    # ignores (with a log line) anything else.
+    memory_caps={"TF_FORCE_GPU_ALLOW_GROWTH": frozenset({"true"}),
                  "TF_GPU_ALLOCATOR": frozenset({"cuda_malloc_async"})},
     capping_config=frozenset({"set_memory_growth", "set_logical_device_configuration",
                               "set_virtual_device_configuration", "set_visible_devices"}),

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import EnvWrite, Event, Init
+from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
 from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.knowledge.registry import READERS
+from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
 
 
 def too_late(var: str, state: State) -> Event | None:
-    """Return the init event after which writing ``var`` has no effect in this process."""
+    """Return the event (an init, or an import for variables read at import) after which
+    writing ``var`` has no effect in this process."""
     if var not in READERS:
         return None
+    if READ_AT[var] == AT_IMPORT:
+        return state.import_of(IMPORT_READERS[var])
     reader = READERS[var]
     for event in state.inits:
         init = event.effect
@@ -193,6 +196,9 @@ class GpuEnvSetAfterInit(Rule):
             init_event = too_late(effect.var, state)
             if init_event is None:
                 continue
+            if isinstance(init_event.effect, Imported):
+                yield self._after_import(effect, init_event, flow)
+                continue
             init = init_event.effect
             assert isinstance(init, Init)
             what = "CUDA" if READERS[effect.var] is None else "its runtime"
@@ -211,3 +217,25 @@ class GpuEnvSetAfterInit(Rule):
                 (Related(init.site, f"{display(init.framework)} initialized here"),),
                 hint=hint,
             )
+
+    def _after_import(self, write: EnvWrite, import_event: Event, flow) -> Finding:  # type: ignore[no-untyped-def]
+        imported = import_event.effect
+        assert isinstance(imported, Imported)
+        module = IMPORT_READERS[write.var]
+        where, hint = "", None
+        if import_event in flow.entry.imports:
+            where = " in the parent before this process was forked"
+            hint = f"Set {write.var} in the parent before it imports {module}, or start the worker with spawn"
+        elif any(e is import_event for e in flow.events[:flow.prelude]):
+            where = " at the main module's top level, which this spawned process runs again first"
+            hint = (f"Set {write.var} in the parent before the workers start: a spawned worker inherits the "
+                    f"parent's environment and imports {module} while it re-imports the main module")
+        else:
+            hint = f"Set {write.var} before the first `import {module}` (at the top of the program, or in the environment)"
+        return self.finding(
+            write.site,
+            f"{write.var} is set after {module} was imported{where} ({line_of(imported.site, write.site)}); "
+            f"{module} reads it when it is imported, so the new value is ignored",
+            (Related(imported.site, f"{module} imported here"),),
+            hint=hint,
+        )

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.knowledge.registry import CONFIG_FRAMEWORK
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, what_runs
+from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, what_runs
 
 
 class TfDeviceConfigAfterInit(Rule):
@@ -157,7 +157,8 @@ class TfDeviceConfigAfterInit(Rule):
             effect = event.effect
             if not isinstance(effect, TfConfig):
                 continue
-            init_event = state.init_of(CONFIG_FRAMEWORK, "runtime")
+            framework = effect.framework or CONFIG_FRAMEWORK
+            init_event = state.init_of(framework, "runtime")
             if init_event is None:
                 continue
             init = init_event.effect
@@ -165,7 +166,8 @@ class TfDeviceConfigAfterInit(Rule):
             # Where to move the call: before the init, or before the call that led to it
             # when the init happened inside a function called from here.
             via = init_event.ctx.via
-            related = [Related(init.site, "TensorFlow runtime initialized here")]
+            name = display(framework)
+            related = [Related(init.site, f"{name} runtime initialized here")]
             # Only when the init ran inside a call or import the configuration did not: in
             # the same function, moving the call above the init is the fix.
             if via is not None and via != event.ctx.via and \
@@ -176,10 +178,13 @@ class TfDeviceConfigAfterInit(Rule):
                 related.append(Related(via, f"through this {how}"))
             else:
                 reached, target = "", init.site
+            parts = effect.api.split(".")
+            what = parts[-1] if "_" in parts[-1] or len(parts) < 2 else ".".join(parts[-2:])
             yield self.finding(
                 effect.site,
-                f"{effect.api.rsplit('.', 1)[-1]}() runs after the TensorFlow runtime was "
-                f"initialized ({init.api}, {line_of(init.site, effect.site)}{reached}); it raises "
-                f"RuntimeError — call it before {line_of(target, effect.site)}",
+                f"{what}() runs after the {name} runtime was "
+                f"initialized ({init.api}, {line_of(init.site, effect.site)}{reached}); it "
+                f"{BY_NAME[framework].config_too_late if framework in BY_NAME else 'raises RuntimeError'} "
+                f"— call it before {line_of(target, effect.site)}",
                 tuple(related),
             )

@@ -169,8 +169,8 @@ class SwallowedDeviceConfigError(Rule):
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         for _flow, _, event, _state in ctx.points():
             effect = event.effect
-            if isinstance(effect, TfConfig) and effect.swallowed:
-                call = effect.api.rsplit(".", 1)[-1]
+            call = effect.api.rsplit(".", 1)[-1] if isinstance(effect, TfConfig) else ""
+            if isinstance(effect, TfConfig) and effect.swallowed and call in _KEPT:
                 yield self.finding(
                     effect.site,
                     f"{call}() is wrapped in a try whose handler only reports the RuntimeError; "

@@ -27,7 +27,7 @@ def _caps(event: Event, framework: str, in_child: bool) -> bool:
         if effect.var not in caps:
             return False
         allowed = caps[effect.var]
-        values = {v.lower() for v in strings(effect.value)}
+        values = strings(effect.value)  # compared as the framework compares them: exactly
         return allowed is None or not values or bool(values & allowed)
     if isinstance(effect, TfConfig):
         return effect.api.rsplit(".", 1)[-1] in BY_NAME[framework].capping_config
