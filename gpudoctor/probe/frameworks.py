@@ -18,7 +18,7 @@ from pathlib import Path
 
 # The frameworks the report covers, by import name: the linter's knowledge records (plain
 # data; importing them imports no framework and no libcst).
-from gpudoctor.lint.knowledge.registry import FRAMEWORKS
+from gpudoctor.lint.knowledge.registry import BY_NAME, FRAMEWORKS
 
 _CHILD_TIMEOUT = 60.0
 
@@ -130,7 +130,8 @@ def report() -> dict[str, Framework]:
     }
     found: dict[str, Framework] = {}
     for name in FRAMEWORKS:
-        dists = owners.get(name, [])
+        # The distributions that own the framework's top-level import package.
+        dists = sorted(owners.get(BY_NAME[name].modules[0].split(".", 1)[0], []))
         if not dists:
             found[name] = Framework(name, installed=False)
             continue

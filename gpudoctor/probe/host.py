@@ -12,22 +12,12 @@ from pathlib import Path
 
 import psutil
 
-# Read by the frameworks when they initialize; each changes how much GPU memory a
-# process takes or which devices it sees, so the report shows them all, set or not.
-GPU_ENV_VARS = (
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "TF_FORCE_GPU_ALLOW_GROWTH",
-    "TF_GPU_ALLOCATOR",
-    "XLA_PYTHON_CLIENT_PREALLOCATE",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION",
-    "XLA_CLIENT_MEM_FRACTION",
-    "XLA_PYTHON_CLIENT_ALLOCATOR",
-    "CUPY_GPU_MEMORY_LIMIT",
-    "PYTORCH_CUDA_ALLOC_CONF",
-    "PYTORCH_NVML_BASED_CUDA_CHECK",
-    "JAX_PLATFORMS",
-)
+from gpudoctor.lint.knowledge.registry import READERS
+
+# Read by the frameworks (at import, at driver init or when they build their runtime);
+# each changes which devices a process sees, which framework it uses or how much GPU
+# memory it takes, so the report shows them all, set or not. From the knowledge records.
+GPU_ENV_VARS = tuple(READERS)
 
 # cgroup v1 reports "no limit" as a huge page-aligned number rather than "max".
 _UNLIMITED_V1 = 1 << 60

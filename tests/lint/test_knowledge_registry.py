@@ -117,7 +117,8 @@ def configure():
 
 
 AFTER_INIT = "{var} is set after JAX initialized {what} (jax.devices, main.py:5); the new value is ignored"
-AFTER_IMPORT = "{var} is set after jax was imported (main.py:1); jax reads it when it is imported, so the new value is ignored"
+AFTER_IMPORT = ("{var} is set after jax was imported (main.py:1); jax reads it when it is imported, "
+                "so the new value is ignored")
 
 
 @pytest.mark.parametrize(("var", "value", "what", "message"), [

@@ -33,6 +33,18 @@ class ForkAfterGpuInit(Rule):
     `import` is not initialization. `torch.cuda.device_count()` counts devices through
     NVML since torch 1.13 and is not counted; on older torch it initialized CUDA.
 
+    Less obvious initializers (checked in torch 2.11, CuPy 14.2, jax 0.10/0.11, TF 2.21
+    with Keras 3.15): `torch.cuda.get_arch_list()`, a CUDA `GradScaler` or `autocast`,
+    `torch.cuda.initial_seed()` / `get_rng_state()` / `current_stream()`,
+    `torch.accelerator.current_device_index()`; `cupy.cuda.Device()` with no argument and
+    the memory pool's `set_limit()` / `used_bytes()`; `jax.process_index()`;
+    `tf.config.experimental.get_memory_info()`; Keras 3 optimizers, metrics, `keras.ops`
+    and `keras.random` (initializing the backend `KERAS_BACKEND` chose at import). Not
+    initializers: `torch.cuda.Event()` (made when first recorded), `jax.numpy` dtype
+    helpers (`finfo`, `issubdtype`, `result_type`), CuPy's version queries,
+    `tf.compat.v1.reset_default_graph()`, and `import numba` / `@numba.njit` (only
+    `numba.cuda` is Numba's GPU target).
+
     ## Why is this bad?
     A CUDA context does not survive `fork()`. The child inherits a copy of the
     parent's memory that claims CUDA is initialized, but the driver state behind it

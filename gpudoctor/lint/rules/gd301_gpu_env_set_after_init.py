@@ -32,16 +32,28 @@ def too_late(var: str, state: State) -> Event | None:
 
 class GpuEnvSetAfterInit(Rule):
     """## What it does
-    Flags a write to an environment variable that a GPU runtime reads once, at
-    initialization (`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`, `TF_FORCE_GPU_ALLOW_GROWTH`,
-    `TF_GPU_ALLOCATOR`, `XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
-    `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_ALLOCATOR`, `JAX_PLATFORMS`,
-    `CUPY_GPU_MEMORY_LIMIT`, `PYTORCH_CUDA_ALLOC_CONF`), through `os.environ[k] = v`,
-    `os.environ.update`, `os.environ.setdefault` or `os.putenv`, after that runtime was
-    initialized in this process — including in a forked child whose parent initialized
-    it before the fork. `CUDA_*` variables are read by the CUDA driver, so any driver
-    initialization makes them too late; the others are read by their framework when it
-    builds its runtime (a device query such as `torch.cuda.is_available()` is not enough).
+    Flags a write to an environment variable that a GPU framework reads once, through
+    `os.environ[k] = v`, `os.environ.update`, `os.environ.setdefault` or `os.putenv`, after
+    the moment it was read in this process — including in a forked child whose parent
+    passed that moment before the fork. Three moments:
+
+    - when CUDA initializes (`cuInit`): `CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`; any
+      driver initialization makes them too late;
+    - when a framework builds its runtime: `TF_FORCE_GPU_ALLOW_GROWTH`, `TF_GPU_ALLOCATOR`,
+      `XLA_PYTHON_CLIENT_PREALLOCATE`, `XLA_PYTHON_CLIENT_MEM_FRACTION`,
+      `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_ALLOCATOR`, `XLA_FLAGS`,
+      `CUPY_GPU_MEMORY_LIMIT`, `PYTORCH_CUDA_ALLOC_CONF`, `PYTORCH_ALLOC_CONF` (a device
+      query such as `torch.cuda.is_available()` is not enough);
+    - when the framework is imported: `JAX_PLATFORMS`, `JAX_PLATFORM_NAME`,
+      `JAX_CUDA_VISIBLE_DEVICES` (`import jax` reads its configuration) and
+      `KERAS_BACKEND` (`import keras`) — a write after the import is ignored even though
+      no device was touched yet.
+
+    Version notes: JAX has read its flags at import since its configuration moved to
+    `jax/_src/config.py` (checked on 0.10.2 and 0.11); `XLA_CLIENT_MEM_FRACTION` replaces
+    the deprecated `XLA_PYTHON_CLIENT_MEM_FRACTION` (setting both is an error);
+    `PYTORCH_ALLOC_CONF` is read besides `PYTORCH_CUDA_ALLOC_CONF` by recent torch (2.11
+    checked), older releases know only the latter.
 
     ## Why is this bad?
     The write succeeds and changes nothing: the driver already enumerated the devices,
@@ -231,7 +243,8 @@ class GpuEnvSetAfterInit(Rule):
             hint = (f"Set {write.var} in the parent before the workers start: a spawned worker inherits the "
                     f"parent's environment and imports {module} while it re-imports the main module")
         else:
-            hint = f"Set {write.var} before the first `import {module}` (at the top of the program, or in the environment)"
+            hint = (f"Set {write.var} before the first `import {module}` "
+                    "(at the top of the program, or in the environment)")
         return self.finding(
             write.site,
             f"{write.var} is set after {module} was imported{where} ({line_of(imported.site, write.site)}); "

@@ -1,4 +1,4 @@
-"""GD302: TensorFlow device configuration after the TensorFlow runtime was initialized."""
+"""GD302: device configuration after the runtime it configures was initialized (TensorFlow, JAX)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ class TfDeviceConfigAfterInit(Rule):
     initialized in this process: after a TensorFlow op, tensor, variable or model, or
     `list_logical_devices()`. Listing *physical* devices first is fine.
 
+    The same holds for JAX configuration that must precede its backend:
+    `jax.distributed.initialize()` and `jax.config.update(...)` of `jax_platforms`,
+    `jax_num_cpu_devices`, `jax_cuda_visible_devices` (and the CPU topology timeouts)
+    after a device query or an array op.
+
     ## Why is this bad?
     The runtime fixes its devices and thread pools when it starts. Afterwards these
     calls raise `RuntimeError: Physical devices cannot be modified after being
@@ -38,6 +43,10 @@ class TfDeviceConfigAfterInit(Rule):
     |     tf.config.experimental.set_memory_growth(gpu, True)
     | x = tf.constant([1.0])
     ```
+
+    JAX (checked on jax 0.10.2 and in jax 0.11's `xla_bridge.py` and `distributed.py`):
+    `distributed.initialize()` and `jax_num_cpu_devices` raise `RuntimeError`;
+    `jax_platforms` is silently ignored — the program keeps the platform it started on.
 
     ## References
     - [TensorFlow: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)

@@ -54,7 +54,10 @@ class UnboundedGpuMemoryPerWorker(Rule):
     growth or memory limit, no `TF_FORCE_GPU_ALLOW_GROWTH=true`, no
     `XLA_PYTHON_CLIENT_PREALLOCATE=false` / memory fraction / platform allocator /
     `JAX_PLATFORMS=cpu` before the worker's first use, and no per-worker
-    `CUDA_VISIBLE_DEVICES`. Reported at the pool constructor or the `.start()`. PyTorch,
+    `CUDA_VISIBLE_DEVICES`. Values count as the frameworks compare them: TensorFlow
+    takes `TF_FORCE_GPU_ALLOW_GROWTH` only as exactly `true` (`1` or `True` is logged as
+    unparseable and ignored), JAX turns preallocation off only for `false`, `False` or
+    `0`. Reported at the pool constructor or the `.start()`. PyTorch,
     CuPy and Numba allocate on demand and are not flagged; a forked child of an
     initialized parent is GD101's case.
 
