@@ -46,7 +46,10 @@ if TYPE_CHECKING:
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
 _STACKS = os.environ.get("GPUDOCTOR_STACKS")
 _SIGNAL = os.environ.get("GPUDOCTOR_DUMP_SIGNAL")
-_GPU_MODULES = ("tensorflow", "torch", "jax", "jaxlib", "cupy", "numba", "pycuda", "cuda")
+# Top-level modules of the GPU frameworks (standard library only here, so a copy: a test
+# checks it names the root of every module of the linter's knowledge records).
+_GPU_MODULES = ("tensorflow", "keras", "torch", "jax", "jaxlib", "cupy", "cupyx", "numba", "numba_cuda",
+                "numba_cuda_mlir", "pycuda", "cuda")
 
 _at_fork: dict[str, object] = {}
 # The stack file faulthandler writes to: (descriptor, st_dev, st_ino). A raw descriptor,
