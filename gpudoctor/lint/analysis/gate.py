@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpudoctor.lint.knowledge.registry import GPU_WORDS, READERS
+from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, GPU_WORDS, READERS
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
@@ -36,7 +36,7 @@ PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "
 STARTS_WORDS = (
     *PROCESS_WORDS,
     "set_memory_growth", "set_visible_devices", "set_logical_device", "set_virtual_device", "parallelism_threads",
-    *READERS,
+    *READERS, *sorted(CALL_TIME_VARIABLES - READERS.keys()),
 )
 
 

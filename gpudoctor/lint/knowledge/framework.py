@@ -25,6 +25,15 @@ class Framework:
     host_copy: str  # the call that copies one of its device objects to the host (GD201)
     # Variables its runtime reads once, when it initializes (a later write is ignored).
     environment: tuple[str, ...] = ()
+    # Initializing APIs that read a variable each time they are called: pattern ->
+    # (variable, value). A call made while ``os.environ`` holds that value initializes
+    # nothing; a write after an init is not too late for the calls after it.
+    init_unless: Mapping[str, tuple[str, str]] = field(default_factory=dict, hash=False)
+    # Factories that allocate on the default device when called without ``device=``, once
+    # a default device is set (``set_default_device``, a device used as a context manager).
+    default_device_factories: tuple[str, ...] = ()
+    # Layers whose constructor allocates parameters or buffers through those factories.
+    default_device_modules: tuple[str, ...] = ()
     # Methods of its device objects that return a host value.
     host_methods: frozenset[str] = frozenset()
     # Methods of its device objects that run on the device and return host values

@@ -40,6 +40,10 @@ class GpuEnvSetAfterInit(Rule):
     initialization makes them too late; the others are read by their framework when it
     builds its runtime (a device query such as `torch.cuda.is_available()` is not enough).
 
+    `PYTORCH_NVML_BASED_CUDA_CHECK` is not one of them: PyTorch reads it each time
+    `torch.cuda.is_available()` is called, so a write after an init still changes the
+    calls after it, and is not reported.
+
     ## Why is this bad?
     The write succeeds and changes nothing: the driver already enumerated the devices,
     the allocator is already configured. Worker processes that "select their GPU" this
