@@ -99,6 +99,15 @@ FRAMEWORK = Framework(
     init_unless=INIT_UNLESS,
     default_device_factories=DEFAULT_DEVICE_FACTORIES,
     default_device_modules=DEFAULT_DEVICE_MODULES,
+    # torch/multiprocessing/reductions.py (2.11) ``reduce_tensor``: a CUDA tensor is pickled
+    # as a CUDA IPC handle (``storage._share_cuda_()``) with a reference count the receiver
+    # releases; torch/__init__.py imports torch.multiprocessing, whose ``init_reductions()``
+    # registers this with multiprocessing's ForkingPickler: every multiprocessing channel
+    # (queues, pipes, pool tasks, spawn arguments) shares CUDA tensors so once torch is imported.
+    # The memory stays the sender's: torch/csrc/CudaIPCTypes.cpp keeps each sent block until
+    # the receivers' reference counts drop, and warns when the sending process exits first.
+    ipc_sharing="shares it through CUDA IPC, without a copy (the receiver maps the sender's device memory)",
+    ipc_exit_warning="Producer process has been terminated before all shared CUDA tensors released",
     host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
     device_type="torch.device",
     cuda_placement=True,
