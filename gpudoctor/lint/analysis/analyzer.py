@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, Event, splice
+from gpudoctor.lint.analysis.events import Context, DefaultDevice, Event, splice
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
 from gpudoctor.lint.analysis.nesting import CALL, LIMIT, WORK, Meter
 from gpudoctor.lint.analysis.source import ParseFailure
 from gpudoctor.lint.analysis.values import (
+    DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
     ClassRef,
+    CudaDevice,
     FuncRef,
     ModRef,
     ModuleObj,
@@ -60,7 +62,8 @@ class Analyzer(ClassModel):
         self._depth = depth  # how many imports deep this analysis starts
         self._import_depth = 0
         self._modules: dict[Path, ModuleState | ParseFailure] = {}
-        self._summaries: dict[tuple[object, ...], tuple[list[Event], Value]] = {}
+        # Per call: its events, its return value, and the default device it leaves.
+        self._summaries: dict[tuple[object, ...], tuple[list[Event], Value, Value]] = {}
         self._stack: list[tuple[object, ...]] = []
         ClassModel.__init__(self)
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
@@ -191,6 +194,9 @@ class Analyzer(ClassModel):
         walker.imported.add(state.path)
         walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node),
                                     walker.module.path in self.linted_paths))
+        settings = [e.effect for e in state.import_events if isinstance(e.effect, DefaultDevice)]
+        if settings:  # its top level set the default device (of this thread: the importer's)
+            walker.assign(DEFAULT_DEVICE, one(CudaDevice()) if settings[-1].cuda else UNKNOWN)
 
     def import_star(self, walker: Walker, value: Value) -> None:
         for atom in value:
@@ -222,28 +228,39 @@ class Analyzer(ClassModel):
     # -- functions -----------------------------------------------------------------------
     def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
              keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]:
-        """Return the events and the return value of calling ``func`` with these values.
+        """Return the events and the return value of calling ``func`` with these values, in
+        a thread (or process) of its own: no default device set.
 
         ``entry`` marks a call made only to analyse the function on its own; any other
         call means the function has a known caller.
         """
+        events, result, _ = self.call_in_thread(func, positional, rest, keywords, UNKNOWN, entry)
+        return events, result
+
+    def call_in_thread(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
+                       keywords: dict[str, Value], device: Value,
+                       entry: bool = False) -> tuple[list[Event], Value, Value]:
+        """``call`` made by code of the same thread, whose default device is ``device``
+        (values.DEFAULT_DEVICE); also return the default device the call leaves."""
         if not entry:
             self.reached.add(id(func.node))
         env = self._bind(func, (*func.bound, *positional), rest, keywords)
         for name, value in func.closure:
             env.setdefault(name, value)
+        if device:
+            env[DEFAULT_DEVICE] = device
         key = (func, tuple(sorted(env.items(), key=lambda kv: kv[0])))
         cached = self._summaries.get(key)
         if cached is not None:
             return cached
         if key in self._stack or len(self._stack) >= MAX_DEPTH or len(self._summaries) > MAX_SUMMARIES:
-            return [], UNKNOWN
+            return [], UNKNOWN, device
         state = self.module(self.project.path_of(func.module))
         if isinstance(state, ParseFailure):
-            return [], UNKNOWN
+            return [], UNKNOWN, device
         meter = self.meter
         if not meter.room(CALL):  # calls nested past the meter: unknown, and not kept
-            return [], UNKNOWN
+            return [], UNKNOWN, device
         from gpudoctor.lint.analysis.walker import Walker
 
         walker = Walker(self, state, dict(env), module_level=False, ctx=Context())
@@ -265,7 +282,7 @@ class Analyzer(ClassModel):
         finally:
             self._stack.pop()
             meter.depth -= CALL
-        result = (compress(walker.events), frozenset(walker.returns))
+        result = (compress(walker.events), frozenset(walker.returns), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
 

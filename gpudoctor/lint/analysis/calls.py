@@ -11,9 +11,12 @@ from gpudoctor.lint.analysis.events import Child, EnvWrite, Init, TfConfig, spli
 from gpudoctor.lint.analysis.expressions import ExprEvaluator
 from gpudoctor.lint.analysis.literals import string_value
 from gpudoctor.lint.analysis.values import (
+    DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
     ClassRef,
+    Compiled,
+    Compiler,
     CudaDevice,
     FuncRef,
     GpuObj,
@@ -37,10 +40,12 @@ from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
     BACKEND_SWITCH,
     CUDA_PLACEMENT,
+    DEFAULT_DEVICE_FACTORIES,
     DEVICE_TYPES,
     HOST_METHODS,
     HOST_RESULT_METHODS,
-    READERS,
+    INIT_UNLESS,
+    WATCHED_VARIABLES,
     api_table,
     framework_of_module,
 )
@@ -104,6 +109,9 @@ class CallEvaluator(ExprEvaluator):
         callee = self.eval(func)
         return self.call_value(callee, self.eval_args(node), node)
 
+    def iterate(self, source: Value, node: cst.CSTNode) -> None:
+        process_calls.iterate_loaders(self, source, node, lasting=False)
+
     # -- receivers -----------------------------------------------------------------------
     def call_method(self, receiver: Value, name: str, args: Args, node: cst.Call) -> Value:
         out: set[Atom] = set()
@@ -161,11 +169,21 @@ class CallEvaluator(ExprEvaluator):
                 out |= self.instantiate(atom, args, node)
             elif isinstance(atom, GpuObj):
                 out.add(GpuObj(atom.framework, self.site(node)))
+            elif isinstance(atom, Compiled):
+                process_calls.call_compiled(self, atom, node)
+            elif isinstance(atom, Compiler):  # ``compile(mode=...)(f)``
+                out |= (args.positional[0] if args.positional else UNKNOWN) | one(Compiled(atom.site))
         return frozenset(out)
 
     def inline(self, func: FuncRef, args: Args, node: cst.CSTNode) -> Value:
-        events, result = self.analyzer.call(func, tuple(args.positional), args.rest, args.keywords)
+        """Run a function of the project in this thread: it sees this code's default device,
+        and what it leaves as the default device stays (the setting is per thread)."""
+        device = self.env.get(DEFAULT_DEVICE, UNKNOWN)
+        events, result, after = self.analyzer.call_in_thread(
+            func, tuple(args.positional), args.rest, args.keywords, device)
         self.events.extend(splice(events, self.ctx, self.site(node), self.module.path in self.analyzer.linted_paths))
+        if after != device:
+            self.assign(DEFAULT_DEVICE, after)
         return result
 
     def inline_child(self, child: Child, node: cst.CSTNode) -> None:
@@ -206,6 +224,12 @@ class CallEvaluator(ExprEvaluator):
             )
         if qualname in DEVICE_TYPES:
             return one(CudaDevice()) if is_cuda(args.get(0, "type") or UNKNOWN) else UNKNOWN
+        if qualname in DEFAULT_DEVICE_FACTORIES and "device" not in args.keywords and not args.rest and \
+                is_cuda(self.env.get(DEFAULT_DEVICE, UNKNOWN)):
+            # No device given: the default device set earlier (in this thread) is used.
+            framework = DEFAULT_DEVICE_FACTORIES[qualname]
+            self.emit(Init(framework, "runtime", f"{qualname} on the default device (CUDA)", self.site(node)))
+            return one(GpuObj(framework, self.site(node)))
         api = api_table().lookup(qualname)
         if api is not None and (api.effect not in INIT_EFFECTS | {TF_CONFIG} or not self.applies(api, args, node)):
             if api.returns:
@@ -223,7 +247,7 @@ class CallEvaluator(ExprEvaluator):
         if api.effect == TF_CONFIG:
             self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0, framework))
             return UNKNOWN
-        self.emit(Init(framework, api.level or "runtime", qualname, self.site(node)))
+        self.emit(Init(framework, api.level or "runtime", qualname, self.site(node), INIT_UNLESS.get(qualname)))
         if api.effect == GPU_OBJECT:
             return one(GpuObj(framework, self.site(node)))
         # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.
@@ -256,22 +280,24 @@ class CallEvaluator(ExprEvaluator):
         return switch[1].get(chosen, framework) if chosen else framework
 
     def env_write(self, qualname: str, args: Args, node: cst.Call) -> None:
-        names: set[str] = set()
-        value: Value = UNKNOWN
+        values: dict[str, Value] = {}
         if qualname == "os.environ.update":
-            names.update(args.keywords)
+            values.update(args.keywords)
             first = node.args[0].value if node.args and node.args[0].keyword is None else None
             if isinstance(first, cst.Dict):
                 for element in first.elements:
                     key = getattr(element, "key", None)
                     if isinstance(key, cst.SimpleString) and isinstance(key_name := string_value(key), str):
-                        names.add(key_name)
+                        item = element.value
+                        text = string_value(item) if isinstance(item, cst.SimpleString) else None
+                        values[key_name] = one(Str(text)) if isinstance(text, str) else UNKNOWN
         elif args.positional:
-            names.update(strings(args.positional[0]))
             value = args.positional[1] if len(args.positional) > 1 else UNKNOWN
-        for name in sorted(names & READERS.keys()):
-            self.emit(EnvWrite(name, value, self.site(node)))
-            self.note_backend(name, value)
+            values.update(dict.fromkeys(strings(args.positional[0]), value))
+        for name in sorted(values.keys() & WATCHED_VARIABLES):
+            # os.putenv changes the environment children get, not os.environ (os.getenv).
+            self.emit(EnvWrite(name, values[name], self.site(node), environ=qualname != "os.putenv"))
+            self.note_backend(name, values[name])
 
     def note_backend(self, var: str, value: Value) -> None:
         """Remember a literal backend choice written at module level (``backend_of``)."""
@@ -282,17 +308,21 @@ class CallEvaluator(ExprEvaluator):
 
     def builtin(self, name: str, args: Args, node: cst.Call) -> Value:
         first = args.positional[0] if args.positional else UNKNOWN
+        # DataLoaders: the lazy wrappers hand them on to what iterates them; the others
+        # iterate them now (to the end: a thread their iterator starts ends with it).
+        lazy = frozenset(process_calls.loaders(frozenset().union(*args.positional)))
         if name == "zip":
-            return container(*(elements(v) for v in args.positional))
+            return container(*(elements(v) for v in args.positional)) | lazy
         if name == "enumerate":
-            return container(elements(first), one(Int(0)))
+            return container(elements(first), one(Int(0))) | lazy
         if name in ("map", "filter") and len(args.positional) > 1:
             items = elements(args.positional[1])
             if name == "map":
                 call_args = Args(positional=[items])
-                return container(self.call_value(first, call_args, node))
-            return container(items)
+                return container(self.call_value(first, call_args, node)) | lazy
+            return container(items) | lazy
         if name in ("list", "tuple", "set", "frozenset", "iter", "reversed", "sorted", "dict"):
+            process_calls.iterate_loaders(self, first, node, lasting=False)
             return container(elements(first))
         if name == "next":
             return elements(first)

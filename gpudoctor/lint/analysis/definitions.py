@@ -7,7 +7,8 @@ import libcst as cst
 
 from gpudoctor.lint.analysis.calls import Args
 from gpudoctor.lint.analysis.imports import ImportWalker
-from gpudoctor.lint.analysis.values import Atom, ClassRef, FuncRef, ModRef, one
+from gpudoctor.lint.analysis.values import Atom, ClassRef, Compiled, Compiler, FuncRef, ModRef, one
+from gpudoctor.lint.knowledge.processes import COMPILER, kind_of
 from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS, canonical
 
 Value = frozenset
@@ -21,6 +22,12 @@ class DefinitionWalker(ImportWalker):
         value = self.eval(expr)
         del self.events[saved:]
         return value
+
+    def eval_args_quiet(self, node: cst.Call) -> Args:
+        saved = len(self.events)
+        args = self.eval_args(node)
+        del self.events[saved:]
+        return args
 
     def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
         kernel = None
@@ -61,8 +68,15 @@ class DefinitionWalker(ImportWalker):
 
     def decorated(self, decorator: cst.Decorator, value: Value) -> Value:
         """What a project decorator returns for the function (the wrapper that runs in its
-        place); the function itself for any other decorator."""
-        funcs = [a for a in self.eval_quiet(decorator.decorator) if isinstance(a, FuncRef) and not a.cuda_kernel]
+        place), a lazy compiler's wrapper (calling it compiles); the function itself for any
+        other decorator."""
+        found = self.eval_quiet(decorator.decorator)
+        compilers = [a for a in found if isinstance(a, Compiler)]
+        if any(isinstance(a, ModRef) and kind_of(a.qualname) == COMPILER for a in found):
+            compilers.append(Compiler(self.site(decorator)))  # bare ``@compile``
+        if compilers:
+            return value | frozenset(Compiled(c.site) for c in compilers)
+        funcs = [a for a in found if isinstance(a, FuncRef) and not a.cuda_kernel]
         if not funcs:
             return value
         results: set[Atom] = set()

@@ -20,6 +20,9 @@ class Init:
     level: str
     api: str
     site: Site
+    # (variable, value): no init happens when ``os.environ`` holds that value at the call
+    # (registry.INIT_UNLESS); decided where the flow is replayed.
+    unless: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class EnvWrite:
     var: str
     value: frozenset[Atom]
     site: Site
+    environ: bool = True  # False for ``os.putenv``: the process environment, not os.environ
 
 
 @dataclass(frozen=True)

@@ -238,6 +238,7 @@ class ExprEvaluator:
         clause = node.for_in
         while clause is not None:
             source = self.eval(clause.iter)
+            self.iterate(source, clause.iter)
             self.bind(clause.target, elements(source))
             for condition in clause.ifs:
                 self.eval(condition.test)
@@ -245,6 +246,9 @@ class ExprEvaluator:
         for key in keys:  # evaluated for their effects; what a dict holds is its values
             self.eval(key)
         return container(*[self.eval(result) for result in results])
+
+    def iterate(self, source: Value, node: cst.CSTNode) -> None:
+        """What starting to iterate ``source`` does (the call evaluator knows)."""
 
     def _e_ListComp(self, node: cst.ListComp) -> Value:
         return self.comprehension(node, [node.elt])

@@ -27,7 +27,7 @@ from gpudoctor.lint.analysis.events import (
     Task,
     ThreadStart,
 )
-from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, gpu_objects
+from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects
 from gpudoctor.lint.knowledge import processes as P
 
 if TYPE_CHECKING:
@@ -136,6 +136,8 @@ class State:
     def apply(self, event: Event) -> State:
         effect = event.effect
         if isinstance(effect, Init):
+            if self.skips(effect):
+                return self
             known = {(e.effect.framework, e.effect.level) for e in self.inits}  # type: ignore[union-attr]
             if (effect.framework, effect.level) in known:
                 return self
@@ -153,6 +155,8 @@ class State:
             return replace(self, env=self.env.plus(event))
         if isinstance(effect, DefaultDevice) and effect.cuda and self.default_cuda is None:
             return replace(self, default_cuda=event)
+        if isinstance(effect, DefaultDevice) and not effect.cuda and self.default_cuda is not None:
+            return replace(self, default_cuda=None)
         if isinstance(effect, Imported):
             top = effect.module.split(".", 1)[0]
             if any(e.effect.module.split(".", 1)[0] == top for e in self.imports):  # type: ignore[union-attr]
@@ -166,6 +170,20 @@ class State:
             if event.effect.module.split(".", 1)[0] == module:  # type: ignore[union-attr]
                 return event
         return None
+
+    def skips(self, init: Init) -> bool:
+        """Does this init not happen, because ``os.environ`` holds the value that makes its
+        API initialize nothing (Init.unless) when it is called? The last write before it
+        decides. A flow's events are in program order with branches laid end to end, so a
+        write in a branch that may not run counts too (erring towards no finding)."""
+        if init.unless is None:
+            return False
+        var, value = init.unless
+        for event in reversed(self.env):
+            write = event.effect
+            if write.var == var and write.environ:  # type: ignore[union-attr]
+                return write.value == frozenset({Str(value)})  # type: ignore[union-attr]
+        return False
 
     def env_value(self, var: str) -> Event | None:
         """The last write to ``var`` so far."""
@@ -359,9 +377,13 @@ def first_gpu_use(child: Flow, framework: str | None = None) -> Event | None:
 
     A spawned child's re-import of the main module (its prelude) is not its own code.
     """
-    for event in child.events[child.prelude:]:
+    replayed = len(child.points) == len(child.events)
+    for index in range(child.prelude, len(child.events)):
+        event = child.events[index]
         effect = event.effect
         if isinstance(effect, Init) and (framework is None or effect.framework == framework):
+            if replayed and child.points[index][1].skips(effect):
+                continue
             return event
     return None
 

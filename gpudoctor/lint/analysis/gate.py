@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpudoctor.lint.knowledge.registry import CONFIG_WORDS, GPU_WORDS, READERS
+from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
@@ -32,7 +32,7 @@ _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # which ``str.find`` searches for several times faster than a regular expression does.
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
-STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *READERS)
+STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *READERS, *sorted(CALL_TIME_VARIABLES - READERS.keys()))
 
 
 def _alternatives(words: tuple[str, ...]) -> str:

@@ -53,7 +53,8 @@ class ModuleState:
 
 
 def compress(events: list[Event]) -> list[Event]:
-    """Keep the first init of each framework and level per fork side; cap the length."""
+    """Keep the first init of each framework and level per fork side (of those that happen
+    whatever the environment); cap the length."""
     seen: set[tuple[object, ...]] = set()
     out: list[Event] = []
     for event in events:
@@ -63,7 +64,9 @@ def compress(events: list[Event]) -> list[Event]:
             # own) also runs in the child, whose first init is its own. A fork inside a
             # callee is not this: the callee's child may have ended there.
             seen.clear()
-        if isinstance(effect, Init):
+        if isinstance(effect, Init) and effect.unless is None:
+            # (An init that depends on the environment at its call is kept each time: an
+            # earlier one may not have happened.)
             key = (effect.framework, effect.level, event.ctx.fork_child, event.ctx.fork_parent)
             if key in seen:
                 continue

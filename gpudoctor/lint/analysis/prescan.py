@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from gpudoctor.lint.analysis.code_scan import Scan
 from gpudoctor.lint.analysis.nesting import pinned
 from gpudoctor.lint.analysis.reading import split_lines
-from gpudoctor.lint.knowledge.registry import READERS
+from gpudoctor.lint.knowledge.registry import WATCHED_VARIABLES
 
 # CPython's parser gets Python's default room to recurse in: nesting it refuses at the
 # default recursion limit is refused wherever the file is read from (the analysis runs
@@ -111,7 +111,7 @@ class Prescan:
         if self._acts is not None:
             return
         text = self._text
-        env_keys = any(key in text for key in READERS)
+        env_keys = any(key in text for key in WATCHED_VARIABLES)
         scan = Scan(self._imports)
         for node in self._outside:
             scan.scan(node)

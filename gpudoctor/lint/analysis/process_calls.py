@@ -10,6 +10,7 @@ from gpudoctor.lint.analysis.events import (
     Child,
     DataLoaderStart,
     DefaultDevice,
+    Init,
     Join,
     Send,
     SetMethod,
@@ -18,13 +19,17 @@ from gpudoctor.lint.analysis.events import (
     ThreadStart,
 )
 from gpudoctor.lint.analysis.values import (
+    DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
+    Compiled,
+    Compiler,
     Container,
     ForkPid,
     FuncRef,
     Instance,
     Int,
+    LoaderObj,
     MpContext,
     PoolObj,
     ProcessObj,
@@ -36,8 +41,10 @@ from gpudoctor.lint.analysis.values import (
     one,
     positions,
     strings,
+    truth,
 )
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.calls import Args, CallEvaluator
@@ -108,8 +115,35 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
     if kind == P.DATALOADER:
         return _dataloader(ev, args, node)
     if kind == P.DEFAULT_DEVICE:
-        ev.emit(DefaultDevice(is_cuda(args.get(0, "device") or UNKNOWN), site))
+        device = args.get(0, "device") or UNKNOWN
+        ev.emit(DefaultDevice(is_cuda(device), site))
+        # Factories called after it, here and in what this code calls, allocate there
+        # (an unknown device is none that can be named: nothing is claimed for it).
+        ev.assign(DEFAULT_DEVICE, device if is_cuda(device) else UNKNOWN)
+        return UNKNOWN
+    if kind == P.COMPILER:
+        return _compiler(ev, args, node)
     return UNKNOWN
+
+
+def _compiler(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+    """``compile(f, ...)``: ``f`` and a marker that calling it compiles; with no function, a
+    decorator that does that. Only backends that start threads get the marker."""
+    backend, disable = args.get(-1, "backend"), args.get(-1, "disable")
+    named = strings(backend or UNKNOWN)
+    surely = bool(named) and len(named) == len(backend or UNKNOWN) and named <= P.COMPILER_THREAD_BACKENDS
+    if (backend is not None and not surely) or (disable is not None and truth(disable) is not False) or args.rest:
+        return args.get(0, "model") or UNKNOWN
+    site = ev.site(node)
+    if not args.positional and args.get(-1, "model") is None:
+        return one(Compiler(site))
+    wrapped = args.get(0, "model") or UNKNOWN
+    return wrapped | one(Compiled(site))
+
+
+def call_compiled(ev: CallEvaluator, atom: Compiled, node: cst.CSTNode) -> None:
+    """Calling a compiled function: its first call starts the compiler's threads."""
+    ev.emit(ThreadStart(ev.site(node), P.THREAD_STARTS[P.COMPILER], atom.site))
 
 
 def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,
@@ -150,9 +184,49 @@ def _dataloader(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
         for func in _funcs(args.get(index, role)):
             children.append(Child(func, (), UNKNOWN, role))
     method = _method(args.get(11, "multiprocessing_context"))
-    ev.emit(DataLoaderStart(ev.site(node), method, _int(args.get(5, "num_workers")),
-                            tuple(children)))
-    return UNKNOWN
+    workers = _int(args.get(5, "num_workers"))
+    site = ev.site(node)
+    ev.emit(DataLoaderStart(site, method, workers, tuple(children)))
+    return one(LoaderObj(site, truth(args.get(7, "pin_memory") or UNKNOWN) is True,
+                         0 if args.get(5, "num_workers") is None else workers,
+                         truth(args.get(-1, "persistent_workers") or UNKNOWN) is True))
+
+
+def loaders(value: Value) -> list[LoaderObj]:
+    return [atom for atom in value if isinstance(atom, LoaderObj)]
+
+
+def iterate_loaders(ev: CallEvaluator, value: Value, node: cst.CSTNode, *, lasting: bool) -> list[LoaderObj]:
+    """Iteration of the DataLoaders in ``value`` starts at ``node``; return those whose
+    pin-memory thread started here and lives only as long as this iteration (the caller
+    joins it where the iteration ends). ``lasting``: the iteration outlives this expression
+    (a ``for`` loop's body runs while it goes on).
+
+    torch/utils/data/dataloader.py (2.11): creating the iterator calls
+    ``torch.accelerator.is_available()`` when ``pin_memory=True`` (cuInit, as
+    ``torch.cuda.is_available()``; 2.5 called that directly); with workers it then calls
+    ``torch.accelerator.current_device_index()`` (CUDA's lazy init) and starts
+    ``pin_memory_thread`` in this process, after forking the workers. A loader with
+    ``persistent_workers=True`` keeps that iterator (and thread) for its lifetime; any other
+    iterator shuts its thread down when exhausted or dropped. With ``num_workers=0`` pinning
+    happens in this thread.
+    """
+    transient: list[LoaderObj] = []
+    site = ev.site(node)
+    for loader in loaders(value):
+        if not loader.pin_memory:
+            continue
+        what = f"iterating a DataLoader with pin_memory=True: {P.DATALOADER_PIN_CHECK}()"
+        ev.emit(Init(DATALOADER_FRAMEWORK, "driver", what, site, INIT_UNLESS.get(P.DATALOADER_PIN_CHECK)))
+        if not loader.workers:
+            continue
+        what = f"iterating a DataLoader with pin_memory=True and workers: {P.DATALOADER_PIN_DEVICE}()"
+        ev.emit(Init(DATALOADER_FRAMEWORK, "runtime", what, site))
+        if loader.persistent or lasting:
+            ev.emit(ThreadStart(site, P.THREAD_STARTS[P.DATALOADER], loader.site))
+            if not loader.persistent:
+                transient.append(loader)
+    return transient
 
 
 def _task_children(pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, ...], Value]:

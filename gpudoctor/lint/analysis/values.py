@@ -153,6 +153,30 @@ class ThreadObj:
 
 
 @dataclass(frozen=True)
+class LoaderObj:
+    """A DataLoader, with what decides what iterating it does in this process."""
+
+    site: Site
+    pin_memory: bool  # surely ``pin_memory=True``
+    workers: int | None  # ``num_workers`` when it is a literal
+    persistent: bool  # surely ``persistent_workers=True``: its iterator lives with it
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What a lazy compiler wrapped (registry: processes.COMPILER): calling it compiles."""
+
+    site: Site  # where it was compiled (the call or the decorator)
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A compiler called with options only (``@compile(mode=...)``): a decorator."""
+
+    site: Site
+
+
+@dataclass(frozen=True)
 class ForkPid:
     """The return value of ``os.fork()``: 0 in the child."""
 
@@ -160,9 +184,13 @@ class ForkPid:
 
 
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
-        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | ForkPid)
+        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
+# The name under which a scope's environment holds the default device factories allocate
+# on (set_default_device, a device used as a context manager): not an identifier, so no
+# code can bind it, and starting with "_" so that ``from m import *`` does not copy it.
+DEFAULT_DEVICE = "_<default device>"
 
 
 def one(atom: Atom) -> frozenset[Atom]:

@@ -8,22 +8,25 @@ from typing import Any
 
 import libcst as cst
 
+from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.conditions import handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.definitions import DefinitionWalker
 from gpudoctor.lint.analysis.events import Context, EnvWrite, Init, Join
 from gpudoctor.lint.analysis.nesting import BLOCK
 from gpudoctor.lint.analysis.values import (
+    DEFAULT_DEVICE,
     UNKNOWN,
     ForkPid,
     Instance,
     ModRef,
     PoolObj,
     elements,
+    is_cuda,
     strings,
     truth,
 )
 from gpudoctor.lint.knowledge.processes import THREAD_POOL
-from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, READERS, canonical
+from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, DEVICE_TYPES, WATCHED_VARIABLES, canonical
 
 Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
@@ -121,7 +124,7 @@ class Walker(DefinitionWalker):
             return
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
-                for name in sorted(strings(self.eval(element.slice.value)) & READERS.keys()):
+                for name in sorted(strings(self.eval(element.slice.value)) & WATCHED_VARIABLES):
                     self.emit(EnvWrite(name, value, self.site(target)))
                     self.note_backend(name, value)
 
@@ -267,6 +270,10 @@ class Walker(DefinitionWalker):
 
     def _loop(self, node: cst.For | cst.While, bind_target: bool) -> bool:
         source = self.eval(node.iter) if isinstance(node, cst.For) else self.eval(node.test)
+        # Iterating a DataLoader starts here; a pin-memory thread of its iterator lives
+        # while the loop runs (the iterator is dropped when the loop ends).
+        threads = process_calls.iterate_loaders(self, source, node.iter, lasting=True) \
+            if isinstance(node, cst.For) else []
         ctx = replace(self.ctx, in_loop=True, loop=self.site(node))
         outermost = not self.loops
         carried = self.carried.get(id(node), {})
@@ -293,6 +300,8 @@ class Walker(DefinitionWalker):
         if not outermost:
             self.carried[id(node)] = carried
         self.merge(outcomes, fallthrough=True)
+        for loader in threads:
+            self.emit(Join(loader.site, self.site(node), threads=True))
         if node.orelse is not None:
             self.walk_block(node.orelse.body.body)
         return False
@@ -330,10 +339,12 @@ class Walker(DefinitionWalker):
 
     def _s_With(self, node: cst.With) -> bool:
         values = []
+        devices: list[Value | None] = []  # the default device before each device context
         for item in node.items:
             value = self.eval(item.item)
             values.append(value)
             self.enter_context(item.item, value)
+            devices.append(self.enter_device(item.item))
             bound = value
             for atom in value:
                 if isinstance(atom, Instance):  # a class of the project: its __enter__ runs
@@ -341,6 +352,9 @@ class Walker(DefinitionWalker):
             if item.asname is not None:
                 self.bind(item.asname.name, bound)
         ended = self.walk_block(node.body.body)
+        for before in reversed(devices):
+            if before is not None:  # leaving ``with device(...)`` restores the default device
+                self.assign(DEFAULT_DEVICE, before)
         for value in reversed(values):
             for atom in value:
                 if isinstance(atom, PoolObj) and atom.kind == THREAD_POOL:
@@ -360,6 +374,22 @@ class Walker(DefinitionWalker):
             if isinstance(atom, ModRef) and canonical(atom.qualname) in DEVICE_CONTEXTS:
                 self.emit(Init(DEVICE_CONTEXTS[canonical(atom.qualname)], "runtime", f"{atom.qualname}.__enter__",
                                self.site(expr)))
+
+    def enter_device(self, expr: cst.BaseExpression) -> Value | None:
+        """``with torch.device(d):`` makes ``d`` the default device in the block
+        (torch/utils/_device.py DeviceContext, entered from torch/csrc/Device.cpp, 2.11);
+        return the default device before it, or None for any other context manager. A
+        device not known to be CUDA is taken for one that is not."""
+        if not isinstance(expr, cst.Call):
+            return None
+        if not any(isinstance(a, ModRef) and a.qualname in DEVICE_TYPES for a in self.eval_quiet(expr.func)):
+            return None
+        device = self.eval_args_quiet(expr).get(0, "type") or UNKNOWN
+        before = self.env.get(DEFAULT_DEVICE, UNKNOWN)
+        # (No DefaultDevice event: those record the thread's own setting, which the block
+        # leaves as it found it.)
+        self.assign(DEFAULT_DEVICE, device if is_cuda(device) else UNKNOWN)
+        return before
 
     def _s_Match(self, node: cst.Match) -> bool:
         self.eval(node.subject)

@@ -35,6 +35,21 @@ class Framework:
     # Modules of its own whose calls belong to another framework when an environment
     # variable, read at their import, says so: module -> (variable, value -> framework).
     backend_switch: Mapping[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict, hash=False)
+    # Initializing APIs that read a variable each time they are called: pattern ->
+    # (variable, value). A call made while ``os.environ`` holds that value initializes
+    # nothing; a write after an init is not too late for the calls after it.
+    init_unless: Mapping[str, tuple[str, str]] = field(default_factory=dict, hash=False)
+    # Factories that allocate on the default device when called without ``device=``, once
+    # a default device is set (``set_default_device``, a device used as a context manager).
+    default_device_factories: tuple[str, ...] = ()
+    # Layers whose constructor allocates parameters or buffers through those factories.
+    default_device_modules: tuple[str, ...] = ()
+    # How its device objects cross a process boundary when pickled, when that is not a
+    # host copy (GD201): the receiver maps the same device memory. None: a host copy.
+    ipc_sharing: str | None = None
+    # What it says when a process that shared device memory so exits before a receiver
+    # released it.
+    ipc_exit_warning: str | None = None
     # Methods of its device objects that return a host value.
     host_methods: frozenset[str] = frozenset()
     # Methods of its device objects that run on the device and return host values

@@ -59,6 +59,10 @@ FRAMEWORK = Framework(
     table=TABLE,
     consequence='fail with "CUDA initialized before forking"',
     host_copy="d.copy_to_host()",
-    host_methods=frozenset({"copy_to_host"}),
+    # ``get_ipc_handle()`` returns an IpcArrayHandle, a host object made to be pickled and
+    # opened in another process on the same machine: the way to share device memory, not a
+    # device array (numba-cuda 0.30 numba/cuda/cudadrv/devicearray.py). There is no
+    # module-level ``numba.cuda.get_ipc_handle``; ``cuda.open_ipc_array`` opens a handle.
+    host_methods=frozenset({"copy_to_host", "get_ipc_handle"}),
     kernel_decorators=("numba.cuda.jit",),
 )

@@ -25,6 +25,7 @@ THREAD = "thread"  # a Thread object; starts at .start()
 THREAD_POOL = "thread-pool"  # threads start with the pool
 DATALOADER = "dataloader"
 DEFAULT_DEVICE = "default-device"  # torch.set_default_device
+COMPILER = "compiler"  # torch.compile: calling what it returns starts threads (see below)
 
 APIS: dict[str, str] = {
     "multiprocessing.Pool": POOL,
@@ -53,6 +54,32 @@ APIS: dict[str, str] = {
     "torch.utils.data.DataLoader": DATALOADER,
     "torch.utils.data.dataloader.DataLoader": DATALOADER,
     "torch.set_default_device": DEFAULT_DEVICE,
+    "torch.compile": COMPILER,
+}
+
+# torch.compile wraps lazily; the first call of what it returns compiles (torch 2.11). With
+# the Inductor backend (the default; torch/__init__.py wraps it in
+# ``_TorchCompileInductorWrapper``, which calls ``compile_fx``), the generated code compiles
+# its kernels through ``AsyncCompile`` (torch/_inductor/async_compile.py): Triton kernels
+# call ``use_process_pool()``, which builds ``SubprocPool`` — a compile-worker subprocess and
+# a daemon reader thread "InductorSubproc" in the calling process, alive until exit
+# (torch/_inductor/compile_worker/subproc_pool.py) — also when the code comes from the cache;
+# C++ kernels go to a ThreadPoolExecutor (``AsyncCompile.pool``). Both only when compile
+# threads > 1: the default on Linux and macOS with more than one CPU, not on Windows or with
+# TORCHINDUCTOR_COMPILE_THREADS=1. (The backend found by name in Dynamo's registry,
+# torch/_dynamo/backends/inductor.py, starts the same pool first, in ``maybe_warm_pool()``.)
+COMPILER_THREAD_BACKENDS = frozenset({"inductor"})
+# torch/utils/data/dataloader.py (2.11) ``_BaseDataLoaderIter.__init__`` and
+# ``_MultiProcessingDataLoaderIter.__init__``: what an iterator of a DataLoader with
+# ``pin_memory=True`` calls in this process (the first initializes the driver, the second
+# the runtime; the second only with workers, before starting the pin-memory thread).
+DATALOADER_PIN_CHECK = "torch.accelerator.is_available"
+DATALOADER_PIN_DEVICE = "torch.accelerator.current_device_index"
+# What each kind of hidden thread start is called in messages.
+THREAD_STARTS = {
+    COMPILER: "the first call of a torch.compile'd function starts Inductor's compile workers "
+              "and their reader thread",
+    DATALOADER: "iterating a DataLoader with pin_memory=True and workers starts its pin-memory thread",
 }
 
 # Drop-in replacements of the multiprocessing namespace.

@@ -41,6 +41,21 @@ IMPORT_READERS = {var: module for framework in RECORDS for var, module in framew
 # Module -> (variable read at its import, value -> the framework its calls then belong to).
 BACKEND_SWITCH = {module: switch for framework in RECORDS for module, switch in framework.backend_switch.items()}
 ALIASES = tuple(alias for framework in RECORDS for alias in framework.aliases)
+# Initializing APIs that initialize nothing when a variable holds a value at the call:
+# qualified name -> (variable, value); and those variables, which are read at each call, so
+# that writing them is never "too late" (GD301 leaves them alone).
+INIT_UNLESS: dict[str, tuple[str, str]] = {
+    api: condition for framework in RECORDS for api, condition in framework.init_unless.items()}
+CALL_TIME_VARIABLES = frozenset(var for var, _ in INIT_UNLESS.values())
+# Every variable whose writes the analysis records (EnvWrite events).
+WATCHED_VARIABLES = frozenset(READERS) | CALL_TIME_VARIABLES
+# Qualified name -> framework, for factories and layers that allocate on the default device.
+DEFAULT_DEVICE_FACTORIES = {
+    name: framework.name for framework in RECORDS
+    for name in (*framework.default_device_factories, *framework.default_device_modules)}
+# Framework -> how its device objects are shared with another process (when not by a copy).
+IPC_SHARING = {framework.name: framework.ipc_sharing for framework in RECORDS if framework.ipc_sharing}
+IPC_EXIT_WARNING = {framework.name: framework.ipc_exit_warning for framework in RECORDS if framework.ipc_exit_warning}
 # Methods of device objects that return host values (a host copy; a model's predictions).
 HOST_METHODS = frozenset().union(*(framework.host_methods for framework in RECORDS))
 HOST_RESULT_METHODS = frozenset().union(*(framework.host_result_methods for framework in RECORDS))

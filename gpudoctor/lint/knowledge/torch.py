@@ -8,7 +8,8 @@ that reaches ``_lazy_init()``).
 Version notes (also in the rule docs):
 - ``torch.cuda.is_available()`` calls ``cudaGetDeviceCount``, which runs ``cuInit``:
   a forked child then fails with "Cannot re-initialize CUDA in forked subprocess",
-  unless ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` was set before import (torch >= 1.13).
+  unless ``PYTORCH_NVML_BASED_CUDA_CHECK`` is "1" when it is called (torch >= 1.13; it
+  is read on every call, not at import: ``INIT_UNLESS`` below).
 - ``torch.cuda.device_count()`` counts through NVML since torch 1.13 and does not
   initialize CUDA there; on older releases it did. gpudoctor follows >= 1.13.
 Device placement (``.cuda()``, ``.to("cuda")``, ``device="cuda"``) is not in the table: it
@@ -97,6 +98,47 @@ TABLE = (
     _api("torch.cuda.BoolTensor", GPU_OBJECT, CUDA),
 )
 
+# torch/cuda/__init__.py (2.11) ``_nvml_based_avail``: ``is_available()`` reads the variable
+# with ``os.getenv`` each time it is called; "1" makes it count devices through NVML
+# (``device_count()``), which does not initialize CUDA (it falls back to cuInit only when NVML
+# fails, as ``device_count()`` does). torch/accelerator/__init__.py (2.11) ``is_available``
+# delegates to it. ``os.getenv`` reads ``os.environ``: ``os.putenv`` alone does not count.
+# (vLLM sets the variable when it is imported, vllm/env_override.py; third-party imports are
+# not followed.)
+NVML_CHECK = ("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+INIT_UNLESS = {
+    name: NVML_CHECK for name in (
+        "torch.cuda.is_available", "torch.accelerator.is_available",
+        # The mixed-precision constructors ask torch.cuda.is_available() and nothing else
+        # (get_arch_list does not belong here: its arch-flag query poisons fork itself).
+        "torch.cuda.amp.GradScaler", "torch.cuda.amp.autocast", "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler", "torch.autocast", "torch.amp.autocast")}
+
+# torch/utils/_device.py (2.11) ``_device_constructors``: the functions a ``DeviceContext``
+# (pushed by ``torch.set_default_device`` in torch/__init__.py, or by ``with torch.device(d):``,
+# torch/csrc/Device.cpp) gives ``device=`` when a call passes none. Not the ``*_like``
+# functions (they follow their input's device), nor ``torch.from_numpy``.
+DEFAULT_DEVICE_FACTORIES = tuple(f"torch.{name}" for name in (
+    "empty", "empty_permuted", "empty_strided", "empty_quantized", "ones", "arange",
+    "bartlett_window", "blackman_window", "eye", "fft.fftfreq", "fft.rfftfreq", "full",
+    "hamming_window", "hann_window", "kaiser_window", "linspace", "logspace",
+    "nested.nested_tensor", "rand", "randn", "randint", "randperm", "range", "sparse_coo_tensor",
+    "sparse_compressed_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "sparse_bsr_tensor",
+    "sparse_bsc_tensor", "tril_indices", "triu_indices", "zeros", "asarray", "tensor", "as_tensor",
+    "scalar_tensor",
+))
+# torch/nn/modules/{linear,conv,sparse,batchnorm,rnn,activation,transformer}.py (2.11): layers
+# whose constructor always allocates parameters or buffers with ``torch.empty``/``zeros``/
+# ``ones`` and ``device=None`` (so on the default device). Layers whose parameters are
+# optional (``LayerNorm(elementwise_affine=False)``, ``GroupNorm(affine=False)``) and lazy ones
+# are left out.
+DEFAULT_DEVICE_MODULES = tuple(f"torch.nn.{name}" for name in (
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+    "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "PReLU",
+    "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer",
+))
+
 FRAMEWORK = Framework(
     name=FW,
     display="PyTorch",
@@ -104,9 +146,22 @@ FRAMEWORK = Framework(
     table=TABLE,
     consequence='fail with "Cannot re-initialize CUDA in forked subprocess"',
     host_copy="t.cpu()",
-    # "CUDA semantics" (the caching allocator); torch/cuda/__init__.py (the NVML check)
+    # "CUDA semantics" (the caching allocator). PYTORCH_NVML_BASED_CUDA_CHECK is not one:
+    # it is read at each call (INIT_UNLESS).
     # PYTORCH_ALLOC_CONF: the device-generic spelling libc10 reads too (torch 2.11).
-    environment=("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NVML_BASED_CUDA_CHECK"),
+    environment=("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"),
+    init_unless=INIT_UNLESS,
+    default_device_factories=DEFAULT_DEVICE_FACTORIES,
+    default_device_modules=DEFAULT_DEVICE_MODULES,
+    # torch/multiprocessing/reductions.py (2.11) ``reduce_tensor``: a CUDA tensor is pickled
+    # as a CUDA IPC handle (``storage._share_cuda_()``) with a reference count the receiver
+    # releases; torch/__init__.py imports torch.multiprocessing, whose ``init_reductions()``
+    # registers this with multiprocessing's ForkingPickler: every multiprocessing channel
+    # (queues, pipes, pool tasks, spawn arguments) shares CUDA tensors so once torch is imported.
+    # The memory stays the sender's: torch/csrc/CudaIPCTypes.cpp keeps each sent block until
+    # the receivers' reference counts drop, and warns when the sending process exits first.
+    ipc_sharing="shares it through CUDA IPC, without a copy (the receiver maps the sender's device memory)",
+    ipc_exit_warning="Producer process has been terminated before all shared CUDA tensors released",
     host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
     device_type="torch.device",
     cuda_placement=True,

@@ -45,6 +45,27 @@ class ForkAfterGpuInit(Rule):
     `tf.compat.v1.reset_default_graph()`, and `import numba` / `@numba.njit` (only
     `numba.cuda` is Numba's GPU target).
 
+    PyTorch, version-dependent details (checked against torch 2.11):
+    - `torch.cuda.is_available()` (and `torch.accelerator.is_available()`) reads
+      `PYTORCH_NVML_BASED_CUDA_CHECK` at every call: when the program has set it to
+      `"1"` before the call (`os.environ[...] = "1"`, `setdefault`, `update`; not
+      `os.putenv`, which leaves `os.environ` alone), the call counts devices through
+      NVML and does not initialize CUDA (unless NVML fails: then torch falls back to
+      `cuInit`). A write on any path before the call counts, also in a branch that may
+      not run. A value set outside the program, or by a library it imports (vLLM sets
+      it on import), is not seen.
+    - After `torch.set_default_device("cuda")`, or inside `with torch.device("cuda"):`,
+      tensor factories called without `device=` (`torch.zeros`, `ones`, `empty`,
+      `randn`, `rand`, `arange`, `tensor`, `full`, `eye`, `linspace`, ...; not the
+      `*_like` ones, which follow their input) and layers such as `torch.nn.Linear`
+      allocate on the GPU. An explicit `device=` or an inner `with torch.device("cpu"):`
+      wins. The default device is followed through the code of one thread — a function
+      and what it calls, a module's top level and what it imports — not into the
+      threads and processes it starts.
+    - Iterating a `DataLoader` with `pin_memory=True` initializes CUDA: its iterator
+      calls `torch.accelerator.is_available()` (torch 2.5: `torch.cuda.is_available()`),
+      and with workers `torch.accelerator.current_device_index()`.
+
     ## Why is this bad?
     A CUDA context does not survive `fork()`. The child inherits a copy of the
     parent's memory that claims CUDA is initialized, but the driver state behind it

@@ -19,6 +19,18 @@ class ForkAfterThreadStart(Rule):
     a `threading.Thread` started and not joined, a `ThreadPoolExecutor` or `ThreadPool`
     not shut down.
 
+    Some threads start without a `Thread` in sight:
+    - the first call of a function or model compiled with `torch.compile` (decorator,
+      with or without arguments, or `model = torch.compile(model)`): Inductor, the
+      default backend, compiles its kernels with compile workers whose results a
+      thread of this process reads, or on a thread pool, and they live until exit
+      (torch 2.11; when compile threads > 1, the default except on Windows or with
+      `TORCHINDUCTOR_COMPILE_THREADS=1`). Compiling alone starts nothing, and other
+      backends (`backend="eager"`) are not counted;
+    - iterating a `DataLoader` with `pin_memory=True` and workers: its iterator starts
+      a pin-memory thread in this process, which lives as long as the iterator — the
+      `for` loop over it, or the loader's whole life with `persistent_workers=True`.
+
     ## Why is this bad?
     `fork()` copies only the calling thread. Locks held by the other threads at that
     moment — in the allocator, in logging, in a framework's runtime — stay locked in the

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Send
-from gpudoctor.lint.analysis.values import gpu_objects
+from gpudoctor.lint.analysis.flows import Flow
+from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
-from gpudoctor.lint.knowledge.registry import BY_NAME
+from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_EXIT_WARNING, IPC_SHARING
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 CHANNELS = {
@@ -17,6 +18,9 @@ CHANNELS = {
     "queue": "through a multiprocessing queue",
     "pipe": "through a pipe",
 }
+# Channels through which a process can send to one that may outlive it (a queue a worker
+# puts on); the others go from a process to the processes it starts.
+PEER_CHANNELS = frozenset({"queue", "pipe"})
 
 
 class GpuObjectSentToProcess(Rule):
@@ -26,15 +30,38 @@ class GpuObjectSentToProcess(Rule):
     GPU array — passed to another process: as `map`/`starmap`/`apply`/`submit`
     arguments (also inside lists, comprehensions and `zip`), as `Process(args=...)`,
     through `Queue.put` or `Connection.send`. Reported at the sending call. It is an
-    error under fork and a warning under spawn.
+    error under fork and a warning under spawn or forkserver.
+
+    PyTorch CUDA tensors and modules are the exception under spawn and forkserver:
+    `import torch` registers picklers with `multiprocessing` that share them through
+    CUDA IPC instead of copying them (torch/multiprocessing/reductions.py), on every
+    channel above. A process handing them to the processes it starts (pool tasks,
+    `Process(args=...)`, `torch.multiprocessing.spawn(fn, args=...)`, initializer
+    arguments, its own queue and pipe puts) is the documented way to share GPU memory
+    (Hogwild training: `model.share_memory()`, then one `Process` per trainer) and is
+    not reported. Their hazard is the sender's lifetime: the receiver maps the
+    sender's memory, valid only while the sender runs. A parent outlives the children
+    it starts (`multiprocessing` joins non-daemonic children when the parent exits
+    and terminates daemonic ones), so only a child that sends CUDA tensors through a
+    queue or pipe is reported, as a warning, with that advice rather than a host copy.
+    (Running out of file descriptors under the default `file_descriptor` sharing
+    strategy concerns CPU tensors: CUDA tensors travel as IPC handles, not descriptors.)
+
+    A Numba `arr.get_ipc_handle()` is a host handle made to be sent, not a device
+    array: sending it is not flagged.
 
     ## Why is this bad?
     Device memory does not cross process boundaries by pickling. The object is
     copied to the host, pickled, and rebuilt on the GPU in the receiver, which must
     therefore initialize CUDA itself — impossible in a child forked after CUDA was
-    initialized, and a full device round trip per task otherwise. CUDA IPC
-    (`torch.multiprocessing` with spawn) is the exception that has to be chosen on
-    purpose.
+    initialized, and a full device round trip per task otherwise.
+
+    PyTorch does not copy: under fork the receiver still needs CUDA to use the tensor,
+    which a child forked after CUDA was initialized cannot initialize ("Cannot
+    re-initialize CUDA in forked subprocess"). A worker that puts CUDA tensors on a
+    queue and then exits takes their memory with it while the receiver may still use
+    it; PyTorch warns "Producer process has been terminated before all shared CUDA
+    tensors released".
 
     ## Example
     ```python
@@ -50,7 +77,9 @@ class GpuObjectSentToProcess(Rule):
 
     ## References
     - [PyTorch: sharing CUDA tensors](https://pytorch.org/docs/stable/multiprocessing.html#sharing-cuda-tensors)
+    - [PyTorch: Hogwild](https://pytorch.org/docs/stable/notes/multiprocessing.html#hogwild)
     - [CuPy: interoperability and host transfers](https://docs.cupy.dev/en/stable/user_guide/basic.html)
+    - [Numba: sharing CUDA memory between processes](https://numba.readthedocs.io/en/stable/cuda/ipc.html)
     """
 
     code = "GD201"
@@ -84,6 +113,22 @@ class GpuObjectSentToProcess(Rule):
         |     # ruleid: GD201
         |     q.put(t)
         """,
+        """\
+        | import torch
+        | import torch.multiprocessing as mp
+        |
+        | def produce(q):
+        |     # ruleid: GD201
+        |     q.put(torch.randn(4, device="cuda"))
+        |
+        | if __name__ == "__main__":
+        |     ctx = mp.get_context("spawn")
+        |     q = ctx.Queue()
+        |     p = ctx.Process(target=produce, args=(q,))
+        |     p.start()
+        |     print(q.get())
+        |     p.join()
+        """,
     )
     VALID = (
         """\
@@ -106,24 +151,84 @@ class GpuObjectSentToProcess(Rule):
         |     t = torch.ones(3).cuda()
         |     q.put(t.cpu().numpy())
         """,
+        """\
+        | import torch
+        | import torch.multiprocessing as mp
+        |
+        | def train(model):
+        |     model(torch.randn(8, 4, device="cuda")).sum().backward()
+        |
+        | if __name__ == "__main__":
+        |     mp.set_start_method("spawn")
+        |     model = torch.nn.Linear(4, 1).cuda()
+        |     model.share_memory()
+        |     workers = [mp.Process(target=train, args=(model,)) for _ in range(4)]
+        |     for p in workers:
+        |         p.start()
+        |     for p in workers:
+        |         p.join()
+        """,
+        """\
+        | import multiprocessing as mp
+        | import numpy as np
+        | from numba import cuda
+        |
+        | def work(handle):
+        |     with handle as arr:
+        |         return arr.copy_to_host().sum()
+        |
+        | if __name__ == "__main__":
+        |     d = cuda.to_device(np.arange(8))
+        |     with mp.get_context("spawn").Pool(1) as pool:
+        |         pool.map(work, [d.get_ipc_handle()])
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for _flow, _, event, state in ctx.points():
+        for flow, _, event, state in ctx.points():
             effect = event.effect
             if not isinstance(effect, Send):
                 continue
-            found = gpu_objects(effect.value)
+            method, _ = ctx.builder.resolve_method(effect.method, state)
+            fork = method == "fork"
+            found = [o for o in gpu_objects(effect.value) if self._reported(o, effect, flow, fork)]
             if not found:
                 continue
-            method, _ = ctx.builder.resolve_method(effect.method, state)
             first = min(found, key=lambda o: (o.site.row, o.site.col))
             name = display(first.framework)
-            yield self.finding(
-                effect.site,
-                f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}; "
-                f"it is copied to the host and rebuilt on the GPU in the receiver "
-                f"(send {BY_NAME[first.framework].host_copy} instead)",
-                (Related(first.site, f"the {name} object is created here"),),
-                severity=ERROR if method == "fork" else WARNING,
-            )
+            related = (Related(first.site, f"the {name} object is created here"),)
+            host_copy = BY_NAME[first.framework].host_copy
+            sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}"
+            if first.framework not in IPC_SHARING:
+                yield self.finding(
+                    effect.site,
+                    f"{sent}; it is copied to the host and rebuilt on the GPU in the receiver "
+                    f"(send {host_copy} instead)",
+                    related, severity=ERROR if fork else WARNING,
+                )
+            elif fork:
+                yield self.finding(
+                    effect.site,
+                    f"{sent}, under the fork start method; the receiver can use it only if it can "
+                    "initialize CUDA itself, which a process forked after CUDA was initialized cannot",
+                    related, hint=f"Use the spawn start method, under which {name} shares it without a copy, "
+                                  f"or send {host_copy}",
+                )
+            else:
+                yield self.finding(
+                    effect.site,
+                    f"{sent} by a child process; {name} {IPC_SHARING[first.framework]}, which stays "
+                    "valid only while this process runs: if it exits before the receiver is done, the "
+                    f'memory goes with it ("{IPC_EXIT_WARNING[first.framework]}")',
+                    related, severity=WARNING,
+                    hint="Keep this process alive until the receiver is done with the tensors "
+                         f"(e.g. wait on an Event the receiver sets), or send {host_copy}",
+                )
+
+    @staticmethod
+    def _reported(obj: GpuObj, send: Send, flow: Flow, fork: bool) -> bool:
+        """Objects a framework shares without copying are reported under fork, and when a
+        child sends them to a process that may outlive it (see the rule's docs)."""
+        if obj.framework not in IPC_SHARING or fork:
+            return True
+        return flow.kind == "child" and send.channel in PEER_CHANNELS

@@ -55,6 +55,10 @@ class GpuEnvSetAfterInit(Rule):
     `PYTORCH_ALLOC_CONF` is read besides `PYTORCH_CUDA_ALLOC_CONF` by recent torch (2.11
     checked), older releases know only the latter.
 
+    `PYTORCH_NVML_BASED_CUDA_CHECK` is not one of them: PyTorch reads it each time
+    `torch.cuda.is_available()` is called, so a write after an init still changes the
+    calls after it, and is not reported.
+
     ## Why is this bad?
     The write succeeds and changes nothing: the driver already enumerated the devices,
     the allocator is already configured. Worker processes that "select their GPU" this
