@@ -354,3 +354,20 @@ def test_a_helper_that_mentions_nothing_but_passes_the_work_on_is_followed(
     })
     hits = [(f.code, f.site.path.rsplit("/", 1)[-1], f.site.row) for f in findings if f.code == "GD101"]
     assert hits == ([("GD101", "pools.py", 5)] if followed else [])
+
+
+def test_executor_max_tasks_per_child_none_keeps_the_default_context(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        from concurrent.futures import ProcessPoolExecutor
+        import torch
+        def work(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def main(limit):
+            torch.cuda.is_available()
+            with ProcessPoolExecutor(2, max_tasks_per_child=None) as ex:
+                list(ex.map(work, range(3)))
+            with ProcessPoolExecutor(2, max_tasks_per_child=limit) as ex:
+                list(ex.map(work, range(3)))
+    """)
+    assert codes_at(findings) == {("GD101", 8)}
+

@@ -70,7 +70,7 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         return _pool(ev, P.POOL, method, args, node, workers=args.get(0, "processes"),
                      initializer=args.get(1, "initializer"), initargs=args.get(2, "initargs"))
     if kind == P.EXECUTOR:
-        return _pool(ev, P.EXECUTOR, _method(args.get(1, "mp_context")), args, node,
+        return _pool(ev, P.EXECUTOR, _executor_method(args, node), args, node,
                      workers=args.get(0, "max_workers"), initializer=args.get(2, "initializer"),
                      initargs=args.get(3, "initargs"))
     if kind == P.PROCESS:
@@ -110,6 +110,34 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
     if kind == P.DEFAULT_DEVICE:
         ev.emit(DefaultDevice(is_cuda(args.get(0, "device") or UNKNOWN), site))
     return UNKNOWN
+
+
+def _is_none(args: Args, node: cst.Call, index: int, name: str) -> bool:
+    """Is the argument absent, or the literal ``None``?"""
+    if args.get(index, name) is None:
+        return True
+    if name in args.keyword_nodes:
+        expr: cst.BaseExpression | None = args.keyword_nodes[name]
+    else:
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        expr = positional[index] if index < len(positional) else None
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _executor_method(args: Args, node: cst.Call) -> str | None:
+    """The start method of a ProcessPoolExecutor's workers (None: the default context).
+
+    With ``max_tasks_per_child`` and no ``mp_context``, CPython takes the spawn context
+    (3.11+); with a context gpudoctor cannot read, the workers cannot be forked either (a
+    fork context with ``max_tasks_per_child`` raises), so they start fresh too.
+    """
+    chosen = _method(args.get(1, "mp_context"))
+    if chosen is not None:
+        return chosen
+    keyword = P.SPAWNING_EXECUTOR_KEYWORD
+    if keyword in args.keywords and not _is_none(args, node, -1, keyword):
+        return "spawn"
+    return None
 
 
 def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,

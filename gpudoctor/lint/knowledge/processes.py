@@ -8,6 +8,12 @@ https://pytorch.org/docs/stable/multiprocessing.html (torch.multiprocessing wrap
 multiprocessing; ``spawn``/``start_processes`` default to spawn);
 https://joblib.readthedocs.io/en/stable/parallel.html (loky, the default backend,
 does not fork the calling interpreter).
+
+CPython facts read in its source (Lib/concurrent/futures/process.py of 3.11 and 3.14):
+
+- ``ProcessPoolExecutor(max_tasks_per_child=N)`` without ``mp_context`` takes
+  ``get_context("spawn")``, not the default context (3.11+; a fork context with
+  ``max_tasks_per_child`` raises ValueError, so its workers never fork).
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ CONTEXT_METHODS = {
     "Pool": POOL, "Process": PROCESS, "Queue": QUEUE, "SimpleQueue": QUEUE,
     "JoinableQueue": QUEUE, "Pipe": PIPE,
 }
+
+# The executor keyword that, given without ``mp_context``, makes the workers spawned.
+SPAWNING_EXECUTOR_KEYWORD = "max_tasks_per_child"
 
 POOL_TASK_METHODS = frozenset({
     "map", "map_async", "imap", "imap_unordered", "starmap", "starmap_async",

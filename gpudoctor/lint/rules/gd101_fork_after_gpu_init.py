@@ -33,6 +33,12 @@ class ForkAfterGpuInit(Rule):
     `import` is not initialization. `torch.cuda.device_count()` counts devices through
     NVML since torch 1.13 and is not counted; on older torch it initialized CUDA.
 
+    Which start method a start uses: an explicit `get_context(...)`, `mp_context=` or
+    `set_start_method(...)` wins; otherwise the target's default (fork on Linux up to
+    Python 3.13, forkserver on Linux from 3.14, spawn on macOS and Windows). A
+    `ProcessPoolExecutor` given `max_tasks_per_child` and no `mp_context` uses spawn
+    (Python 3.11+).
+
     ## Why is this bad?
     A CUDA context does not survive `fork()`. The child inherits a copy of the
     parent's memory that claims CUDA is initialized, but the driver state behind it
@@ -159,6 +165,19 @@ class ForkAfterGpuInit(Rule):
         |     mp.set_start_method("spawn")
         |     with mp.Pool(n) as pool:
         |         pool.map(work, range(n))
+        """,
+        """\
+        | from concurrent.futures import ProcessPoolExecutor
+        | import torch
+        |
+        | def work(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     torch.cuda.is_available()
+        |     # max_tasks_per_child without mp_context: the workers are spawned
+        |     with ProcessPoolExecutor(2, max_tasks_per_child=4) as ex:
+        |         list(ex.map(work, range(3)))
         """,
     )
 

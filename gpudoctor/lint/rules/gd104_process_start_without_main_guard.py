@@ -21,7 +21,8 @@ class ProcessStartWithoutMainGuard(Rule):
     A spawned child imports the main module again before it runs its task. If the
     import itself starts processes, each child tries to start its own children:
     Python stops this with "An attempt has been made to start a new process before
-    the current process has finished its bootstrapping phase".
+    the current process has finished its bootstrapping phase". A `ProcessPoolExecutor`
+    given `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
 
     ## Example
     ```python
