@@ -356,6 +356,43 @@ def test_a_helper_that_mentions_nothing_but_passes_the_work_on_is_followed(
     assert hits == ([("GD101", "pools.py", 5)] if followed else [])
 
 
+FORKSERVER_MAIN = """
+import multiprocessing as mp
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+def work(i):
+    return torch.ones(i, device=DEVICE).sum().item()
+
+if __name__ == "__main__":
+    with mp.get_context("forkserver").Pool(2) as pool:
+        pool.map(work, range(3))
+"""
+
+
+@pytest.mark.parametrize(("minor", "reported"), [(10, False), (12, False), (13, True), (14, True)])
+def test_the_forkserver_runs_the_main_scripts_top_level_from_313(lint_source, minor: int, reported: bool) -> None:  # type: ignore[no-untyped-def]
+    """3.13.8+/3.14.1+ preload __main__ in the server (gh-126631): its top-level init is
+    inherited by every worker. Before, each worker ran the top level itself."""
+    assert (("GD101", 11) in codes_at(lint_source(FORKSERVER_MAIN, minor=minor))) is reported
+
+
+@pytest.mark.parametrize("preload", ['["numpy"]', "[]", "modules_from_config()"])
+def test_a_preload_list_without_main_or_unknown_preloads_no_main_module(lint_source, preload: str) -> None:  # type: ignore[no-untyped-def]
+    source = FORKSERVER_MAIN.replace('if __name__ == "__main__":\n',
+                                     f'if __name__ == "__main__":\n    mp.set_forkserver_preload({preload})\n')
+    assert not [f for f in lint_source(source, minor=14) if f.code == "GD101"]
+
+
+def test_a_module_of_a_package_is_not_taken_for_a_preloaded_script(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """A package's module runs with ``python -m``: the server is given its name, not its
+    path, and does not preload it."""
+    findings = lint_source({"pkg/__init__.py": "", "pkg/train.py": FORKSERVER_MAIN,
+                            "script.py": FORKSERVER_MAIN}, minor=14)
+    assert {(f.code, f.site.path.rsplit("/", 1)[-1]) for f in findings} == {("GD101", "script.py")}
+
+
 def test_executor_max_tasks_per_child_none_keeps_the_default_context(lint_source) -> None:  # type: ignore[no-untyped-def]
     findings = lint_source("""
         from concurrent.futures import ProcessPoolExecutor

@@ -20,8 +20,10 @@ START_NAMES = frozenset(
 ) - {"DataLoader"}
 CONFIG_NAMES = frozenset(pattern.rsplit(".", 1)[-1] for pattern in CONFIG_APIS)
 # Choosing how processes start acts on every process the code it calls starts (a helper
-# module's pool forks after this file initialized the GPU).
-METHOD_NAMES = frozenset({"set_start_method"})
+# module's pool forks after this file initialized the GPU); so does choosing what the
+# forkserver imports before it forks them.
+METHOD_NAMES = frozenset({"set_start_method"} | {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items()
+                                                 if kind == P.SET_PRELOAD})
 ENV_WRITERS = frozenset({"setdefault", "update"})
 # Methods of objects built elsewhere that start or feed processes: a function calling them
 # acts as far as the elision of bodies is concerned.

@@ -13,6 +13,7 @@ from gpudoctor.lint.analysis.events import (
     Join,
     Send,
     SetMethod,
+    SetPreload,
     Start,
     Task,
     ThreadStart,
@@ -109,6 +110,10 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         return _dataloader(ev, args, node)
     if kind == P.DEFAULT_DEVICE:
         ev.emit(DefaultDevice(is_cuda(args.get(0, "device") or UNKNOWN), site))
+    if kind == P.SET_PRELOAD:
+        names = _module_names(args.get(0, "module_names"))
+        preloaded = ev.preload_events(names, node) if names else []
+        ev.emit(SetPreload(names, site, tuple(e for _, e in preloaded), tuple(m for m, _ in preloaded)))
     return UNKNOWN
 
 
@@ -138,6 +143,24 @@ def _executor_method(args: Args, node: cst.Call) -> str | None:
     if keyword in args.keywords and not _is_none(args, node, -1, keyword):
         return "spawn"
     return None
+
+
+def _module_names(value: Value | None) -> tuple[str, ...] | None:
+    """The module names of a list literal (None where any item is not a known string)."""
+    items = [a for a in value or UNKNOWN if isinstance(a, Container)]
+    if len(items) != 1 or len(value or UNKNOWN) != 1:
+        return None
+    listed = items[0]
+    per_item = listed.ordered if listed.ordered or not listed.items else ()
+    if not per_item and listed.items:
+        return None  # a comprehension or a list grown elsewhere: its order and members unknown
+    names = []
+    for item in per_item:
+        found = strings(item)
+        if len(found) != 1 or len(item) != 1:
+            return None
+        names.append(next(iter(found)))
+    return tuple(names)
 
 
 def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,

@@ -194,7 +194,7 @@ class Walker(DefinitionWalker):
                 break
             test = current.test
             if is_main_guard(test):
-                main = replace(ctx, import_time=False)
+                main = replace(ctx, import_time=False, main_block=True)
                 if head:
                     if self.module_level:
                         self.merge([self.block(current.body.body, main)], fallthrough=False)

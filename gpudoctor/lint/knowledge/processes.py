@@ -9,11 +9,21 @@ multiprocessing; ``spawn``/``start_processes`` default to spawn);
 https://joblib.readthedocs.io/en/stable/parallel.html (loky, the default backend,
 does not fork the calling interpreter).
 
-CPython facts read in its source (Lib/concurrent/futures/process.py of 3.11 and 3.14):
+CPython facts read in its source (Lib/concurrent/futures/process.py,
+Lib/multiprocessing/forkserver.py and context.py of 3.14; 3.11 for the executor):
 
 - ``ProcessPoolExecutor(max_tasks_per_child=N)`` without ``mp_context`` takes
   ``get_context("spawn")``, not the default context (3.11+; a fork context with
   ``max_tasks_per_child`` raises ValueError, so its workers never fork).
+- The forkserver is a fresh interpreter that imports the modules of its preload list,
+  then forks every worker from itself. The list is ``["__main__"]`` unless
+  ``set_forkserver_preload`` replaced it. Up to 3.13.7 and in 3.14.0 the path of the
+  main module never reached the server (gh-126631), so ``__main__`` was not preloaded
+  and each worker ran the main module's top level itself, like a spawned one; 3.13.8 and
+  3.14.1 fixed that (PR 135295, backport PR 138609): the server runs the main script's
+  top level (as ``__mp_main__``: not its ``if __name__ == "__main__":`` block) once, and
+  what it initialized there is inherited by every worker. It runs a script given by path
+  (``python main.py``); a module run with ``-m`` is not preloaded.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ THREAD = "thread"  # a Thread object; starts at .start()
 THREAD_POOL = "thread-pool"  # threads start with the pool
 DATALOADER = "dataloader"
 DEFAULT_DEVICE = "default-device"  # torch.set_default_device
+SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
 
 APIS: dict[str, str] = {
     "multiprocessing.Pool": POOL,
@@ -59,6 +70,8 @@ APIS: dict[str, str] = {
     "torch.utils.data.DataLoader": DATALOADER,
     "torch.utils.data.dataloader.DataLoader": DATALOADER,
     "torch.set_default_device": DEFAULT_DEVICE,
+    "multiprocessing.set_forkserver_preload": SET_PRELOAD,
+    "multiprocessing.forkserver.set_forkserver_preload": SET_PRELOAD,
 }
 
 # Drop-in replacements of the multiprocessing namespace.
@@ -70,11 +83,15 @@ ALIASES = (
 # Methods of a context object that build the same things as the module functions.
 CONTEXT_METHODS = {
     "Pool": POOL, "Process": PROCESS, "Queue": QUEUE, "SimpleQueue": QUEUE,
-    "JoinableQueue": QUEUE, "Pipe": PIPE,
+    "JoinableQueue": QUEUE, "Pipe": PIPE, "set_forkserver_preload": SET_PRELOAD,
 }
 
 # The executor keyword that, given without ``mp_context``, makes the workers spawned.
 SPAWNING_EXECUTOR_KEYWORD = "max_tasks_per_child"
+# What the forkserver preloads unless ``set_forkserver_preload`` says otherwise, and the
+# name that stands for the main module in that list.
+MAIN_MODULE = "__main__"
+DEFAULT_PRELOAD = (MAIN_MODULE,)
 
 POOL_TASK_METHODS = frozenset({
     "map", "map_async", "imap", "imap_unordered", "starmap", "starmap_async",
@@ -86,6 +103,29 @@ APPLY_METHODS = frozenset({"apply", "apply_async"})
 PROCESS_BASES = frozenset({"multiprocessing.Process", "multiprocessing.process.BaseProcess"})
 THREAD_BASES = frozenset({"threading.Thread"})
 DATASET_METHODS = ("__getitem__", "__iter__", "__getitems__")
+
+
+def default_start_method(minor: int, platform: str) -> str:
+    """multiprocessing's default start method on Python 3.``minor`` for ``platform``.
+
+    fork on Linux up to 3.13, forkserver on Linux from 3.14 (gh-84559), spawn on macOS
+    (since 3.8, bpo-33725) and Windows.
+    """
+    if platform != "linux":
+        return "spawn"
+    return "forkserver" if minor >= 14 else "fork"
+
+
+def forkserver_preloads_main(minor: int) -> bool:
+    """Does the forkserver of Python 3.``minor`` run the main script's top level itself?
+
+    Yes from 3.13.8 and 3.14.1 (see the module docstring). A target names a minor version,
+    not a patch release: 3.13 and 3.14 count as preloading, because their current releases
+    do and a program written for them meets it on its next patch update (3.13.0-3.13.7 and
+    3.14.0 ran the top level in each worker instead; the fix that makes a preloading
+    forkserver safe, guarding the GPU initialization, is right on those too).
+    """
+    return minor >= 13
 
 
 def canonical(qualname: str) -> str:

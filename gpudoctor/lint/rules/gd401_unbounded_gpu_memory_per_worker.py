@@ -281,8 +281,10 @@ class UnboundedGpuMemoryPerWorker(Rule):
 
     def _greedy_init(self, child: Flow, parent: State) -> Event | None:
         seen: list[Event] = list(parent.env)
-        for event in child.events:
+        for index, event in enumerate(child.events):
             effect = event.effect
+            if isinstance(effect, Init) and index < child.served:
+                continue  # the forkserver's, once: not each worker's (a forked worker is GD101's)
             if isinstance(effect, Init) and effect.framework in GREEDY and effect.level == "runtime":
                 in_child = [e for e in seen if e not in parent.env]
                 capped = any(_caps(e, effect.framework, False) for e in parent.env) or any(
