@@ -408,3 +408,45 @@ def test_executor_max_tasks_per_child_none_keeps_the_default_context(lint_source
     """)
     assert codes_at(findings) == {("GD101", 8)}
 
+
+@pytest.mark.parametrize(("call", "reported"), [
+    ('Parallel(n_jobs=2, backend="multiprocessing")', True),
+    ('Parallel(n_jobs=-1, backend="multiprocessing")', True),
+    ('Parallel(n_jobs=jobs, backend="multiprocessing")', True),
+    ('Parallel(backend="multiprocessing")', False),  # n_jobs unset: one job, in this process
+    ('Parallel(n_jobs=1, backend="multiprocessing")', False),
+    ("Parallel(n_jobs=2)", False),  # loky
+    ('Parallel(n_jobs=2, backend="threading")', False),
+    ('Parallel(n_jobs=2, backend=mp.get_context("spawn"))', False),
+    ('Parallel(n_jobs=2, backend=mp.get_context("fork"))', True),
+])
+def test_joblib_parallel_forks_with_the_multiprocessing_backend(lint_source, call: str, reported: bool) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source(f"""
+        import multiprocessing as mp
+        import torch
+        from joblib import Parallel, delayed
+        def work(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def main(jobs):
+            torch.cuda.is_available()
+            return {call}(delayed(work)(i) for i in range(4))
+    """)
+    assert (("GD101", 9) in codes_at(findings)) is reported
+
+
+def test_joblib_in_a_daemonic_worker_runs_its_tasks_there(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """joblib's multiprocessing backend falls back to one job in a daemonic process."""
+    findings = lint_source("""
+        import multiprocessing as mp
+        import torch
+        from joblib import Parallel, delayed
+        def inner(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def task(xs):
+            torch.cuda.is_available()
+            return Parallel(n_jobs=4, backend="multiprocessing")(delayed(inner)(x) for x in xs)
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                pool.map(task, [[1], [2]])
+    """)
+    assert findings == []

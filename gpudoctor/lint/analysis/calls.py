@@ -15,6 +15,7 @@ from gpudoctor.lint.analysis.values import (
     Atom,
     ClassRef,
     CudaDevice,
+    Deferred,
     FuncRef,
     GpuObj,
     Instance,
@@ -160,6 +161,10 @@ class CallEvaluator(ExprEvaluator):
                 out |= self.instantiate(atom, args, node)
             elif isinstance(atom, GpuObj):
                 out.add(GpuObj(atom.framework, self.site(node)))
+            elif isinstance(atom, Deferred):
+                out |= process_calls.call_deferred(atom, args)
+            elif isinstance(atom, PoolObj) and atom.kind == processes.JOBLIB:
+                out |= process_calls.run_parallel(self, atom, args, node)
         return frozenset(out)
 
     def preload_events(self, names: tuple[str, ...], node: cst.Call) -> list[tuple[str, Event]]:

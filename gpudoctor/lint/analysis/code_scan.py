@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import CONFIG_APIS
 
-_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
+_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE,
+                     P.JOBLIB})
 # Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
 # ``ctx.Process``, ``class Worker(Process)``, ``os.fork()``, ``torch.multiprocessing.spawn``,
-# ``mp.Queue``).
+# ``mp.Queue``, joblib's ``Parallel``).
 START_NAMES = frozenset(
     {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
     | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}

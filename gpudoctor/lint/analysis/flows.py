@@ -26,6 +26,7 @@ from gpudoctor.lint.analysis.events import (
     Event,
     Init,
     Join,
+    Send,
     SetMethod,
     SetPreload,
     Start,
@@ -345,6 +346,10 @@ class FlowBuilder:
         for child in children:
             child_events, _ = self.analyzer.call(child.func, child.args, child.rest, {})
             own.extend(child_events)
+        if daemonic:
+            # joblib's multiprocessing backend runs its tasks in the calling process when
+            # that is a daemonic worker: no pool, nothing sent.
+            server, again, own = (_without_joblib_pools(part) for part in (server, again, own))
         return Flow("child", [*server, *again, *own], entry, flow.origin, daemonic=daemonic,
                     depth=flow.depth + 1, start=event, method=resolved, specs=children,
                     prelude=len(server) + len(again), served=len(server), preload=preload)
@@ -391,6 +396,18 @@ def _methods(builder: FlowBuilder, cls: object) -> frozenset:
         if isinstance(statement, cst.FunctionDef) and statement.name.value != "__init__":
             out |= builder.analyzer.member(Instance(cls), statement.name.value)  # type: ignore[arg-type]
     return frozenset(out)
+
+
+def _without_joblib_pools(events: list[Event]) -> list[Event]:
+    out = []
+    for event in events:
+        effect = event.effect
+        if isinstance(effect, Start) and effect.kind == P.JOBLIB or \
+                isinstance(effect, Send) and effect.channel == P.JOBLIB or \
+                isinstance(effect, Task) and effect.pool.kind == P.JOBLIB:
+            continue
+        out.append(event)
+    return out
 
 
 def server_init(child: Flow) -> Event | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -22,10 +23,12 @@ from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
     Container,
+    Deferred,
     ForkPid,
     FuncRef,
     Instance,
     Int,
+    JoblibConfig,
     MpContext,
     PoolObj,
     ProcessObj,
@@ -114,6 +117,14 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         names = _module_names(args.get(0, "module_names"))
         preloaded = ev.preload_events(names, node) if names else []
         ev.emit(SetPreload(names, site, tuple(e for _, e in preloaded), tuple(m for m, _ in preloaded)))
+    if kind == P.JOBLIB:
+        return _parallel(ev, args, node)
+    if kind == P.DELAYED:
+        funcs = _funcs(args.get(0, "function"))
+        return one(Deferred(funcs)) if funcs else UNKNOWN
+    if kind in P.JOBLIB_CONFIG_JOBS:
+        jobs = P.JOBLIB_CONFIG_JOBS[kind] if _is_none(args, node, 1, "n_jobs") else _jobs(args.get(1, "n_jobs"))
+        return one(JoblibConfig(_joblib_backend(args.get(0, "backend")), jobs))
     return UNKNOWN
 
 
@@ -161,6 +172,79 @@ def _module_names(value: Value | None) -> tuple[str, ...] | None:
             return None
         names.append(next(iter(found)))
     return tuple(names)
+
+
+def _parallel(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+    """``joblib.Parallel(...)``: a pool when its backend is the multiprocessing one and it
+    runs more than one job; it starts when the object is called (or its ``with`` entered)."""
+    config = ev.joblib_config[-1] if ev.joblib_config else None
+    if not _is_none(args, node, 1, "backend"):
+        backend = _joblib_backend(args.get(1, "backend"))
+        jobs = None
+    elif config is not None and "prefer" not in args.keywords and "require" not in args.keywords:
+        backend, jobs = config.backend, config.jobs
+    else:
+        return UNKNOWN  # the default backend, loky, starts fresh interpreters
+    if backend is None:
+        return UNKNOWN  # loky, threads, or a backend gpudoctor cannot read
+    if not _is_none(args, node, 0, "n_jobs"):
+        jobs = _jobs(args.get(0, "n_jobs"))
+    if jobs is None or jobs == 1:
+        return UNKNOWN  # one job: joblib runs the tasks in this process
+    return one(PoolObj(P.JOBLIB, backend[0], ev.site(node), (), UNKNOWN, jobs if jobs > 1 else None))
+
+
+def _jobs(value: Value | None) -> int:
+    """``n_jobs`` given: its value, or 0 when it is not a known integer (taken as several)."""
+    found = _int(value)
+    return found if found is not None and len(value or UNKNOWN) == 1 else 0
+
+
+def _joblib_backend(value: Value | None) -> tuple[str | None] | None:
+    """The start method (None: the default context) when a joblib backend is a
+    multiprocessing Pool: the multiprocessing backend, or a context object given as the
+    backend; None for any other backend."""
+    value = value or UNKNOWN
+    contexts = [a for a in value if isinstance(a, MpContext)]
+    if contexts and len(contexts) == len(value) and len({c.method for c in contexts}) == 1:
+        return (contexts[0].method,)
+    if len(value) == 1 and strings(value) == {P.JOBLIB_POOL_BACKEND}:
+        return (None,)
+    return None
+
+
+def run_parallel(ev: CallEvaluator, pool: PoolObj, args: Args, node: cst.Call) -> Value:
+    """Calling a joblib ``Parallel`` object with its ``delayed`` calls: the pool forks here
+    (or, entered by a ``with``, forked there and receives these tasks)."""
+    site = ev.site(node)
+    children: list[Child] = []
+    sent: list[Value] = []
+    for atom in elements(args.get(0, "iterable") or UNKNOWN):
+        if isinstance(atom, Deferred) and atom.args is not None:
+            children.extend(Child(f, atom.args, atom.rest, "task") for f in atom.funcs)
+            sent.extend((*atom.args, atom.rest))
+    if sent:
+        ev.emit(Send(site, P.JOBLIB, container(*sent), pool.method))
+    if pool.entered:
+        ev.emit(Task(pool, site, tuple(children)))
+    else:
+        ev.emit(Start(P.JOBLIB, pool.method, site, tuple(children), daemonic=True, workers=pool.workers))
+    return UNKNOWN
+
+
+def enter_parallel(ev: CallEvaluator, pool: PoolObj, node: cst.CSTNode) -> Value:
+    """``with Parallel(...) as p:`` builds the pool on entry; calls of ``p`` are its tasks."""
+    entered = replace(pool, entered=True)
+    ev.emit(Start(P.JOBLIB, pool.method, pool.site, (), daemonic=True, pool=entered, workers=pool.workers))
+    return one(entered)
+
+
+def call_deferred(atom: Deferred, args: Args) -> Value:
+    """``delayed(f)(*args)``: the call, recorded."""
+    if atom.args is not None:
+        return UNKNOWN
+    rest = frozenset().union(args.rest, *args.keywords.values())
+    return one(Deferred(atom.funcs, tuple(args.positional), rest))
 
 
 def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,

@@ -8,6 +8,7 @@ from typing import Any
 
 import libcst as cst
 
+from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.conditions import handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.definitions import DefinitionWalker
 from gpudoctor.lint.analysis.events import Context, EnvWrite, Init, Join
@@ -16,13 +17,14 @@ from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     ForkPid,
     Instance,
+    JoblibConfig,
     ModRef,
     PoolObj,
     elements,
     strings,
     truth,
 )
-from gpudoctor.lint.knowledge.processes import THREAD_POOL
+from gpudoctor.lint.knowledge.processes import JOBLIB, THREAD_POOL
 from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, READERS
 
 Value = frozenset
@@ -329,6 +331,7 @@ class Walker(DefinitionWalker):
 
     def _s_With(self, node: cst.With) -> bool:
         values = []
+        configs = 0
         for item in node.items:
             value = self.eval(item.item)
             values.append(value)
@@ -337,9 +340,19 @@ class Walker(DefinitionWalker):
             for atom in value:
                 if isinstance(atom, Instance):  # a class of the project: its __enter__ runs
                     self.call_method_of(atom, "__enter__", item.item)
+                elif isinstance(atom, PoolObj) and atom.kind == JOBLIB and not atom.entered:
+                    # joblib's Parallel builds its pool on entry; calls in the block reuse it
+                    bound = (bound - {atom}) | process_calls.enter_parallel(self, atom, item.item)
+            chosen = {atom for atom in value if isinstance(atom, JoblibConfig)}
+            if len(chosen) == 1 and len(value) == 1:
+                self.joblib_config.append(next(iter(chosen)))
+                configs += 1
             if item.asname is not None:
                 self.bind(item.asname.name, bound)
-        ended = self.walk_block(node.body.body)
+        try:
+            ended = self.walk_block(node.body.body)
+        finally:
+            del self.joblib_config[len(self.joblib_config) - configs:]
         for value in reversed(values):
             for atom in value:
                 if isinstance(atom, PoolObj) and atom.kind == THREAD_POOL:

@@ -24,6 +24,18 @@ Lib/multiprocessing/forkserver.py and context.py of 3.14; 3.11 for the executor)
   top level (as ``__mp_main__``: not its ``if __name__ == "__main__":`` block) once, and
   what it initialized there is inherited by every worker. It runs a script given by path
   (``python main.py``); a module run with ``-m`` is not preloaded.
+
+joblib, read in its source (joblib/parallel.py, _parallel_backends.py and pool.py at 1.5.3):
+
+- ``Parallel(backend="multiprocessing")`` builds a ``multiprocessing.pool.Pool`` subclass
+  with ``multiprocessing.get_context()`` (the default start method, or what
+  ``set_start_method`` chose), so it forks where the default is fork; a context object
+  as ``backend`` chooses the method. With ``n_jobs`` unset (None) or 1 it runs the tasks
+  in the calling process. The pool is built when the ``Parallel`` object is called, or
+  on entering its ``with`` block; ``delayed(f)(*args)`` only records the call.
+  ``parallel_backend(backend, n_jobs=-1)`` and ``parallel_config(backend, n_jobs=None)``
+  set the backend of the ``Parallel`` objects built inside their ``with`` block. In a
+  daemonic worker the multiprocessing backend falls back to one job (no child process).
 """
 
 from __future__ import annotations
@@ -42,6 +54,10 @@ THREAD_POOL = "thread-pool"  # threads start with the pool
 DATALOADER = "dataloader"
 DEFAULT_DEVICE = "default-device"  # torch.set_default_device
 SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
+JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built when it is called
+DELAYED = "delayed"  # joblib.delayed: a call recorded, to run in a worker
+JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
+JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
 
 APIS: dict[str, str] = {
     "multiprocessing.Pool": POOL,
@@ -72,6 +88,14 @@ APIS: dict[str, str] = {
     "torch.set_default_device": DEFAULT_DEVICE,
     "multiprocessing.set_forkserver_preload": SET_PRELOAD,
     "multiprocessing.forkserver.set_forkserver_preload": SET_PRELOAD,
+    "joblib.Parallel": JOBLIB,
+    "joblib.parallel.Parallel": JOBLIB,
+    "joblib.delayed": DELAYED,
+    "joblib.parallel.delayed": DELAYED,
+    "joblib.parallel_backend": JOBLIB_BACKEND,
+    "joblib.parallel.parallel_backend": JOBLIB_BACKEND,
+    "joblib.parallel_config": JOBLIB_CONFIG,
+    "joblib.parallel.parallel_config": JOBLIB_CONFIG,
 }
 
 # Drop-in replacements of the multiprocessing namespace.
@@ -92,6 +116,12 @@ SPAWNING_EXECUTOR_KEYWORD = "max_tasks_per_child"
 # name that stands for the main module in that list.
 MAIN_MODULE = "__main__"
 DEFAULT_PRELOAD = (MAIN_MODULE,)
+# The joblib backend that is a multiprocessing Pool; the default (loky) and the others
+# start no process of the multiprocessing kind (loky starts fresh interpreters).
+JOBLIB_POOL_BACKEND = "multiprocessing"
+# The default ``n_jobs`` of each with-block configuration (None: unset, which in
+# ``Parallel`` means one job, in this process).
+JOBLIB_CONFIG_JOBS: dict[str, int | None] = {JOBLIB_CONFIG: None, JOBLIB_BACKEND: -1}
 
 POOL_TASK_METHODS = frozenset({
     "map", "map_async", "imap", "imap_unordered", "starmap", "starmap_async",

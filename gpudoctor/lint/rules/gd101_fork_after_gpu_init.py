@@ -16,12 +16,14 @@ WHAT = {
     P.EXECUTOR: "the ProcessPoolExecutor forks its worker processes",
     P.PROCESS: "this Process is forked",
     P.OS_FORK: "os.fork() is called",
+    P.JOBLIB: 'joblib\'s "multiprocessing" backend forks its worker processes (a multiprocessing Pool)',
 }
 # The same starts under forkserver: the worker is a fork of the server process.
 SERVED = {
     P.POOL: "the Pool's workers are forked from the forkserver process",
     P.EXECUTOR: "the ProcessPoolExecutor's workers are forked from the forkserver process",
     P.PROCESS: "this Process is forked from the forkserver process",
+    P.JOBLIB: "joblib's workers are forked from the forkserver process",
 }
 
 
@@ -43,7 +45,11 @@ class ForkAfterGpuInit(Rule):
     `set_start_method(...)` wins; otherwise the target's default (fork on Linux up to
     Python 3.13, forkserver on Linux from 3.14, spawn on macOS and Windows). A
     `ProcessPoolExecutor` given `max_tasks_per_child` and no `mp_context` uses spawn
-    (Python 3.11+).
+    (Python 3.11+). joblib's `Parallel(backend="multiprocessing")` (also chosen by a
+    surrounding `parallel_backend`/`parallel_config` block) is a multiprocessing Pool
+    with the default start method, started when the `Parallel` object is called or its
+    `with` block entered, and with `n_jobs` left unset or 1 it starts no process;
+    joblib's default backend, loky, starts fresh interpreters and is never flagged.
 
     Forkserver workers are flagged too, when the forkserver itself initialized the GPU
     before forking them. The forkserver is a fresh interpreter that imports the
@@ -108,6 +114,7 @@ class ForkAfterGpuInit(Rule):
     - [PyTorch: CUDA in multiprocessing](https://pytorch.org/docs/stable/notes/multiprocessing.html#cuda-in-multiprocessing)
     - [Python: contexts and start methods](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
     - [CPython gh-126631: forkserver preloads `__main__` (3.13.8, 3.14.1)](https://github.com/python/cpython/issues/126631)
+    - [joblib: Parallel and its backends](https://joblib.readthedocs.io/en/stable/parallel.html)
     - [CUDA programming guide: initialization](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#initialization)
     """
 
@@ -172,6 +179,18 @@ class ForkAfterGpuInit(Rule):
         |     # ruleid: GD101
         |     with ctx.Pool(2) as pool:
         |         pool.map(work, [10, 20])
+        """,
+        """\
+        | import torch
+        | from joblib import Parallel, delayed
+        |
+        | def work(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     torch.cuda.is_available()
+        |     # ruleid: GD101
+        |     Parallel(n_jobs=2, backend="multiprocessing")(delayed(work)(i) for i in range(4))
         """,
     )
     VALID = (

@@ -116,7 +116,8 @@ class ProcessStartWithoutMainGuard(Rule):
                 continue
             for index, (event, _) in enumerate(flow.points):
                 effect = event.effect
-                if not isinstance(effect, Start) or effect.kind == P.OS_FORK:
+                if not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
+                    # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
                     continue
                 if not event.ctx.import_time:
                     continue

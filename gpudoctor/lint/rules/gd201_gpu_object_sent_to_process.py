@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.values import gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
@@ -16,6 +17,7 @@ CHANNELS = {
     "initargs": "as pool initializer arguments",
     "queue": "through a multiprocessing queue",
     "pipe": "through a pipe",
+    P.JOBLIB: "as task arguments to joblib's multiprocessing workers",
 }
 
 
@@ -25,7 +27,8 @@ class GpuObjectSentToProcess(Rule):
     TensorFlow tensor, variable or model, a JAX array, a Numba device array, a PyCUDA
     GPU array — passed to another process: as `map`/`starmap`/`apply`/`submit`
     arguments (also inside lists, comprehensions and `zip`), as `Process(args=...)`,
-    through `Queue.put` or `Connection.send`. Reported at the sending call. It is an
+    through `Queue.put` or `Connection.send`, or as the arguments of joblib's
+    `delayed(f)(...)` calls run by its multiprocessing backend. Reported at the sending call. It is an
     error under fork and a warning under spawn.
 
     ## Why is this bad?

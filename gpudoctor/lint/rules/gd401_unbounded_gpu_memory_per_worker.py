@@ -36,7 +36,7 @@ def _caps(event: Event, framework: str, in_child: bool) -> bool:
 
 def _concurrent_workers(ctx: CheckContext, flow: Flow, index: int, start: Start) -> int | None:
     """How many workers run at once, if more than one (None when unknown but several)."""
-    if start.kind in (P.POOL, P.EXECUTOR, P.SPAWN_LAUNCHER):
+    if start.kind in (P.POOL, P.EXECUTOR, P.SPAWN_LAUNCHER, P.JOBLIB):
         if start.workers is not None and start.workers < 2:
             return 0
         return start.workers
