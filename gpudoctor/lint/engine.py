@@ -65,7 +65,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
             found[path] = cached
     result.cached = len(found)
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
-                                        result.warnings)
+                                        result.warnings, settings.forkserver_preloads_main)
     for outcome in outcomes:
         found[outcome.path] = outcome.findings
         result.internal_errors.extend(outcome.errors)
@@ -152,7 +152,7 @@ def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozen
 
 
 def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
-             jobs: int, warnings: list[str]) -> tuple[list[Outcome], int]:
+             jobs: int, warnings: list[str], preloads_main: bool = False) -> tuple[list[Outcome], int]:
     """Analyse the linted files, in worker processes when there is enough work to share.
 
     The files a worker took and never returned (it was killed, or ran out of memory) are
@@ -162,7 +162,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
     if jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES or not SUPPORTED:
-        return [producer.analyse(project, path, method, called[path]) for path in todo], 0
+        return [producer.analyse(project, path, method, called[path], preloads_main) for path in todo], 0
     from gpudoctor.lint.workers import run_files
 
     processes = min(jobs, len(todo))
@@ -170,12 +170,13 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
     ordered = sorted(todo, key=lambda p: -sizes[p])
     outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
                                {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
-                               project.all_scans())
+                               project.all_scans(), preloads_main)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "
                         "analysed in this process instead")
-        outcomes.extend(producer.analyse(project, Path(path), method, called[Path(path)]) for path in lost)
+        outcomes.extend(producer.analyse(project, Path(path), method, called[Path(path)], preloads_main)
+                        for path in lost)
     return outcomes, processes
 
 

@@ -33,8 +33,11 @@ class Outcome:
 
 
 def analyse(project: Project, path: Path, default_method: str,
-            called_elsewhere: frozenset[str] = frozenset()) -> Outcome:
-    """Run the module flow and the entry-point flows of ``path``, then every rule."""
+            called_elsewhere: frozenset[str] = frozenset(), preloads_main: bool = False) -> Outcome:
+    """Run the module flow and the entry-point flows of ``path``, then every rule.
+
+    ``default_method`` is the target's default start method; ``preloads_main`` whether its
+    forkserver runs the main script's top level before forking the workers."""
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.flows import FlowBuilder
     from gpudoctor.lint.analysis.nesting import headroom
@@ -50,7 +53,7 @@ def analyse(project: Project, path: Path, default_method: str,
     # called from; Python's recursion limit is raised past that (see nesting.py).
     with headroom(), project.tracking() as touched:
         analyzer = Analyzer(project, frozenset({path}))
-        builder = FlowBuilder(analyzer, default_method)
+        builder = FlowBuilder(analyzer, default_method, preloads_main)
         try:
             state = analyzer.module(path)
             if isinstance(state, ParseFailure):
@@ -93,12 +96,13 @@ def site_of(failure: ParseFailure) -> Site:
 
 
 # A worker process's state (see start_worker): its project, whose parses and module walks
-# the files it analyses share, the default start method, and the names other linted files
-# import from each file; or why it could not be set up.
-_worker: tuple[Project, str, dict[str, list[str]]] | str | None = None
+# the files it analyses share, the default start method, the names other linted files
+# import from each file, and whether the forkserver preloads the main script; or why it
+# could not be set up.
+_worker: tuple[Project, str, dict[str, list[str]], bool] | str | None = None
 
 
-def start_worker(root: str, default_method: str, state: bytes) -> None:
+def start_worker(root: str, default_method: str, state: bytes, preloads_main: bool = False) -> None:
     """Worker initializer: the project this process analyses its files in. ``state`` is
     the pickled names other linted files import from each file, the gate's facts and the
     prescans the parent made (each kept while its file's digest matches): one blob, which
@@ -115,7 +119,7 @@ def start_worker(root: str, default_method: str, state: bytes) -> None:
 
         off_until_exit()  # a worker lives as long as its pool: one run
         called_elsewhere, facts, scans = pickle.loads(state)  # noqa: S301 - written by this run's own parent
-        _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere)
+        _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere, preloads_main)
     except Exception:  # noqa: BLE001
         _worker = f"a worker could not start\n{traceback.format_exc()}"
 
@@ -126,6 +130,7 @@ def analyse_in_worker(paths: list[str]) -> list[tuple[str, Outcome]]:
     if not isinstance(_worker, tuple):
         reason = _worker or "a worker could not start"
         return [(path, Outcome(Path(path), errors=[f"{path}: internal error: {reason}"])) for path in paths]
-    project, default_method, called_elsewhere = _worker
-    return [(path, analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ()))))
+    project, default_method, called_elsewhere, preloads_main = _worker
+    return [(path, analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ())),
+                           preloads_main))
             for path in paths]

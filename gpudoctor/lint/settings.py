@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.input_file import read_regular
+from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.patterns import compile_lines
 from gpudoctor.lint.reporters.printable import printable
@@ -63,9 +64,13 @@ class Settings:
         fork on Linux up to 3.13, forkserver on Linux from 3.14, spawn on macOS
         (since 3.8) and Windows.
         """
-        if self.platform != "linux":
-            return "spawn"
-        return "forkserver" if self.target_minor >= 14 else "fork"
+        return processes.default_start_method(self.target_minor, self.platform)
+
+    @property
+    def forkserver_preloads_main(self) -> bool:
+        """Whether the target's forkserver runs the main script's top level and forks every
+        worker from it (3.13 and 3.14: see knowledge/processes.py)."""
+        return processes.forkserver_preloads_main(self.target_minor)
 
 
 @lru_cache(maxsize=64)

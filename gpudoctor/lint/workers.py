@@ -175,7 +175,8 @@ def prestart() -> None:
 
 def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
               facts: dict[str, tuple[str, Facts]] | None = None,
-              scans: dict[str, tuple[str, Prescan]] | None = None) -> tuple[list[Outcome], list[str]]:
+              scans: dict[str, tuple[str, Prescan]] | None = None,
+              preloads_main: bool = False) -> tuple[list[Outcome], list[str]]:
     """Analyse the linted files in ``processes`` worker processes; return the outcomes, in
     the order of ``paths``, and the files a worker took and did not return (it died).
 
@@ -195,7 +196,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     from gpudoctor.lint.producer import analyse_in_worker
 
     context = _context()
-    setup = (root, method, pickle.dumps((called, facts, scans), protocol=pickle.HIGHEST_PROTOCOL))
+    setup = (root, method, pickle.dumps((called, facts, scans), protocol=pickle.HIGHEST_PROTOCOL), preloads_main)
     served = context.get_start_method() == "forkserver"
     with _termination_caught():
         if served:
@@ -237,7 +238,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     return [found[path] for path in paths if path in found], [path for path in paths if path not in found]
 
 
-def _start(parent: int, setup: tuple[str, str, bytes]) -> None:
+def _start(parent: int, setup: tuple[str, str, bytes, bool]) -> None:
     """Worker initializer: end this worker when ``parent`` (the linting process) ends, then
     set the worker up."""
     from gpudoctor.lint.producer import start_worker

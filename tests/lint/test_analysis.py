@@ -354,3 +354,99 @@ def test_a_helper_that_mentions_nothing_but_passes_the_work_on_is_followed(
     })
     hits = [(f.code, f.site.path.rsplit("/", 1)[-1], f.site.row) for f in findings if f.code == "GD101"]
     assert hits == ([("GD101", "pools.py", 5)] if followed else [])
+
+
+FORKSERVER_MAIN = """
+import multiprocessing as mp
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+def work(i):
+    return torch.ones(i, device=DEVICE).sum().item()
+
+if __name__ == "__main__":
+    with mp.get_context("forkserver").Pool(2) as pool:
+        pool.map(work, range(3))
+"""
+
+
+@pytest.mark.parametrize(("minor", "reported"), [(10, False), (12, False), (13, True), (14, True)])
+def test_the_forkserver_runs_the_main_scripts_top_level_from_313(lint_source, minor: int, reported: bool) -> None:  # type: ignore[no-untyped-def]
+    """3.13.8+/3.14.1+ preload __main__ in the server (gh-126631): its top-level init is
+    inherited by every worker. Before, each worker ran the top level itself."""
+    assert (("GD101", 11) in codes_at(lint_source(FORKSERVER_MAIN, minor=minor))) is reported
+
+
+@pytest.mark.parametrize("preload", ['["numpy"]', "[]", "modules_from_config()"])
+def test_a_preload_list_without_main_or_unknown_preloads_no_main_module(lint_source, preload: str) -> None:  # type: ignore[no-untyped-def]
+    source = FORKSERVER_MAIN.replace('if __name__ == "__main__":\n',
+                                     f'if __name__ == "__main__":\n    mp.set_forkserver_preload({preload})\n')
+    assert not [f for f in lint_source(source, minor=14) if f.code == "GD101"]
+
+
+def test_a_module_of_a_package_is_not_taken_for_a_preloaded_script(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """A package's module runs with ``python -m``: the server is given its name, not its
+    path, and does not preload it."""
+    findings = lint_source({"pkg/__init__.py": "", "pkg/train.py": FORKSERVER_MAIN,
+                            "script.py": FORKSERVER_MAIN}, minor=14)
+    assert {(f.code, f.site.path.rsplit("/", 1)[-1]) for f in findings} == {("GD101", "script.py")}
+
+
+def test_executor_max_tasks_per_child_none_keeps_the_default_context(lint_source) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source("""
+        from concurrent.futures import ProcessPoolExecutor
+        import torch
+        def work(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def main(limit):
+            torch.cuda.is_available()
+            with ProcessPoolExecutor(2, max_tasks_per_child=None) as ex:
+                list(ex.map(work, range(3)))
+            with ProcessPoolExecutor(2, max_tasks_per_child=limit) as ex:
+                list(ex.map(work, range(3)))
+    """)
+    assert codes_at(findings) == {("GD101", 8)}
+
+
+@pytest.mark.parametrize(("call", "reported"), [
+    ('Parallel(n_jobs=2, backend="multiprocessing")', True),
+    ('Parallel(n_jobs=-1, backend="multiprocessing")', True),
+    ('Parallel(n_jobs=jobs, backend="multiprocessing")', True),
+    ('Parallel(backend="multiprocessing")', False),  # n_jobs unset: one job, in this process
+    ('Parallel(n_jobs=1, backend="multiprocessing")', False),
+    ("Parallel(n_jobs=2)", False),  # loky
+    ('Parallel(n_jobs=2, backend="threading")', False),
+    ('Parallel(n_jobs=2, backend=mp.get_context("spawn"))', False),
+    ('Parallel(n_jobs=2, backend=mp.get_context("fork"))', True),
+])
+def test_joblib_parallel_forks_with_the_multiprocessing_backend(lint_source, call: str, reported: bool) -> None:  # type: ignore[no-untyped-def]
+    findings = lint_source(f"""
+        import multiprocessing as mp
+        import torch
+        from joblib import Parallel, delayed
+        def work(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def main(jobs):
+            torch.cuda.is_available()
+            return {call}(delayed(work)(i) for i in range(4))
+    """)
+    assert (("GD101", 9) in codes_at(findings)) is reported
+
+
+def test_joblib_in_a_daemonic_worker_runs_its_tasks_there(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """joblib's multiprocessing backend falls back to one job in a daemonic process."""
+    findings = lint_source("""
+        import multiprocessing as mp
+        import torch
+        from joblib import Parallel, delayed
+        def inner(i):
+            return torch.ones(i, device="cuda").sum().item()
+        def task(xs):
+            torch.cuda.is_available()
+            return Parallel(n_jobs=4, backend="multiprocessing")(delayed(inner)(x) for x in xs)
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(2) as pool:
+                pool.map(task, [[1], [2]])
+    """)
+    assert findings == []

@@ -25,6 +25,10 @@ if __name__ == "__main__":
     with mp.Pool(2) as pool:
         pool.map(work, range(3))
 """
+# BAD with the GPU initialized under the main guard: a forked worker inherits it (fork is the
+# Linux default up to 3.13), a worker of the forkserver (the default from 3.14) does not.
+GUARDED = BAD.replace("x = cp.arange(4)\n", "").replace(
+    'if __name__ == "__main__":\n', 'if __name__ == "__main__":\n    x = cp.arange(4)\n')
 
 
 @pytest.fixture
@@ -145,12 +149,18 @@ def test_platform_darwin_makes_spawn_the_default(project: Path) -> None:
 
 
 def test_target_py314_linux_is_forkserver(project: Path) -> None:
-    assert main(["lint", "--target-version", "py314", "bad.py"]) == 0
+    (project / "guarded.py").write_text(GUARDED)
+    assert main(["lint", "--target-version", "py314", "guarded.py"]) == 0
+    assert main(["lint", "--target-version", "py313", "guarded.py"]) == 1
+    # The forkserver of 3.14 runs the script's top level itself: bad.py's init poisons it.
+    assert main(["lint", "--target-version", "py314", "bad.py"]) == 1
 
 
 def test_requires_python_picks_the_target(project: Path) -> None:
+    (project / "guarded.py").write_text(GUARDED)
+    assert main(["lint", "guarded.py"]) == 1
     (project / "pyproject.toml").write_text('[project]\nname = "x"\nrequires-python = ">=3.14"\n')
-    assert main(["lint", "bad.py"]) == 0
+    assert main(["lint", "guarded.py"]) == 0
 
 
 def test_broken_pyproject_names_the_file(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.cli import main
-from tests.lint.test_cli import BAD
+from tests.lint.test_cli import BAD, GUARDED
 
 
 @pytest.fixture
@@ -38,11 +38,12 @@ def test_select_and_extend_select(project: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_target_version_and_platform_from_pyproject(project: Path) -> None:
+    (project / "guarded.py").write_text(GUARDED)
     _config(project, 'platform = "darwin"')
     assert main(["lint", "bad.py"]) == 0
     _config(project, 'target-version = "py314"')
-    assert main(["lint", "bad.py"]) == 0
-    assert main(["lint", "--target-version", "py312", "bad.py"]) == 1
+    assert main(["lint", "guarded.py"]) == 0
+    assert main(["lint", "--target-version", "py312", "guarded.py"]) == 1
 
 
 def test_per_file_ignores(project: Path) -> None:

@@ -94,3 +94,34 @@ def test_gd301_says_a_spawned_worker_ran_the_top_level_first() -> None:
     (finding,) = {f.message: f for f in outcome.findings if f.code == "GD301"}.values()
     assert "at the main module's top level, which this spawned process runs again first" in finding.message
     assert finding.fix_hint.startswith('Move the module-level GPU call under `if __name__ == "__main__":`')
+
+
+def test_gd101_on_a_forkserver_worker_says_the_server_ran_the_top_level() -> None:
+    path = CASES / "torch" / "forkserver_default_module_level_device.py"
+    outcome = analyse(Project(path.parent), path, "forkserver", preloads_main=True)
+    (finding,) = {f.message: f for f in outcome.findings if f.code == "GD101"}.values()
+    assert finding.message.startswith("the Pool's workers are forked from the forkserver process, which "
+                                      "initialized CUDA (PyTorch) when it ran the main module's top level "
+                                      "(torch.cuda.is_available, line 17)")
+    assert finding.fix_hint is not None and finding.fix_hint.startswith(
+        'Move the GPU initialization under `if __name__ == "__main__":`')
+
+
+def test_gd101_on_a_preloaded_module_names_it_and_the_preload_call() -> None:
+    path = CASES / "pycuda" / "forkserver_preload_autoinit.py"
+    outcome = analyse(Project(path.parent), path, "fork")
+    (finding,) = {f.message: f for f in outcome.findings if f.code == "GD101"}.values()
+    assert "when it imported pycuda.autoinit, named by set_forkserver_preload (line 23)" in finding.message
+    assert "the forkserver is told to import pycuda.autoinit here" in [r.message for r in finding.related]
+
+
+def test_gd301_in_a_forkserver_worker_blames_the_server(tmp_path: Path) -> None:
+    path = tmp_path / "main.py"
+    path.write_text(
+        "import multiprocessing as mp\nimport os\nimport torch\n\ntorch.cuda.set_device(0)\n\n\n"
+        "def work(gpu):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(gpu)\n    return torch.ones(1).cuda()\n\n\n"
+        "if __name__ == '__main__':\n    with mp.get_context('forkserver').Pool(2) as pool:\n"
+        "        pool.map(work, [0, 1])\n", encoding="utf-8")
+    outcome = analyse(Project(tmp_path), path, "fork", preloads_main=True)
+    (message,) = {f.message for f in outcome.findings if f.code == "GD301"}
+    assert "initialized CUDA in the forkserver process, before it forked this one" in message

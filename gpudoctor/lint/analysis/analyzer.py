@@ -198,6 +198,26 @@ class Analyzer(ClassModel):
         if settings:  # its top level set the default device (of this thread: the importer's)
             walker.assign(DEFAULT_DEVICE, one(CudaDevice()) if settings[-1].cuda else UNKNOWN)
 
+    def import_effects(self, importer: str, dotted: str) -> list[Event]:
+        """What importing the project module ``dotted`` runs in a process that has not
+        imported it yet: its packages' top level, then its own (for a module named to the
+        forkserver's preload list). Empty for a module outside the project."""
+        origin = self.project.path_of(importer)
+        parts = dotted.split(".")
+        events: list[Event] = []
+        for cut in range(1, len(parts) + 1):
+            target = self.project.resolve(origin, ".".join(parts[:cut]), 0)
+            if target is None or self._depth + self._import_depth >= MAX_IMPORT_DEPTH:
+                continue
+            self._import_depth += 1
+            try:
+                state = self.module(target)
+            finally:
+                self._import_depth -= 1
+            if isinstance(state, ModuleState) and not state.walking:
+                events.extend(state.import_events)
+        return events
+
     def import_star(self, walker: Walker, value: Value) -> None:
         for atom in value:
             if isinstance(atom, ModuleObj):

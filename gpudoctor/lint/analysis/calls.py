@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
-from gpudoctor.lint.analysis.events import Child, EnvWrite, Init, TfConfig, splice
+from gpudoctor.lint.analysis.events import Child, Context, EnvWrite, Event, Init, TfConfig, splice
 from gpudoctor.lint.analysis.expressions import ExprEvaluator
 from gpudoctor.lint.analysis.literals import string_value
 from gpudoctor.lint.analysis.values import (
@@ -18,6 +18,7 @@ from gpudoctor.lint.analysis.values import (
     Compiled,
     Compiler,
     CudaDevice,
+    Deferred,
     FuncRef,
     GpuObj,
     Instance,
@@ -48,6 +49,7 @@ from gpudoctor.lint.knowledge.registry import (
     WATCHED_VARIABLES,
     api_table,
     framework_of_module,
+    initializing_import,
 )
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api
 
@@ -173,7 +175,29 @@ class CallEvaluator(ExprEvaluator):
                 process_calls.call_compiled(self, atom, node)
             elif isinstance(atom, Compiler):  # ``compile(mode=...)(f)``
                 out |= (args.positional[0] if args.positional else UNKNOWN) | one(Compiled(atom.site))
+            elif isinstance(atom, Deferred):
+                out |= process_calls.call_deferred(atom, args)
+            elif isinstance(atom, PoolObj) and atom.kind == processes.JOBLIB:
+                out |= process_calls.run_parallel(self, atom, args, node)
         return frozenset(out)
+
+    def preload_events(self, names: tuple[str, ...], node: cst.Call) -> list[tuple[str, Event]]:
+        """What the forkserver's import of these modules does, besides the main module's:
+        the GPU inits and environment writes of each (an import that initializes CUDA by
+        itself, or a project module's top level), each with the module it comes from."""
+        site = self.site(node)
+        linted = self.module.path in self.analyzer.linted_paths
+        out: list[tuple[str, Event]] = []
+        for name in names:
+            if name == processes.MAIN_MODULE:
+                continue
+            api = initializing_import(name)
+            if api is not None:
+                out.append((name, Event(Init(api.framework, "runtime", f"import {name}", site))))
+            effects = self.analyzer.import_effects(self.module.path, name)
+            out.extend((name, e) for e in splice(effects, Context(), site, linted)
+                       if isinstance(e.effect, (Init, EnvWrite)))
+        return out
 
     def inline(self, func: FuncRef, args: Args, node: cst.CSTNode) -> Value:
         """Run a function of the project in this thread: it sees this code's default device,

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import CONFIG_WORDS
 
-_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE})
+_STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE,
+                     P.JOBLIB})
 # Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
 # ``ctx.Process``, ``class Worker(Process)``, ``os.fork()``, ``torch.multiprocessing.spawn``,
-# ``mp.Queue``).
+# ``mp.Queue``, joblib's ``Parallel``).
 START_NAMES = frozenset(
     {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items() if kind in _STARTS}
     | {name for name, kind in P.CONTEXT_METHODS.items() if kind in _STARTS}
@@ -23,8 +24,10 @@ START_NAMES = frozenset(
 CONFIG_NAMES = frozenset(word for word in CONFIG_WORDS if "." not in word)
 CONFIG_CALLS = frozenset(tuple(word.split(".")) for word in CONFIG_WORDS if "." in word)
 # Choosing how processes start acts on every process the code it calls starts (a helper
-# module's pool forks after this file initialized the GPU).
-METHOD_NAMES = frozenset({"set_start_method"})
+# module's pool forks after this file initialized the GPU); so does choosing what the
+# forkserver imports before it forks them.
+METHOD_NAMES = frozenset({"set_start_method"} | {name.rsplit(".", 1)[-1] for name, kind in P.APIS.items()
+                                                 if kind == P.SET_PRELOAD})
 ENV_WRITERS = frozenset({"setdefault", "update"})
 # Methods of objects built elsewhere that start or feed processes: a function calling them
 # acts as far as the elision of bodies is concerned.

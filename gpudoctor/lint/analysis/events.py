@@ -130,8 +130,27 @@ class DefaultDevice:
     site: Site
 
 
+@dataclass(frozen=True)
+class SetPreload:
+    """``set_forkserver_preload``: the modules the forkserver imports before it forks any
+    worker (None: a list gpudoctor cannot read), and what importing those other than the
+    main module does (their GPU inits and environment writes), with the module each of
+    those events comes from."""
+
+    modules: tuple[str, ...] | None
+    site: Site
+    events: tuple[Event, ...] = ()
+    sources: tuple[str, ...] = ()  # per event: the preloaded module it comes from
+
+    def source_of(self, event: Event) -> str | None:
+        for index, own in enumerate(self.events):
+            if own is event:
+                return self.sources[index]
+        return None
+
+
 Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
-          | DataLoaderStart | DefaultDevice | Imported)
+          | DataLoaderStart | DefaultDevice | Imported | SetPreload)
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,9 @@ class Context:
     fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
     via: Site | None = None  # the call that led into the function where this happened
     entry: Site | None = None  # the innermost call or import in the linted file that led here
+    # In the entry module's ``if __name__ == "__main__":`` block, or in what it calls or
+    # imports (a module imported there runs its top level then, not at import time).
+    main_block: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,6 +194,7 @@ def splice(events: list[Event], outer: Context, call_site: Site | None, linted: 
             outer.fork_child | inner.fork_child,
             inner.via or call_site,
             inner.entry or entry,
+            outer.main_block or inner.main_block,
         )))
     return out
 

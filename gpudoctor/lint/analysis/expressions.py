@@ -20,6 +20,7 @@ from gpudoctor.lint.analysis.values import (
     GpuObj,
     Instance,
     Int,
+    JoblibConfig,
     ModRef,
     ProcessObj,
     Str,
@@ -90,6 +91,8 @@ class ExprEvaluator:
         # One record per branch being walked (see Walker.branch): each name the branch
         # bound, with its value before the branch (None: it was unbound).
         self.trails: list[dict[str, Value | None]] = []
+        # joblib backends chosen by the ``with parallel_config(...)`` blocks being walked.
+        self.joblib_config: list[JoblibConfig] = []
 
     # -- helpers -------------------------------------------------------------------------
     def site(self, node: cst.CSTNode) -> Site:

@@ -3,7 +3,11 @@
 A module's top level (with its ``__main__`` block) is a parent flow; so is every
 function on its own (for library code no caller reaches). Each process start opens
 child flows: under fork a child starts from the parent's state at the start; under
-spawn or forkserver it starts clean and re-runs the main module's top level.
+spawn it starts clean and re-runs the main module's top level. Under forkserver it is
+a fork of the server, a fresh interpreter that imported the modules of its preload
+list: on targets where the server preloads the main script (3.13, 3.14: see
+knowledge/processes.py) the main module's top level ran there, once, and the child
+starts from the state it left; elsewhere the child re-runs it, as a spawned one does.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.events import (
@@ -22,7 +27,9 @@ from gpudoctor.lint.analysis.events import (
     Imported,
     Init,
     Join,
+    Send,
     SetMethod,
+    SetPreload,
     Start,
     Task,
     ThreadStart,
@@ -121,6 +128,7 @@ class State:
     default_cuda: Event | None = None
     env: Chain = EMPTY  # EnvWrite events, in order
     imports: tuple[Event, ...] = ()  # first Imported per top-level module, in order
+    preload: Event | None = None  # the last set_forkserver_preload (None: the default list)
 
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
@@ -144,6 +152,8 @@ class State:
             return replace(self, inits=(*self.inits, event))
         if isinstance(effect, SetMethod):
             return replace(self, method=effect)
+        if isinstance(effect, SetPreload):
+            return replace(self, preload=event)
         if isinstance(effect, ThreadStart):
             return replace(self, threads=self.threads.plus(event))
         if isinstance(effect, Join) and effect.threads:
@@ -206,7 +216,12 @@ class Flow:
     start: Event | None = None  # for child flows: the start that created the process
     method: str | None = None  # for child flows: how the process was started
     specs: tuple[Child, ...] = ()  # for child flows: the callables and what they receive
-    prelude: int = 0  # for spawned children: how many events re-import the main module
+    prelude: int = 0  # for spawned children: how many first events are not the child's own code
+    # For forkserver children: how many first events ran in the server before it forked
+    # this process (its preloaded modules: the main module's top level, then those named to
+    # set_forkserver_preload, whose call is ``preload``). They are part of the prelude.
+    served: int = 0
+    preload: Event | None = None
     points: list[tuple[Event, State]] = field(default_factory=list)
     children: list[Flow] = field(default_factory=list)
     # Indexes, built when first asked for: a module with a pool start per line asked for
@@ -245,9 +260,10 @@ class Flow:
 class FlowBuilder:
     """Builds the parent flows of a module and, recursively, their child flows."""
 
-    def __init__(self, analyzer: Analyzer, default_method: str) -> None:
+    def __init__(self, analyzer: Analyzer, default_method: str, preloads_main: bool = False) -> None:
         self.analyzer = analyzer
         self.default_method = default_method
+        self.preloads_main = preloads_main  # the target's forkserver runs the main script's top level
         self.child_events_left = MAX_CHILD_EVENTS
 
     def resolve_method(self, method: str | None, state: State) -> tuple[str, bool]:
@@ -344,19 +360,61 @@ class FlowBuilder:
     def _child(self, flow: Flow, event: Event, state: State, children: tuple[Child, ...],
                method: str | None, daemonic: bool) -> Flow:
         resolved, _ = self.resolve_method(method, state)
-        events: list[Event] = []
+        server: list[Event] = []  # what the forkserver ran before forking the child
+        again: list[Event] = []  # what the child runs again first: the main module's top level
+        own: list[Event] = []
         entry = state
+        preload = None
         if resolved != "fork":
             # A spawned child starts clean, but inherits the global start method
             # (multiprocessing passes it in the spawn preparation data).
             entry = State(method=state.method)
-            events.extend(flow.origin.import_events)  # the main module is imported again
+            main_served = False
+            if resolved == "forkserver":
+                server, main_served = self._server(flow, event, state)
+                preload = state.preload
+            if not main_served:
+                again = list(flow.origin.import_events)  # the main module is imported again
         for child in children:
             child_events, _ = self.analyzer.call(child.func, child.args, child.rest, {})
-            events.extend(child_events)
-        return Flow("child", events, entry, flow.origin, daemonic=daemonic,
+            own.extend(child_events)
+        if daemonic:
+            # joblib's multiprocessing backend runs its tasks in the calling process when
+            # that is a daemonic worker: no pool, nothing sent.
+            server, again, own = (_without_joblib_pools(part) for part in (server, again, own))
+        return Flow("child", [*server, *again, *own], entry, flow.origin, daemonic=daemonic,
                     depth=flow.depth + 1, start=event, method=resolved, specs=children,
-                    prelude=0 if resolved == "fork" else len(flow.origin.import_events))
+                    prelude=len(server) + len(again), served=len(server), preload=preload)
+
+    def _server(self, flow: Flow, event: Event, state: State) -> tuple[list[Event], bool]:
+        """What the forkserver ran before it forks a worker of the start ``event``, and
+        whether that includes the main module's top level.
+
+        The main module is preloaded on targets whose server does it, when the preload list
+        names it (the default list does), and when the flow is a script's run by its path:
+        the top level of a module with a ``__main__`` block, at a start made from that block
+        (a start made while the module is imported is GD104's), neither a package's
+        ``__main__.py`` nor a module inside a package: those are run with ``python -m``,
+        and the server preloads only a main module it is given the path of. A list
+        gpudoctor cannot read preloads nothing it knows of."""
+        preload = state.preload
+        names = P.DEFAULT_PRELOAD if preload is None else preload.effect.modules  # type: ignore[union-attr]
+        if names is None:
+            return [], False
+        main = (self.preloads_main and P.MAIN_MODULE in names and flow.kind == "module" and flow.depth == 0
+                and not event.ctx.import_time and self._script(flow.origin))
+        # (a module the main block imports runs there, not when the server imports the script)
+        events = [e for e in flow.origin.import_events if not e.ctx.main_block] if main else []
+        if preload is not None:
+            events.extend(preload.effect.events)  # type: ignore[union-attr]
+        return events, main
+
+    def _script(self, module: ModuleState) -> bool:
+        """Is ``module`` a script run by its path (see _server)?"""
+        path = Path(module.path)
+        if not module.has_main_guard or path.name == "__main__.py":
+            return False
+        return self.analyzer.project.resolve(path, "", 1) is None  # no __init__.py beside it
 
     def child_of(self, flow: Flow, event: Event) -> Flow | None:
         return flow.child_started_by(event)
@@ -370,6 +428,26 @@ def _methods(builder: FlowBuilder, cls: object) -> frozenset:
         if isinstance(statement, cst.FunctionDef) and statement.name.value != "__init__":
             out |= builder.analyzer.member(Instance(cls), statement.name.value)  # type: ignore[arg-type]
     return frozenset(out)
+
+
+def _without_joblib_pools(events: list[Event]) -> list[Event]:
+    out = []
+    for event in events:
+        effect = event.effect
+        if isinstance(effect, Start) and effect.kind == P.JOBLIB or \
+                isinstance(effect, Send) and effect.channel == P.JOBLIB or \
+                isinstance(effect, Task) and effect.pool.kind == P.JOBLIB:
+            continue
+        out.append(event)
+    return out
+
+
+def server_init(child: Flow) -> Event | None:
+    """Return the first GPU init the forkserver ran before it forked ``child``, if any."""
+    for event in child.events[:child.served]:
+        if isinstance(event.effect, Init):
+            return event
+    return None
 
 
 def first_gpu_use(child: Flow, framework: str | None = None) -> Event | None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
+from gpudoctor.lint.analysis.conditions import is_main_guard
 from gpudoctor.lint.analysis.events import Event, Init, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef
 from gpudoctor.lint.knowledge.processes import OS_FORK
@@ -32,6 +35,16 @@ class ModuleState:
     walking: bool = True
 
     _import_events: list[Event] | None = None
+    _main_guard: bool | None = None
+
+    @property
+    def has_main_guard(self) -> bool:
+        """Does the module's top level have an ``if __name__ == "__main__":`` block (is it
+        written to be run as a script)?"""
+        if self._main_guard is None:
+            self._main_guard = any(isinstance(s, cst.If) and is_main_guard(s.test)
+                                   for s in self.parsed.module.body)
+        return self._main_guard
 
     @property
     def import_events(self) -> list[Event]:

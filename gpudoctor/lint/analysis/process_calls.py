@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -14,6 +15,7 @@ from gpudoctor.lint.analysis.events import (
     Join,
     Send,
     SetMethod,
+    SetPreload,
     Start,
     Task,
     ThreadStart,
@@ -25,11 +27,13 @@ from gpudoctor.lint.analysis.values import (
     Compiled,
     Compiler,
     Container,
+    Deferred,
     ForkPid,
     FuncRef,
     Instance,
     Int,
     LoaderObj,
+    JoblibConfig,
     MpContext,
     PoolObj,
     ProcessObj,
@@ -77,7 +81,7 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         return _pool(ev, P.POOL, method, args, node, workers=args.get(0, "processes"),
                      initializer=args.get(1, "initializer"), initargs=args.get(2, "initargs"))
     if kind == P.EXECUTOR:
-        return _pool(ev, P.EXECUTOR, _method(args.get(1, "mp_context")), args, node,
+        return _pool(ev, P.EXECUTOR, _executor_method(args, node), args, node,
                      workers=args.get(0, "max_workers"), initializer=args.get(2, "initializer"),
                      initargs=args.get(3, "initargs"))
     if kind == P.PROCESS:
@@ -123,6 +127,18 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         return UNKNOWN
     if kind == P.COMPILER:
         return _compiler(ev, args, node)
+    if kind == P.SET_PRELOAD:
+        names = _module_names(args.get(0, "module_names"))
+        preloaded = ev.preload_events(names, node) if names else []
+        ev.emit(SetPreload(names, site, tuple(e for _, e in preloaded), tuple(m for m, _ in preloaded)))
+    if kind == P.JOBLIB:
+        return _parallel(ev, args, node)
+    if kind == P.DELAYED:
+        funcs = _funcs(args.get(0, "function"))
+        return one(Deferred(funcs)) if funcs else UNKNOWN
+    if kind in P.JOBLIB_CONFIG_JOBS:
+        jobs = P.JOBLIB_CONFIG_JOBS[kind] if _is_none(args, node, 1, "n_jobs") else _jobs(args.get(1, "n_jobs"))
+        return one(JoblibConfig(_joblib_backend(args.get(0, "backend")), jobs))
     return UNKNOWN
 
 
@@ -144,6 +160,125 @@ def _compiler(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
 def call_compiled(ev: CallEvaluator, atom: Compiled, node: cst.CSTNode) -> None:
     """Calling a compiled function: its first call starts the compiler's threads."""
     ev.emit(ThreadStart(ev.site(node), P.THREAD_STARTS[P.COMPILER], atom.site))
+
+
+def _is_none(args: Args, node: cst.Call, index: int, name: str) -> bool:
+    """Is the argument absent, or the literal ``None``?"""
+    if args.get(index, name) is None:
+        return True
+    if name in args.keyword_nodes:
+        expr: cst.BaseExpression | None = args.keyword_nodes[name]
+    else:
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        expr = positional[index] if index < len(positional) else None
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _executor_method(args: Args, node: cst.Call) -> str | None:
+    """The start method of a ProcessPoolExecutor's workers (None: the default context).
+
+    With ``max_tasks_per_child`` and no ``mp_context``, CPython takes the spawn context
+    (3.11+); with a context gpudoctor cannot read, the workers cannot be forked either (a
+    fork context with ``max_tasks_per_child`` raises), so they start fresh too.
+    """
+    chosen = _method(args.get(1, "mp_context"))
+    if chosen is not None:
+        return chosen
+    keyword = P.SPAWNING_EXECUTOR_KEYWORD
+    if keyword in args.keywords and not _is_none(args, node, -1, keyword):
+        return "spawn"
+    return None
+
+
+def _module_names(value: Value | None) -> tuple[str, ...] | None:
+    """The module names of a list literal (None where any item is not a known string)."""
+    items = [a for a in value or UNKNOWN if isinstance(a, Container)]
+    if len(items) != 1 or len(value or UNKNOWN) != 1:
+        return None
+    listed = items[0]
+    per_item = listed.ordered if listed.ordered or not listed.items else ()
+    if not per_item and listed.items:
+        return None  # a comprehension or a list grown elsewhere: its order and members unknown
+    names = []
+    for item in per_item:
+        found = strings(item)
+        if len(found) != 1 or len(item) != 1:
+            return None
+        names.append(next(iter(found)))
+    return tuple(names)
+
+
+def _parallel(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+    """``joblib.Parallel(...)``: a pool when its backend is the multiprocessing one and it
+    runs more than one job; it starts when the object is called (or its ``with`` entered)."""
+    config = ev.joblib_config[-1] if ev.joblib_config else None
+    if not _is_none(args, node, 1, "backend"):
+        backend = _joblib_backend(args.get(1, "backend"))
+        jobs = None
+    elif config is not None and "prefer" not in args.keywords and "require" not in args.keywords:
+        backend, jobs = config.backend, config.jobs
+    else:
+        return UNKNOWN  # the default backend, loky, starts fresh interpreters
+    if backend is None:
+        return UNKNOWN  # loky, threads, or a backend gpudoctor cannot read
+    if not _is_none(args, node, 0, "n_jobs"):
+        jobs = _jobs(args.get(0, "n_jobs"))
+    if jobs is None or jobs == 1:
+        return UNKNOWN  # one job: joblib runs the tasks in this process
+    return one(PoolObj(P.JOBLIB, backend[0], ev.site(node), (), UNKNOWN, jobs if jobs > 1 else None))
+
+
+def _jobs(value: Value | None) -> int:
+    """``n_jobs`` given: its value, or 0 when it is not a known integer (taken as several)."""
+    found = _int(value)
+    return found if found is not None and len(value or UNKNOWN) == 1 else 0
+
+
+def _joblib_backend(value: Value | None) -> tuple[str | None] | None:
+    """The start method (None: the default context) when a joblib backend is a
+    multiprocessing Pool: the multiprocessing backend, or a context object given as the
+    backend; None for any other backend."""
+    value = value or UNKNOWN
+    contexts = [a for a in value if isinstance(a, MpContext)]
+    if contexts and len(contexts) == len(value) and len({c.method for c in contexts}) == 1:
+        return (contexts[0].method,)
+    if len(value) == 1 and strings(value) == {P.JOBLIB_POOL_BACKEND}:
+        return (None,)
+    return None
+
+
+def run_parallel(ev: CallEvaluator, pool: PoolObj, args: Args, node: cst.Call) -> Value:
+    """Calling a joblib ``Parallel`` object with its ``delayed`` calls: the pool forks here
+    (or, entered by a ``with``, forked there and receives these tasks)."""
+    site = ev.site(node)
+    children: list[Child] = []
+    sent: list[Value] = []
+    for atom in elements(args.get(0, "iterable") or UNKNOWN):
+        if isinstance(atom, Deferred) and atom.args is not None:
+            children.extend(Child(f, atom.args, atom.rest, "task") for f in atom.funcs)
+            sent.extend((*atom.args, atom.rest))
+    if sent:
+        ev.emit(Send(site, P.JOBLIB, container(*sent), pool.method))
+    if pool.entered:
+        ev.emit(Task(pool, site, tuple(children)))
+    else:
+        ev.emit(Start(P.JOBLIB, pool.method, site, tuple(children), daemonic=True, workers=pool.workers))
+    return UNKNOWN
+
+
+def enter_parallel(ev: CallEvaluator, pool: PoolObj, node: cst.CSTNode) -> Value:
+    """``with Parallel(...) as p:`` builds the pool on entry; calls of ``p`` are its tasks."""
+    entered = replace(pool, entered=True)
+    ev.emit(Start(P.JOBLIB, pool.method, pool.site, (), daemonic=True, pool=entered, workers=pool.workers))
+    return one(entered)
+
+
+def call_deferred(atom: Deferred, args: Args) -> Value:
+    """``delayed(f)(*args)``: the call, recorded."""
+    if atom.args is not None:
+        return UNKNOWN
+    rest = frozenset().union(args.rest, *args.keywords.values())
+    return one(Deferred(atom.funcs, tuple(args.positional), rest))
 
 
 def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,

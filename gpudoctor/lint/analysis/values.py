@@ -129,6 +129,7 @@ class PoolObj:
     initializer: tuple[FuncRef, ...]
     initargs: frozenset[Atom]
     workers: int | None
+    entered: bool = False  # a pool built on entering its ``with`` block (joblib's Parallel)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,28 @@ class Compiler:
 
 
 @dataclass(frozen=True)
+class Deferred:
+    """A call recorded to run later in a worker: ``joblib.delayed(f)`` (``args`` None),
+    then ``delayed(f)(*args)`` (the values per position, and what the other parameters
+    may receive)."""
+
+    funcs: tuple[FuncRef, ...]
+    args: tuple[frozenset[Atom], ...] | None = None
+    rest: frozenset[Atom] = frozenset()
+
+
+@dataclass(frozen=True)
+class JoblibConfig:
+    """``joblib.parallel_backend(...)``/``parallel_config(...)``: in its ``with`` block, the
+    backend of ``Parallel`` objects that name none. ``backend``: the start method (in a
+    1-tuple, None meaning the default context) when it is a multiprocessing Pool, else
+    None; ``jobs``: their ``n_jobs`` (None: unset, 0: unknown)."""
+
+    backend: tuple[str | None] | None
+    jobs: int | None
+
+
+@dataclass(frozen=True)
 class ForkPid:
     """The return value of ``os.fork()``: 0 in the child."""
 
@@ -184,7 +207,8 @@ class ForkPid:
 
 
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
-        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid)
+        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
+        | Deferred | JoblibConfig)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
 # The name under which a scope's environment holds the default device factories allocate

@@ -18,6 +18,7 @@ from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     ForkPid,
     Instance,
+    JoblibConfig,
     ModRef,
     PoolObj,
     elements,
@@ -25,7 +26,7 @@ from gpudoctor.lint.analysis.values import (
     strings,
     truth,
 )
-from gpudoctor.lint.knowledge.processes import THREAD_POOL
+from gpudoctor.lint.knowledge.processes import JOBLIB, THREAD_POOL
 from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, DEVICE_TYPES, WATCHED_VARIABLES, canonical
 
 Value = frozenset
@@ -198,7 +199,7 @@ class Walker(DefinitionWalker):
                 break
             test = current.test
             if is_main_guard(test):
-                main = replace(ctx, import_time=False)
+                main = replace(ctx, import_time=False, main_block=True)
                 if head:
                     if self.module_level:
                         self.merge([self.block(current.body.body, main)], fallthrough=False)
@@ -340,6 +341,7 @@ class Walker(DefinitionWalker):
     def _s_With(self, node: cst.With) -> bool:
         values = []
         devices: list[Value | None] = []  # the default device before each device context
+        configs = 0
         for item in node.items:
             value = self.eval(item.item)
             values.append(value)
@@ -349,9 +351,19 @@ class Walker(DefinitionWalker):
             for atom in value:
                 if isinstance(atom, Instance):  # a class of the project: its __enter__ runs
                     self.call_method_of(atom, "__enter__", item.item)
+                elif isinstance(atom, PoolObj) and atom.kind == JOBLIB and not atom.entered:
+                    # joblib's Parallel builds its pool on entry; calls in the block reuse it
+                    bound = (bound - {atom}) | process_calls.enter_parallel(self, atom, item.item)
+            chosen = {atom for atom in value if isinstance(atom, JoblibConfig)}
+            if len(chosen) == 1 and len(value) == 1:
+                self.joblib_config.append(next(iter(chosen)))
+                configs += 1
             if item.asname is not None:
                 self.bind(item.asname.name, bound)
-        ended = self.walk_block(node.body.body)
+        try:
+            ended = self.walk_block(node.body.body)
+        finally:
+            del self.joblib_config[len(self.joblib_config) - configs:]
         for before in reversed(devices):
             if before is not None:  # leaving ``with device(...)`` restores the default device
                 self.assign(DEFAULT_DEVICE, before)

@@ -8,6 +8,34 @@ https://pytorch.org/docs/stable/multiprocessing.html (torch.multiprocessing wrap
 multiprocessing; ``spawn``/``start_processes`` default to spawn);
 https://joblib.readthedocs.io/en/stable/parallel.html (loky, the default backend,
 does not fork the calling interpreter).
+
+CPython facts read in its source (Lib/concurrent/futures/process.py,
+Lib/multiprocessing/forkserver.py and context.py of 3.14; 3.11 for the executor):
+
+- ``ProcessPoolExecutor(max_tasks_per_child=N)`` without ``mp_context`` takes
+  ``get_context("spawn")``, not the default context (3.11+; a fork context with
+  ``max_tasks_per_child`` raises ValueError, so its workers never fork).
+- The forkserver is a fresh interpreter that imports the modules of its preload list,
+  then forks every worker from itself. The list is ``["__main__"]`` unless
+  ``set_forkserver_preload`` replaced it. Up to 3.13.7 and in 3.14.0 the path of the
+  main module never reached the server (gh-126631), so ``__main__`` was not preloaded
+  and each worker ran the main module's top level itself, like a spawned one; 3.13.8 and
+  3.14.1 fixed that (PR 135295, backport PR 138609): the server runs the main script's
+  top level (as ``__mp_main__``: not its ``if __name__ == "__main__":`` block) once, and
+  what it initialized there is inherited by every worker. It runs a script given by path
+  (``python main.py``); a module run with ``-m`` is not preloaded.
+
+joblib, read in its source (joblib/parallel.py, _parallel_backends.py and pool.py at 1.5.3):
+
+- ``Parallel(backend="multiprocessing")`` builds a ``multiprocessing.pool.Pool`` subclass
+  with ``multiprocessing.get_context()`` (the default start method, or what
+  ``set_start_method`` chose), so it forks where the default is fork; a context object
+  as ``backend`` chooses the method. With ``n_jobs`` unset (None) or 1 it runs the tasks
+  in the calling process. The pool is built when the ``Parallel`` object is called, or
+  on entering its ``with`` block; ``delayed(f)(*args)`` only records the call.
+  ``parallel_backend(backend, n_jobs=-1)`` and ``parallel_config(backend, n_jobs=None)``
+  set the backend of the ``Parallel`` objects built inside their ``with`` block. In a
+  daemonic worker the multiprocessing backend falls back to one job (no child process).
 """
 
 from __future__ import annotations
@@ -26,6 +54,11 @@ THREAD_POOL = "thread-pool"  # threads start with the pool
 DATALOADER = "dataloader"
 DEFAULT_DEVICE = "default-device"  # torch.set_default_device
 COMPILER = "compiler"  # torch.compile: calling what it returns starts threads (see below)
+SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
+JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built when it is called
+DELAYED = "delayed"  # joblib.delayed: a call recorded, to run in a worker
+JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
+JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
 
 APIS: dict[str, str] = {
     "multiprocessing.Pool": POOL,
@@ -55,6 +88,16 @@ APIS: dict[str, str] = {
     "torch.utils.data.dataloader.DataLoader": DATALOADER,
     "torch.set_default_device": DEFAULT_DEVICE,
     "torch.compile": COMPILER,
+    "multiprocessing.set_forkserver_preload": SET_PRELOAD,
+    "multiprocessing.forkserver.set_forkserver_preload": SET_PRELOAD,
+    "joblib.Parallel": JOBLIB,
+    "joblib.parallel.Parallel": JOBLIB,
+    "joblib.delayed": DELAYED,
+    "joblib.parallel.delayed": DELAYED,
+    "joblib.parallel_backend": JOBLIB_BACKEND,
+    "joblib.parallel.parallel_backend": JOBLIB_BACKEND,
+    "joblib.parallel_config": JOBLIB_CONFIG,
+    "joblib.parallel.parallel_config": JOBLIB_CONFIG,
 }
 
 # torch.compile wraps lazily; the first call of what it returns compiles (torch 2.11). With
@@ -82,6 +125,12 @@ THREAD_STARTS = {
     DATALOADER: "iterating a DataLoader with pin_memory=True and workers starts its pin-memory thread",
 }
 
+# Channels that pickle with a pickler of their own rather than multiprocessing's
+# ForkingPickler, so the reducers frameworks register there (PyTorch's CUDA IPC sharing)
+# do not apply: joblib's PicklingPool queues (joblib/pool.py ``CustomizablePickler`` starts
+# from ``copyreg.dispatch_table``). Objects sent through them are copied as by ``pickle``.
+OWN_PICKLER_CHANNELS = frozenset({JOBLIB})
+
 # Drop-in replacements of the multiprocessing namespace.
 ALIASES = (
     ("torch.multiprocessing.", "multiprocessing."),
@@ -91,8 +140,21 @@ ALIASES = (
 # Methods of a context object that build the same things as the module functions.
 CONTEXT_METHODS = {
     "Pool": POOL, "Process": PROCESS, "Queue": QUEUE, "SimpleQueue": QUEUE,
-    "JoinableQueue": QUEUE, "Pipe": PIPE,
+    "JoinableQueue": QUEUE, "Pipe": PIPE, "set_forkserver_preload": SET_PRELOAD,
 }
+
+# The executor keyword that, given without ``mp_context``, makes the workers spawned.
+SPAWNING_EXECUTOR_KEYWORD = "max_tasks_per_child"
+# What the forkserver preloads unless ``set_forkserver_preload`` says otherwise, and the
+# name that stands for the main module in that list.
+MAIN_MODULE = "__main__"
+DEFAULT_PRELOAD = (MAIN_MODULE,)
+# The joblib backend that is a multiprocessing Pool; the default (loky) and the others
+# start no process of the multiprocessing kind (loky starts fresh interpreters).
+JOBLIB_POOL_BACKEND = "multiprocessing"
+# The default ``n_jobs`` of each with-block configuration (None: unset, which in
+# ``Parallel`` means one job, in this process).
+JOBLIB_CONFIG_JOBS: dict[str, int | None] = {JOBLIB_CONFIG: None, JOBLIB_BACKEND: -1}
 
 POOL_TASK_METHODS = frozenset({
     "map", "map_async", "imap", "imap_unordered", "starmap", "starmap_async",
@@ -104,6 +166,29 @@ APPLY_METHODS = frozenset({"apply", "apply_async"})
 PROCESS_BASES = frozenset({"multiprocessing.Process", "multiprocessing.process.BaseProcess"})
 THREAD_BASES = frozenset({"threading.Thread"})
 DATASET_METHODS = ("__getitem__", "__iter__", "__getitems__")
+
+
+def default_start_method(minor: int, platform: str) -> str:
+    """multiprocessing's default start method on Python 3.``minor`` for ``platform``.
+
+    fork on Linux up to 3.13, forkserver on Linux from 3.14 (gh-84559), spawn on macOS
+    (since 3.8, bpo-33725) and Windows.
+    """
+    if platform != "linux":
+        return "spawn"
+    return "forkserver" if minor >= 14 else "fork"
+
+
+def forkserver_preloads_main(minor: int) -> bool:
+    """Does the forkserver of Python 3.``minor`` run the main script's top level itself?
+
+    Yes from 3.13.8 and 3.14.1 (see the module docstring). A target names a minor version,
+    not a patch release: 3.13 and 3.14 count as preloading, because their current releases
+    do and a program written for them meets it on its next patch update (3.13.0-3.13.7 and
+    3.14.0 ran the top level in each worker instead; the fix that makes a preloading
+    forkserver safe, guarding the GPU initialization, is right on those too).
+    """
+    return minor >= 13
 
 
 def canonical(qualname: str) -> str:

@@ -117,6 +117,8 @@ SPAWN_HINTS = {
     P.EXECUTOR: 'Use the spawn start method: ProcessPoolExecutor(..., mp_context=multiprocessing.get_context("spawn"))',
     P.OS_FORK: "os.fork() always forks: start the child with multiprocessing.get_context(\"spawn\").Process, "
                "or initialize the GPU only after the fork, in the process that uses it",
+    P.JOBLIB: 'Use joblib\'s default backend, loky (fresh worker processes), or pass a spawn context as the '
+              'backend: Parallel(..., backend=multiprocessing.get_context("spawn"))',
 }
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import Init, Start
-from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
+from gpudoctor.lint.analysis.events import Init, SetPreload, Start
+from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_objects, server_init
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
@@ -16,6 +16,14 @@ WHAT = {
     P.EXECUTOR: "the ProcessPoolExecutor forks its worker processes",
     P.PROCESS: "this Process is forked",
     P.OS_FORK: "os.fork() is called",
+    P.JOBLIB: 'joblib\'s "multiprocessing" backend forks its worker processes (a multiprocessing Pool)',
+}
+# The same starts under forkserver: the worker is a fork of the server process.
+SERVED = {
+    P.POOL: "the Pool's workers are forked from the forkserver process",
+    P.EXECUTOR: "the ProcessPoolExecutor's workers are forked from the forkserver process",
+    P.PROCESS: "this Process is forked from the forkserver process",
+    P.JOBLIB: "joblib's workers are forked from the forkserver process",
 }
 
 
@@ -66,6 +74,33 @@ class ForkAfterGpuInit(Rule):
       calls `torch.accelerator.is_available()` (torch 2.5: `torch.cuda.is_available()`),
       and with workers `torch.accelerator.current_device_index()`.
 
+    Which start method a start uses: an explicit `get_context(...)`, `mp_context=` or
+    `set_start_method(...)` wins; otherwise the target's default (fork on Linux up to
+    Python 3.13, forkserver on Linux from 3.14, spawn on macOS and Windows). A
+    `ProcessPoolExecutor` given `max_tasks_per_child` and no `mp_context` uses spawn
+    (Python 3.11+). joblib's `Parallel(backend="multiprocessing")` (also chosen by a
+    surrounding `parallel_backend`/`parallel_config` block) is a multiprocessing Pool
+    with the default start method, started when the `Parallel` object is called or its
+    `with` block entered, and with `n_jobs` left unset or 1 it starts no process;
+    joblib's default backend, loky, starts fresh interpreters and is never flagged.
+
+    Forkserver workers are flagged too, when the forkserver itself initialized the GPU
+    before forking them. The forkserver is a fresh interpreter that imports the
+    modules of its preload list, then forks every worker from itself:
+    - By default it preloads the main script: it runs the script's top level (not its
+      `if __name__ == "__main__":` block) once. This works since Python 3.13.8 and
+      3.14.1 (gh-126631); before, the script's path never reached the server and each
+      worker ran the top level itself, which is harmless. gpudoctor applies it to
+      targets py313 and py314: their current releases preload, and a program written
+      for them meets it on its next patch update. It assumes so only for a script run
+      by its path (a module with a main guard that is not in a package; a package's
+      module is run with `python -m`, which the server does not preload), and not once
+      `set_forkserver_preload` named a list without `"__main__"`.
+    - `set_forkserver_preload([...])` (on `multiprocessing` or a context) names modules
+      the server imports, in every version: one whose import initializes the GPU
+      (`pycuda.autoinit`, or a module of the project that does at its top level)
+      poisons every worker the same way.
+
     ## Why is this bad?
     A CUDA context does not survive `fork()`. The child inherits a copy of the
     parent's memory that claims CUDA is initialized, but the driver state behind it
@@ -73,7 +108,10 @@ class ForkAfterGpuInit(Rule):
     fails with `cudaErrorInitializationError`, Numba raises "CUDA initialized before
     forking", and TensorFlow aborts or hangs. TensorFlow hangs even on a CPU-only
     build: the child's ops wait forever for the parent's intra-op thread pool,
-    whose threads do not exist after fork.
+    whose threads do not exist after fork. A forkserver worker is a fork too: of the
+    server, which is as broken as any parent once its preloaded code touched the GPU
+    (module-level `DEVICE = "cuda" if torch.cuda.is_available() else "cpu"` in the
+    main script is enough on Python 3.14, where forkserver is the Linux default).
 
     ## Example
     ```python
@@ -97,6 +135,10 @@ class ForkAfterGpuInit(Rule):
     |         print(pool.map(work, range(8)))
     ```
 
+    For a forkserver worker, move the module-level GPU call under
+    `if __name__ == "__main__":` (or into the function that needs it), take a module
+    that initializes the GPU out of `set_forkserver_preload`, or use spawn.
+
     ## Fix safety
     Switching to spawn is unsafe to apply automatically: spawn re-imports the main
     module in every worker and needs picklable task functions and arguments.
@@ -104,6 +146,8 @@ class ForkAfterGpuInit(Rule):
     ## References
     - [PyTorch: CUDA in multiprocessing](https://pytorch.org/docs/stable/notes/multiprocessing.html#cuda-in-multiprocessing)
     - [Python: contexts and start methods](https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods)
+    - [CPython gh-126631: forkserver preloads `__main__` (3.13.8, 3.14.1)](https://github.com/python/cpython/issues/126631)
+    - [joblib: Parallel and its backends](https://joblib.readthedocs.io/en/stable/parallel.html)
     - [CUDA programming guide: initialization](https://docs.nvidia.com/cuda/cuda-c-programming-guide/#initialization)
     """
 
@@ -155,6 +199,32 @@ class ForkAfterGpuInit(Rule):
         | if __name__ == "__main__":
         |     run()
         """,
+        """\
+        | import multiprocessing as mp
+        |
+        | def work(n):
+        |     import pycuda.gpuarray as gpuarray
+        |     return gpuarray.zeros(n, "f4").get().sum()
+        |
+        | if __name__ == "__main__":
+        |     ctx = mp.get_context("forkserver")
+        |     ctx.set_forkserver_preload(["pycuda.autoinit"])  # the server initializes CUDA
+        |     # ruleid: GD101
+        |     with ctx.Pool(2) as pool:
+        |         pool.map(work, [10, 20])
+        """,
+        """\
+        | import torch
+        | from joblib import Parallel, delayed
+        |
+        | def work(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     torch.cuda.is_available()
+        |     # ruleid: GD101
+        |     Parallel(n_jobs=2, backend="multiprocessing")(delayed(work)(i) for i in range(4))
+        """,
     )
     VALID = (
         """\
@@ -193,6 +263,19 @@ class ForkAfterGpuInit(Rule):
         |     with mp.Pool(n) as pool:
         |         pool.map(work, range(n))
         """,
+        """\
+        | from concurrent.futures import ProcessPoolExecutor
+        | import torch
+        |
+        | def work(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     torch.cuda.is_available()
+        |     # max_tasks_per_child without mp_context: the workers are spawned
+        |     with ProcessPoolExecutor(2, max_tasks_per_child=4) as ex:
+        |         list(ex.map(work, range(3)))
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
@@ -202,21 +285,30 @@ class ForkAfterGpuInit(Rule):
                 continue
             parent = ctx.builder.parent_state(flow, index)
             method, _ = ctx.builder.resolve_method(effect.method, parent)
-            init = parent.first_init()
             child = ctx.builder.child_of(flow, event)
-            if method != "fork" or init is None or child is None:
+            if child is None:
+                continue
+            if method == "fork":
+                init = parent.first_init()
+            elif method == "forkserver" and child.served:
+                init = server_init(child)  # the server was initialized before it forked the child
+            else:
+                continue
+            if init is None:
                 continue
             use = first_gpu_use(child)
             received = received_gpu_objects(child)
             if use is None and not received:
                 continue
-            yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event))
+            if method == "fork":
+                yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event))
+            else:
+                yield self._served(effect, child, init, use, received, ctx.spawn_fix(flow, event))
 
     def _finding(self, start: Start, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
         init = init_event.effect
         assert isinstance(init, Init)
-        child_fw = use_event.effect.framework if use_event is not None else received[0]
-        consequence = BY_NAME[child_fw].consequence if child_fw in BY_NAME else "fail"
+        child_fw, consequence = _child_framework(use_event, received)
         message = (
             f"{WHAT[start.kind]} after {display(init.framework)} initialized CUDA in this "
             f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
@@ -228,3 +320,41 @@ class ForkAfterGpuInit(Rule):
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
         return self.finding(start.site, message, tuple(related), fix=fix, hint=SPAWN_HINTS.get(start.kind))
+
+    def _served(self, start: Start, child: Flow, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
+        """A forkserver worker: the server initialized the GPU while importing the main
+        module (its top level) or a module named to set_forkserver_preload."""
+        init = init_event.effect
+        assert isinstance(init, Init)
+        child_fw, consequence = _child_framework(use_event, received)
+        preload = child.preload.effect if child.preload is not None else None
+        assert preload is None or isinstance(preload, SetPreload)
+        fw = display(init.framework)
+        related = [Related(init.site, f"{fw} initialized here ({init.api})")]
+        module = preload.source_of(init_event) if preload is not None else None
+        if preload is not None and module is not None:
+            where = f"it imported {module}, named by set_forkserver_preload ({line_of(preload.site, start.site)})"
+            related.append(Related(preload.site, f"the forkserver is told to import {module} here"))
+            hint = (f"Do not preload a module that initializes the GPU ({module}): import it where the "
+                    'worker needs it, or use the spawn start method: multiprocessing.get_context("spawn")')
+        else:
+            where = f"it ran the main module's top level ({init.api}, {line_of(init.site, start.site)})"
+            hint = ('Move the GPU initialization under `if __name__ == "__main__":` or into the function '
+                    "that needs it (the forkserver runs the main module's top level, then forks every "
+                    'worker from itself), or use the spawn start method: multiprocessing.get_context("spawn")')
+        if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path \
+                and (preload is None or init_event.ctx.via != preload.site):
+            related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
+        if use_event is not None:
+            related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
+        message = (
+            f"{SERVED[start.kind]}, which initialized CUDA ({fw}) when {where}; the child uses "
+            f"{display(child_fw)} and will {consequence}"
+        )
+        return self.finding(start.site, message, tuple(related), fix=fix, hint=hint)
+
+
+def _child_framework(use_event, received: list[str]) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """The framework the child uses, and what it will do."""
+    child_fw = use_event.effect.framework if use_event is not None else received[0]
+    return child_fw, BY_NAME[child_fw].consequence if child_fw in BY_NAME else "fail"

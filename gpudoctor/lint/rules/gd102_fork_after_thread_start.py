@@ -9,7 +9,7 @@ from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
 
-FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK)
+FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB)
 
 
 class ForkAfterThreadStart(Rule):

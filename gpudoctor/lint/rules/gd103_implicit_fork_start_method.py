@@ -9,15 +9,19 @@ from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display
 
-KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process"}
+KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process",
+         P.JOBLIB: 'joblib\'s Parallel(backend="multiprocessing")'}
 
 
 class ImplicitForkStartMethod(Rule):
     """## What it does
-    Flags a process start (a `Pool`, a `ProcessPoolExecutor`, `Process.start()`) that
-    relies on the platform's default start method in a module that imports a GPU
-    framework, when that default is `fork` for the target (Linux up to Python 3.13).
-    It is advisory: it is not reported where GD101 or GD105 already reports the same start.
+    Flags a process start (a `Pool`, a `ProcessPoolExecutor`, `Process.start()`,
+    joblib's `Parallel(backend="multiprocessing")`) that relies on the platform's
+    default start method in a module that imports a GPU framework, when that default
+    is `fork` for the target (Linux up to Python 3.13). A `ProcessPoolExecutor` given
+    `max_tasks_per_child` and no `mp_context` does not rely on it: CPython spawns its
+    workers (3.11+). It is advisory: it is not reported where GD101 or GD105 already
+    reports the same start.
 
     ## Why is this bad?
     The code works only as long as nothing initializes the GPU before the start. One

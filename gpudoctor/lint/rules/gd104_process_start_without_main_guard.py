@@ -21,7 +21,10 @@ class ProcessStartWithoutMainGuard(Rule):
     A spawned child imports the main module again before it runs its task. If the
     import itself starts processes, each child tries to start its own children:
     Python stops this with "An attempt has been made to start a new process before
-    the current process has finished its bootstrapping phase".
+    the current process has finished its bootstrapping phase". Under forkserver it is
+    the server that imports the main module (Python 3.13.8+ and 3.14.1+; before, each
+    worker did), with the same error. A `ProcessPoolExecutor` given
+    `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
 
     ## Example
     ```python
@@ -113,14 +116,16 @@ class ProcessStartWithoutMainGuard(Rule):
                 continue
             for index, (event, _) in enumerate(flow.points):
                 effect = event.effect
-                if not isinstance(effect, Start) or effect.kind == P.OS_FORK:
+                if not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
+                    # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
                     continue
                 if not event.ctx.import_time:
                     continue
                 method, _ = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
                 if method in ("spawn", "forkserver"):
+                    who = "the forkserver" if method == "forkserver" and ctx.builder.preloads_main else "each child"
                     yield self.finding(
                         effect.site,
                         f"processes are started with {method} while the module is being imported; "
-                        "each child re-imports the main module and starts processes again",
+                        f"{who} re-imports the main module and starts processes again",
                     )

@@ -248,7 +248,7 @@ class GpuProcessPerTask(Rule):
             if use is None:
                 continue
             per_task = flow.kind == "child" and flow.start is not None \
-                and flow.start.effect.kind in (P.POOL, P.EXECUTOR)  # type: ignore[union-attr]
+                and flow.start.effect.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)  # type: ignore[union-attr]
             loop = event.ctx.loop
             per_item = loop is not None and ctx.joined_later(flow, index, effect.started, loop, threads=False)
             if not (per_task or per_item):

@@ -8,6 +8,7 @@ from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
+from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_EXIT_WARNING, IPC_SHARING
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
@@ -17,6 +18,7 @@ CHANNELS = {
     "initargs": "as pool initializer arguments",
     "queue": "through a multiprocessing queue",
     "pipe": "through a pipe",
+    P.JOBLIB: "as task arguments to joblib's multiprocessing workers",
 }
 # Channels through which a process can send to one that may outlive it (a queue a worker
 # puts on); the others go from a process to the processes it starts.
@@ -29,8 +31,9 @@ class GpuObjectSentToProcess(Rule):
     TensorFlow tensor, variable or model, a JAX array, a Numba device array, a PyCUDA
     GPU array — passed to another process: as `map`/`starmap`/`apply`/`submit`
     arguments (also inside lists, comprehensions and `zip`), as `Process(args=...)`,
-    through `Queue.put` or `Connection.send`. Reported at the sending call. It is an
-    error under fork and a warning under spawn or forkserver.
+    through `Queue.put` or `Connection.send`, or as the arguments of joblib's
+    `delayed(f)(...)` calls run by its multiprocessing backend. Reported at the
+    sending call. It is an error under fork and a warning under spawn or forkserver.
 
     PyTorch CUDA tensors and modules are the exception under spawn and forkserver:
     `import torch` registers picklers with `multiprocessing` that share them through
@@ -48,7 +51,9 @@ class GpuObjectSentToProcess(Rule):
     strategy concerns CPU tensors: CUDA tensors travel as IPC handles, not descriptors.)
 
     A Numba `arr.get_ipc_handle()` is a host handle made to be sent, not a device
-    array: sending it is not flagged.
+    array: sending it is not flagged. joblib's multiprocessing backend pickles task
+    arguments with a pickler of its own that does not use PyTorch's picklers: CUDA
+    tensors sent there are copied like any other framework's objects.
 
     ## Why is this bad?
     Device memory does not cross process boundaries by pickling. The object is
@@ -199,7 +204,7 @@ class GpuObjectSentToProcess(Rule):
             related = (Related(first.site, f"the {name} object is created here"),)
             host_copy = BY_NAME[first.framework].host_copy
             sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}"
-            if first.framework not in IPC_SHARING:
+            if not self._shared(first, effect):
                 yield self.finding(
                     effect.site,
                     f"{sent}; it is copied to the host and rebuilt on the GPU in the receiver "
@@ -229,6 +234,11 @@ class GpuObjectSentToProcess(Rule):
     def _reported(obj: GpuObj, send: Send, flow: Flow, fork: bool) -> bool:
         """Objects a framework shares without copying are reported under fork, and when a
         child sends them to a process that may outlive it (see the rule's docs)."""
-        if obj.framework not in IPC_SHARING or fork:
+        if not GpuObjectSentToProcess._shared(obj, send) or fork:
             return True
         return flow.kind == "child" and send.channel in PEER_CHANNELS
+
+    @staticmethod
+    def _shared(obj: GpuObj, send: Send) -> bool:
+        """Does the framework share this object by IPC on this channel (rather than copy it)?"""
+        return obj.framework in IPC_SHARING and send.channel not in P.OWN_PICKLER_CHANNELS

@@ -221,6 +221,13 @@ class GpuEnvSetAfterInit(Rule):
             where, hint = "", None
             if init_event in flow.entry.inits:
                 where = " in the parent before this process was forked"
+            elif any(e is init_event for e in flow.events[:flow.served]):
+                # The forkserver imported it (the main module, or a preloaded one) and
+                # this process is a fork of the server.
+                where = " in the forkserver process, before it forked this one"
+                hint = ("Set the variable before the GPU is initialized at the main module's top level "
+                        "(or in a module the forkserver preloads), or move that initialization under "
+                        '`if __name__ == "__main__":`')
             elif any(e is init_event for e in flow.events[:flow.prelude]):
                 # A spawned worker runs the main module's top level (re-importing it) first.
                 where = " at the main module's top level, which this spawned process runs again first"

@@ -36,7 +36,7 @@ def _caps(event: Event, framework: str, in_child: bool) -> bool:
 
 def _concurrent_workers(ctx: CheckContext, flow: Flow, index: int, start: Start) -> int | None:
     """How many workers run at once, if more than one (None when unknown but several)."""
-    if start.kind in (P.POOL, P.EXECUTOR, P.SPAWN_LAUNCHER):
+    if start.kind in (P.POOL, P.EXECUTOR, P.SPAWN_LAUNCHER, P.JOBLIB):
         if start.workers is not None and start.workers < 2:
             return 0
         return start.workers
@@ -284,8 +284,10 @@ class UnboundedGpuMemoryPerWorker(Rule):
 
     def _greedy_init(self, child: Flow, parent: State) -> Event | None:
         seen: list[Event] = list(parent.env)
-        for event in child.events:
+        for index, event in enumerate(child.events):
             effect = event.effect
+            if isinstance(effect, Init) and index < child.served:
+                continue  # the forkserver's, once: not each worker's (a forked worker is GD101's)
             if isinstance(effect, Init) and effect.framework in GREEDY and effect.level == "runtime":
                 in_child = [e for e in seen if e not in parent.env]
                 capped = any(_caps(e, effect.framework, False) for e in parent.env) or any(
