@@ -23,12 +23,31 @@ _RUNTIME_NAMES = {
     "cuda-context": "a current CUDA context",
 }
 
-_FIX_FORK = ('Fix: start the workers with the spawn or forkserver start method '
-             '(multiprocessing.get_context("spawn")), or initialize the GPU framework '
-             'only inside the workers, never in the parent before it forks.')
-_FIX_THREADS = ('Fix: start the workers with the spawn or forkserver start method '
-                '(multiprocessing.get_context("spawn")), or fork before starting threads '
-                '(or join them first).')
+FIX_FORK = ('Fix: start the workers with the spawn start method '
+            '(multiprocessing.get_context("spawn")), or initialize the GPU framework only '
+            'inside the workers, never in the parent before it forks. The forkserver method '
+            'helps only while nothing at the main script\'s top level initializes the GPU: '
+            'from Python 3.13.8 and 3.14.1 the forkserver runs that top level before it '
+            'forks each worker.')
+FIX_THREADS = ('Fix: start the workers with the spawn or forkserver start method '
+               '(multiprocessing.get_context("spawn")), or fork before starting threads '
+               '(or join them first).')
+# The command line CPython gives the forkserver process (multiprocessing/forkserver.py).
+_FORKSERVER_MARK = "from multiprocessing.forkserver import main"
+
+
+def is_forkserver(process: ProcessVerdict) -> bool:
+    """Is this process a multiprocessing forkserver? (Its workers, forked from it, share
+    its command line.)"""
+    return process.start != "fork" and any(_FORKSERVER_MARK in part for part in process.cmdline)
+
+
+def _fix_forkserver(server: int | None) -> str:
+    return (f"Fix: the workers come from the forkserver (pid {server}), which had the GPU "
+            "initialized before it forked them: it runs the main script's top level (Python "
+            "3.13.8 and 3.14.1 on) and imports the modules given to set_forkserver_preload. "
+            'Move the GPU initialization under `if __name__ == "__main__":` or into the '
+            'workers, or start them with the spawn start method.')
 
 
 def signal_name(number: int) -> str:
@@ -86,6 +105,7 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     forked = [p for p in hung if p.start == "fork"]
     lines = [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
              f"{run.limits.hang_after:g} s: {_pids(hung)}."]
+    servers = {p.pid for p in judged if is_forkserver(p)}
     by_parent: dict[tuple[int | None, tuple[str, ...]], list[ProcessVerdict]] = {}
     for p in forked:
         by_parent.setdefault((p.ppid, p.runtimes_at_fork), []).append(p)
@@ -100,7 +120,8 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
             what.append(f"{counts} native threads")
         had = " and ".join(what) or "no GPU runtime initialized"
         when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
-        lines.append(f"{_pids(children)} were forked{when} from pid {parent}, which had "
+        server = "the forkserver, " if parent in servers else ""
+        lines.append(f"{_pids(children)} were forked{when} from {server}pid {parent}, which had "
                      f"{had} at the fork.")
         if runtimes or threads[-1:] > [1]:
             lines.append("A fork child is a copy of the parent's memory with only the thread "
@@ -113,10 +134,11 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     waiting = [p for p in hung if p.start != "fork"]
     if forked and waiting:
         lines.append(f"{_pids(waiting)} wait(s) for them (e.g. Pool.map waiting for results).")
-    if any(p.runtimes_at_fork for p in forked):
-        lines.append(_FIX_FORK)
+    initialized = [p for p in forked if p.runtimes_at_fork]
+    if initialized:
+        lines.append(_fork_fix(initialized, judged))
     elif any((p.threads_at_fork or 0) > 1 for p in forked):
-        lines.append(_FIX_THREADS)
+        lines.append(FIX_THREADS)
     return lines
 
 
@@ -157,7 +179,15 @@ def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
     p = forked[0]
     return [f"{len(forked)} process(es) were forked from a parent with "
             f"{runtime_names(p.runtimes_at_fork)} initialized (e.g. pid {p.pid} from {p.ppid}).",
-            _FIX_FORK]
+            _fork_fix(forked, judged)]
+
+
+def _fork_fix(forked: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> str:
+    """The fix for children forked from an initialized parent: a forkserver that did the
+    initialization gets its own (spawn-or-forkserver advice would be wrong there)."""
+    by_pid = {p.pid: p for p in judged}
+    servers = [p.ppid for p in forked if p.ppid in by_pid and is_forkserver(by_pid[p.ppid])]
+    return _fix_forkserver(servers[0]) if servers else FIX_FORK
 
 
 def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.probe.command_text import short_command
-from gpudoctor.probe.explain import runtime_names
+from gpudoctor.probe.explain import FIX_FORK, runtime_names
 from gpudoctor.probe.units import format_size
 from gpudoctor.pytest_plugin import memory
 from gpudoctor.pytest_plugin.markers import ForkSafe, Plan
@@ -37,9 +37,6 @@ _THREADS_WHY = (
 )
 _THREADS_FIX = ("Fix: fork before starting threads (or before the library that starts them runs), "
                 "or start the workers with the spawn or forkserver start method.")
-_FORK_FIX = ('Fix: start the workers with the spawn or forkserver start method '
-             '(multiprocessing.get_context("spawn")), or initialize the GPU framework only '
-             'inside the workers, never in the parent before it forks.')
 
 
 def _short(site: str | None) -> str | None:
@@ -97,7 +94,7 @@ def fork_failure(rule: ForkSafe, events: list[dict[str, Any]], root: int) -> Fai
     if len(unsafe) > 10:
         lines.append(f"... and {len(unsafe) - 10} more")
     runtimes = any(e.get("runtimes") for e in unsafe)
-    lines += ["", _FORK_WHY if runtimes else _THREADS_WHY, _FORK_FIX if runtimes else _THREADS_FIX]
+    lines += ["", _FORK_WHY if runtimes else _THREADS_WHY, FIX_FORK if runtimes else _THREADS_FIX]
     return Failure(reason, ("gpudoctor fork_safe", "\n".join(lines)))
 
 

@@ -64,7 +64,7 @@ def test_tensorflow_fork_pool_hang_is_diagnosed_and_cleaned_up(pytester: pytest.
         "* were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
         "Blocked in *in your code work (test_freeze.py:8).",
         "* wait(s) for them (e.g. Pool.map waiting for results).",
-        'Fix: start the workers with the spawn or forkserver start method*',
+        'Fix: start the workers with the spawn start method*',
         "pid * (test process) hung: *in your code test_fork_pool_after_an_op (*test_freeze.py:18)",
         "pid * (fork) hung: *",
         "terminated the test's multiprocessing pool(s): workers *",

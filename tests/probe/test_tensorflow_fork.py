@@ -114,3 +114,48 @@ def test_a_fork_after_tensorflow_that_did_not_hang_is_ok_with_a_warning(tmp_path
     assert "Warning: 2 process(es) were forked from a parent with TensorFlow initialized" in doc["explanation"]
     assert "This run finished, but a child that uses the GPU runtime it inherited can hang" in doc["explanation"]
     assert running([p["pid"] for p in doc["processes"]]) == []
+
+
+PRELOADED = """\
+import multiprocessing
+
+import tensorflow as tf
+
+
+def work(i):
+    return float(tf.reduce_sum(tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))))
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["warm"])
+    with context.Pool(2) as pool:
+        print(pool.map(work, range(4)))
+"""
+WARM = """\
+import tensorflow as tf
+
+tf.matmul(tf.ones((1000, 1000)), tf.ones((1000, 1000)))
+"""
+
+
+def test_workers_of_a_forkserver_that_initialized_tensorflow_get_the_forkserver_fix(tmp_path: Path) -> None:
+    # The forkserver imports "warm" (its preload list) and so runs a TensorFlow op before
+    # it forks the workers: they hang like fork workers, and "use forkserver" is no fix.
+    # Run from the scripts' folder: before Python 3.13.8 the forkserver imports its preload
+    # list with its own sys.path (the current directory first), not the script's.
+    script(tmp_path, "warm.py", WARM)
+    source = script(tmp_path, "preloaded.py", PRELOADED)
+    code, doc, _ = gpudoctor_json(["--timeout", str(TIMEOUT), "--hang-after", "3", "--",
+                                   sys.executable, str(source)], timeout=TIMEOUT + 60, cwd=tmp_path)
+    assert (code, doc["verdict"]) == (1, "hung"), doc["explanation"]
+    servers = [p for p in doc["processes"]
+               if p["start"] != "fork" and any("multiprocessing.forkserver" in a for a in p["cmdline"])]
+    assert len(servers) == 1
+    workers = [p for p in doc["processes"] if p["ppid"] == servers[0]["pid"] and p["start"] == "fork"]
+    assert workers and all(w["runtimes_at_fork"] == ["tensorflow"] for w in workers)
+    explanation = doc["explanation"]
+    assert f"from the forkserver, pid {servers[0]['pid']}, which had TensorFlow initialized" in explanation
+    assert f"Fix: the workers come from the forkserver (pid {servers[0]['pid']})" in explanation
+    assert "set_forkserver_preload" in explanation
+    assert running([p["pid"] for p in doc["processes"]]) == []
