@@ -106,6 +106,12 @@ PATTERNS: tuple[Pattern, ...] = (
        "a process forked while it had several threads"),
     _p(24, "PyCUDA", CAUSE, FORK_AFTER_INIT, r"cuInit failed: initialization error",
        "a forked child could not initialize CUDA after its parent had"),
+    _p(36, "PyTorch", CAUSE, FORK_AFTER_INIT, r"CUDA driver initialization failed, you might not have a CUDA gpu",
+       "PyTorch could not initialize CUDA: in a fork child, the parent had initialized CUDA "
+       "outside PyTorch (Triton's driver probe, a raw cuInit); outside a fork, no usable GPU here"),
+    _p(37, "Triton", CAUSE, FORK_AFTER_INIT, r"0 active drivers \(\[\]\)\. There should only be one",
+       "Triton found no usable GPU backend: in a fork child, the parent had initialized CUDA "
+       "before forking; otherwise no GPU here"),
     _p(25, "Chainer", CAUSE, FORK_AFTER_INIT,
        r"The CUDA context has been already initialized\. MultiprocessParallelUpdater",
        "CUDA was initialized before Chainer forked its workers"),

@@ -45,6 +45,9 @@ LINES = [
     ("/x/popen_fork.py:66: DeprecationWarning: This process (pid=4122) is multi-threaded, use of "
      "fork() may lead to deadlocks in the child.", 23, WARNING, "multithreaded-fork"),
     ("pynvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found", 26, CONTEXT, "no-driver"),
+    ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+     36, CAUSE, FORK_AFTER_INIT),
+    ("RuntimeError: 0 active drivers ([]). There should only be one.", 37, CAUSE, FORK_AFTER_INIT),
 ]
 
 

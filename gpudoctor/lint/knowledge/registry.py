@@ -8,13 +8,24 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpudoctor.lint.knowledge import cuda_python, cupy, environment, jax, numba, processes, pycuda, tensorflow, torch
+from gpudoctor.lint.knowledge import (
+    cuda_python,
+    cupy,
+    environment,
+    jax,
+    numba,
+    processes,
+    pycuda,
+    tensorflow,
+    torch,
+    triton,
+)
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import TF_CONFIG, Api, ApiTable
 
 RECORDS: tuple[Framework, ...] = (
     tensorflow.FRAMEWORK, cupy.FRAMEWORK, torch.FRAMEWORK, jax.FRAMEWORK, numba.FRAMEWORK, pycuda.FRAMEWORK,
-    cuda_python.FRAMEWORK,
+    cuda_python.FRAMEWORK, triton.FRAMEWORK,
 )
 BY_NAME = {framework.name: framework for framework in RECORDS}
 FRAMEWORKS = tuple(BY_NAME)

@@ -51,7 +51,11 @@ class ForkAfterGpuInit(Rule):
     initializers: `torch.cuda.Event()` (made when first recorded), `jax.numpy` dtype
     helpers (`finfo`, `issubdtype`, `result_type`), CuPy's version queries,
     `tf.compat.v1.reset_default_graph()`, and `import numba` / `@numba.njit` (only
-    `numba.cuda` is Numba's GPU target).
+    `numba.cuda` is Numba's GPU target). Triton: the first use of
+    `triton.runtime.driver.active` (`get_current_target()`, ...) runs the NVIDIA
+    backend's `is_active()` probe, which runs cuInit in every version;
+    `triton.testing.do_bench` and a `@triton.jit` kernel launch initialize too;
+    `@triton.autotune` at import does not (Triton 3.3 and later).
 
     PyTorch, version-dependent details (checked against torch 2.11):
     - `torch.cuda.is_available()` (and `torch.accelerator.is_available()`) reads

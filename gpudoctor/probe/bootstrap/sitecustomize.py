@@ -49,7 +49,7 @@ _SIGNAL = os.environ.get("GPUDOCTOR_DUMP_SIGNAL")
 # Top-level modules of the GPU frameworks (standard library only here, so a copy: a test
 # checks it names the root of every module of the linter's knowledge records).
 _GPU_MODULES = ("tensorflow", "keras", "torch", "jax", "jaxlib", "cupy", "cupyx", "numba", "numba_cuda",
-                "numba_cuda_mlir", "pycuda", "cuda")
+                "numba_cuda_mlir", "pycuda", "cuda", "triton")
 
 _at_fork: dict[str, object] = {}
 # The stack file faulthandler writes to: (descriptor, st_dev, st_ino). A raw descriptor,
