@@ -199,9 +199,13 @@ import multiprocessing as mp
 import cupy as cp
 
 
-def run_pool(fn):
+def ones(i):
+    return float(cp.ones(i).sum())
+
+
+def run_pool():
     with mp.Pool(2) as pool:
-        return pool.map(fn, range(2))
+        return pool.map(ones, range(2))
 """
 CALLER = """\
 import multiprocessing as mp
@@ -210,14 +214,10 @@ import cupy as cp
 from helpers import run_pool
 
 
-def work(i):
-    return float(cp.ones(i).sum())
-
-
 if __name__ == "__main__":
     mp.set_start_method("spawn")
     cp.ones(1)
-    run_pool(work)
+    run_pool()
 """
 
 
@@ -228,11 +228,11 @@ def test_a_function_another_linted_file_imports_is_judged_in_its_callers_context
     (tmp_path / "main.py").write_text(CALLER)
     # main.py sets spawn before calling run_pool: the pool in helpers.py is fine there.
     assert main(["lint", "."]) == 0
-    # Once nothing imports run_pool, it is judged on its own: a default (fork) pool next
-    # to CuPy. The cached result of helpers.py must not survive that change in main.py.
+    # Once nothing imports run_pool, it is judged on its own: a default (fork) pool
+    # whose workers use CuPy. The cached result of helpers.py must not survive that change in main.py.
     (tmp_path / "main.py").write_text(CALLER.replace("from helpers import run_pool", "run_pool = print"))
     assert main(["lint", "."]) == 1
-    assert "helpers.py:7:10: GD103" in capsys.readouterr().out
+    assert "helpers.py:11:10: GD103" in capsys.readouterr().out
 
 
 def _analysed_alone(root: Path, name: str) -> int:

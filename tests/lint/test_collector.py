@@ -89,7 +89,8 @@ def test_a_worker_turns_it_off_for_good(tmp_path: Path) -> None:
     """A worker analyses file after file and then exits: the collector is off from its
     start and stays off between its files (turning it on again would traverse every parse
     it keeps)."""
-    (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\nmp.Pool(2)\n")
+    (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\n\n\ndef w(i):\n"
+                                     "    return cupy.ones(i)\n\n\nmp.Pool(2).map(w, [1])\n")
     code = ("import gc, pickle, sys\nfrom gpudoctor.lint import producer\n"
             "producer.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None)))\nprint(gc.isenabled())\n"
             "for _ in range(2):\n    [(_, outcome)] = producer.analyse_in_worker([sys.argv[1] + '/job.py'])\n"

@@ -200,7 +200,9 @@ def test_a_body_only_cpython_reads_is_a_finding_whatever_the_file_size(workdir: 
     that function, the rest still analysed). Never an internal error."""
     body = ("import multiprocessing as mp\nimport cupy as cp\n\n\ndef work(x):\n"
             "\x0c    with open(x) as f:\n        return f.read()\n\n\n"
-            "def run():\n    with mp.Pool(2) as pool:\n        return pool.map(work, ['a'])\n")
+            "def ones(n):\n    return float(cp.ones(n).sum())\n\n\n"
+            "def run():\n    with mp.Pool(2) as pool:\n        pool.map(work, ['a'])\n"
+            "        return pool.map(ones, [1])\n")
     padding = "".join(f"\n\ndef helper_{i}(a):\n    return a + {i}\n" for i in range(150))
     (workdir / "short.py").write_text(body)
     (workdir / "long.py").write_text(body + padding)
@@ -208,7 +210,7 @@ def test_a_body_only_cpython_reads_is_a_finding_whatever_the_file_size(workdir: 
     captured = capsys.readouterr()
     assert "short.py:1:1: GD000 cannot parse with libcst" in captured.out
     assert "long.py:6:1: GD000 cannot parse the body of work() with libcst" in captured.out
-    assert "long.py:11:10: GD103" in captured.out
+    assert "long.py:15:10: GD103" in captured.out
     assert "internal error" not in captured.err and "Traceback" not in captured.err
 
 

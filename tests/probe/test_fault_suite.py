@@ -368,14 +368,27 @@ def _wait_named_to_the_watchdog(here: Path, deadline: float) -> None:
     members file in its scratch folder, which the root's environment points into): what
     gpudoctor has not seen yet, no one could stop after a SIGKILL."""
     noted = [int(p) for p in (here / "pids").read_text().split()]
-    events = psutil.Process(noted[0]).environ()["GPUDOCTOR_EVENTS"]
-    members = Path(events).parent / "members"
+    members = Path(_events_path(noted)).parent / "members"
     while time.monotonic() < deadline:
         named = {int(line.split()[0]) for line in members.read_text().splitlines()} if members.exists() else set()
         if set(noted) <= named:
             return
         time.sleep(0.01)
     pytest.fail(f"gpudoctor never named {noted} to its watchdog")
+
+
+def _events_path(noted: list[int]) -> str:
+    """GPUDOCTOR_EVENTS from the environment of a noted process that still has one: the
+    root may have exited already (a zombie's environment cannot be read), and a process
+    that exec'd with an empty environment has none."""
+    for pid in noted:
+        try:
+            events = psutil.Process(pid).environ().get("GPUDOCTOR_EVENTS")
+        except psutil.Error:
+            continue
+        if events:
+            return events
+    pytest.fail(f"no noted process ({noted}) shows GPUDOCTOR_EVENTS")
 
 
 def _signal_at_the_dumps(gpudoctor: subprocess.Popen[str], here: Path, deadline: float) -> None:

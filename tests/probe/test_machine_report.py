@@ -58,7 +58,8 @@ def test_no_driver_json() -> None:
     assert machine["host"]["env"]["CUDA_VISIBLE_DEVICES"] == "1,0"
     assert machine["host"]["env"]["JAX_PLATFORMS"] is None
     assert machine["host"]["memory_total"] > 0
-    assert set(machine["frameworks"]) == {"tensorflow", "cupy", "torch", "jax", "numba", "pycuda", "cuda-python"}
+    assert set(machine["frameworks"]) == {"tensorflow", "cupy", "torch", "jax", "numba", "pycuda", "cuda-python",
+                                          "triton"}
 
 
 @pytest.mark.tensorflow

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
-from gpudoctor.lint.findings import WARNING, Finding
+from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
+from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display
 
@@ -17,11 +18,14 @@ class ImplicitForkStartMethod(Rule):
     """## What it does
     Flags a process start (a `Pool`, a `ProcessPoolExecutor`, `Process.start()`,
     joblib's `Parallel(backend="multiprocessing")`) that relies on the platform's
-    default start method in a module that imports a GPU framework, when that default
-    is `fork` for the target (Linux up to Python 3.13). A `ProcessPoolExecutor` given
-    `max_tasks_per_child` and no `mp_context` does not rely on it: CPython spawns its
-    workers (3.11+). It is advisory: it is not reported where GD101 or GD105 already
-    reports the same start.
+    default start method when that default is `fork` for the target (Linux up to
+    Python 3.13) and the children use a GPU framework — they initialize it, or they
+    receive one of its device objects — while this process has not initialized it
+    yet. Starts whose children do CPU-only work (tokenising, merging files, computing
+    metrics) are not reported, nor is a child gpudoctor cannot see into. A
+    `ProcessPoolExecutor` given `max_tasks_per_child` and no `mp_context` does not
+    rely on the default: CPython spawns its workers (3.11+). It is advisory: it is
+    not reported where GD101 or GD105 already reports the same start.
 
     ## Why is this bad?
     The code works only as long as nothing initializes the GPU before the start. One
@@ -67,7 +71,7 @@ class ImplicitForkStartMethod(Rule):
         | import torch
         |
         | def shard(i):
-        |     return torch.ones(i).sum().item()
+        |     return torch.ones(i, device="cuda").sum().item()
         |
         | if __name__ == "__main__":
         |     # ruleid: GD103
@@ -79,7 +83,7 @@ class ImplicitForkStartMethod(Rule):
         | import cupy
         |
         | def work(i):
-        |     return i
+        |     return float(cupy.arange(i).sum())
         |
         | def main():
         |     # ruleid: GD103
@@ -92,8 +96,20 @@ class ImplicitForkStartMethod(Rule):
         | import multiprocessing as mp
         | import torch
         |
+        | def tokenize(line):
+        |     return line.split()
+        |
+        | if __name__ == "__main__":
+        |     # the workers do CPU-only work: forking them is fine
+        |     with mp.Pool(4) as pool:
+        |         pool.map(tokenize, ["a b", "c d"])
+        """,
+        """\
+        | import multiprocessing as mp
+        | import torch
+        |
         | def shard(i):
-        |     return i
+        |     return torch.ones(i, device="cuda").sum().item()
         |
         | if __name__ == "__main__":
         |     mp.set_start_method("spawn")
@@ -129,15 +145,23 @@ class ImplicitForkStartMethod(Rule):
             if not isinstance(effect, Start) or effect.kind not in KINDS:
                 continue
             method, explicit = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
-            frameworks = ctx.frameworks_of(effect.site.path)
-            if explicit or method != "fork" or not frameworks:
+            if explicit or method != "fork":
                 continue
-            names = ", ".join(display(f) for f in sorted(frameworks))
+            child = ctx.builder.child_of(flow, event)
+            if child is None:
+                continue
+            use = first_gpu_use(child)
+            received = received_gpu_objects(child)
+            if use is None and not received:
+                continue  # the children do CPU-only work (or what they run is not known)
+            used = use.effect.framework if use is not None else received[0]
+            related = (Related(use.effect.site, f"the child uses {display(used)} here"),) if use is not None else ()
             yield self.finding(
                 effect.site,
-                f"{KINDS[effect.kind]} uses the default start method, fork, in a module that "
-                f"imports {names}; workers that use the GPU will break if this process initializes "
-                "it before they are started",
+                f"{KINDS[effect.kind]} uses the default start method, fork, and its workers use "
+                f"{display(used)}; they break as soon as this process initializes {display(used)} "
+                "before starting them",
+                related,
                 fix=ctx.spawn_fix(flow, event),
                 hint=SPAWN_HINTS.get(effect.kind),
             )
