@@ -450,3 +450,119 @@ def test_joblib_in_a_daemonic_worker_runs_its_tasks_there(lint_source) -> None: 
                 pool.map(task, [[1], [2]])
     """)
     assert findings == []
+
+
+# A framework's own tree (numba/numba keeps numba/cuda/ as a package; its
+# numba/cuda/tests/cudapy/test_multiprocessing.py forks after cuda.current_context()).
+NUMBA_TREE = {
+    "numba/__init__.py": "",
+    "numba/cuda/__init__.py": "from numba.cuda.api import *\n",
+    "numba/cuda/api.py": """
+        def current_context():
+            return None
+        def to_device(array):
+            return array
+    """,
+    "numba/cuda/_internal.py": """
+        def cuda_path():
+            return "/usr/local/cuda"
+    """,
+    "numba/cuda/tests/__init__.py": "",
+}
+FORK_TEST = """
+    import multiprocessing as mp
+    from numba import cuda
+    from numba.cuda import _internal
+    def child(q):
+        q.put(cuda.to_device([1]))
+    def test_fork():
+        {before}
+        ctx = mp.get_context("fork")
+        proc = ctx.Process(target=child, args=(ctx.Queue(),))
+        proc.start()
+"""
+
+
+def test_a_frameworks_own_tree_is_that_framework(lint_source) -> None:  # type: ignore[no-untyped-def]
+    test = FORK_TEST.format(before="cuda.current_context()")
+    findings = lint_source({**NUMBA_TREE, "numba/cuda/tests/test_fork.py": test})
+    assert ("GD101", 11) in codes_at(findings)
+
+
+@pytest.mark.parametrize(("before", "reported"), [
+    ("cupy.arange(3)", True),
+    # A private module of the framework is its implementation: the tables (which list
+    # public names only) do not reach it through their wildcards (cupy.* makes arrays).
+    ("_environment.get_cuda_path()", False),
+])
+def test_private_modules_of_a_frameworks_tree_are_not_its_api(  # type: ignore[no-untyped-def]
+        lint_source, before: str, reported: bool) -> None:
+    findings = lint_source({
+        "cupy/__init__.py": "from cupy._creation import arange\n",
+        "cupy/_creation.py": "def arange(n):\n    return list(range(n))\n",
+        "cupy/_environment.py": "def get_cuda_path():\n    return '/usr/local/cuda'\n",
+        "tests/test_fork.py": f"""
+            import multiprocessing as mp
+            import cupy
+            from cupy import _environment
+            def work(i):
+                return cupy.arange(i)
+            def test_pool():
+                {before}
+                with mp.get_context("fork").Pool(2) as pool:
+                    pool.map(work, range(3))
+        """,
+    })
+    assert (("GD101", 9) in codes_at(findings)) is reported
+
+
+@pytest.mark.parametrize("layout", ["", "src/"])
+def test_a_framework_package_under_src_counts_too(lint_source, layout: str) -> None:  # type: ignore[no-untyped-def]
+    tree = {f"{layout}{name}": text for name, text in NUMBA_TREE.items()}
+    findings = lint_source({**tree, "tests/test_fork.py": FORK_TEST.format(before="cuda.current_context()")})
+    assert ("GD101", 11) in codes_at(findings)
+
+
+@pytest.mark.parametrize("helper", ["torch.py", "utils/torch.py"])
+def test_a_module_named_like_a_framework_is_the_projects_own(lint_source, helper: str) -> None:  # type: ignore[no-untyped-def]
+    """A top-level module file, or a module of another package, is not the framework."""
+    importer = "import torch" if "/" not in helper else "from utils import torch"
+    findings = lint_source({
+        helper: """
+            class cuda:
+                @staticmethod
+                def is_available():
+                    return False
+        """,
+        **({"utils/__init__.py": ""} if "/" in helper else {}),
+        "main.py": f"""
+            import multiprocessing as mp
+            import cupy
+            {importer}
+            def work(i):
+                return float(cupy.arange(i).sum())
+            if __name__ == "__main__":
+                torch.cuda.is_available()
+                with mp.get_context("fork").Pool(2) as pool:
+                    pool.map(work, range(3))
+        """,
+    })
+    assert findings == []
+
+
+def test_framework_names_of_project_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpudoctor.lint.analysis.project import Project
+
+    for name in ("cupy/__init__.py", "cupy/cuda/device.py", "cupy/_core/core.py", "utils/torch.py",
+                 "torch.py", "src/jax/numpy/__init__.py", "keras/src/ops/numpy.py", "tests/test_x.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    project = Project(tmp_path)
+    names = {name: project.framework_name(tmp_path / name) for name in (
+        "cupy/__init__.py", "cupy/cuda/device.py", "cupy/_core/core.py", "utils/torch.py", "torch.py",
+        "src/jax/numpy/__init__.py", "keras/src/ops/numpy.py", "tests/test_x.py")}
+    assert names == {
+        "cupy/__init__.py": "cupy", "cupy/cuda/device.py": "cupy.cuda.device", "cupy/_core/core.py": None,
+        "utils/torch.py": None, "torch.py": None, "src/jax/numpy/__init__.py": "jax.numpy",
+        "keras/src/ops/numpy.py": "keras.src.ops.numpy", "tests/test_x.py": None,
+    }

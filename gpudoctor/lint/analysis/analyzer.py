@@ -150,7 +150,16 @@ class Analyzer(ClassModel):
                 if parent is not None:
                     self.run_import(walker, parent, node)
             self.run_import(walker, target, node)
-        return one(ModuleObj(str(target)))
+        return self.module_value(target)
+
+    def module_value(self, path: Path) -> Value:
+        """What a name bound to a project module holds: the module, and for a public module
+        of a package named like a GPU framework also its qualified name (Project.framework_name),
+        so that the knowledge tables apply to what it binds as they would to the installed
+        framework, while the project's code is still followed for what it does besides."""
+        qualname = self.project.framework_name(path)
+        module = ModuleObj(str(path))
+        return frozenset((module, ModRef(qualname))) if qualname else one(module)
 
     def import_submodule(self, walker: Walker, package: Value, full: str, level: int,
                          node: cst.CSTNode) -> Value:
@@ -237,7 +246,7 @@ class Analyzer(ClassModel):
         if path.name == "__init__.py":
             sub = self.project.resolve(path, attr, 1)
             if sub is not None:
-                return one(ModuleObj(str(sub)))
+                return self.module_value(sub)
         return UNKNOWN
 
     def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:

@@ -128,8 +128,11 @@ class CallEvaluator(ExprEvaluator):
                 out |= process_calls.method(self, atom, name, args, node)
             elif isinstance(atom, Instance) and name == "start":
                 out |= process_calls.start_instance(self, atom, node)
-            elif isinstance(atom, (Instance, ClassRef, ModuleObj)):
+            elif isinstance(atom, (Instance, ClassRef)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
+        # Project modules: together with the qualified names beside them (module_members).
+        if any(isinstance(a, ModuleObj) for a in receiver):
+            out |= self.call_value(self.module_members(receiver, name), args, node)
         if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
             out |= self.untyped_placement(name, args, node)
         return frozenset(out)

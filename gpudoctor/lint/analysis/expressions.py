@@ -197,8 +197,25 @@ class ExprEvaluator:
                 out.add(atom)
             elif isinstance(atom, (Instance, ClassRef)):
                 out.update(self.analyzer.member(atom, attr))
-            else:
+        return frozenset(out) | self.module_members(base, attr)
+
+    def module_members(self, base: Value, attr: str) -> Value:
+        """What the project modules in ``base`` bind to ``attr``.
+
+        A framework's own module (Analyzer.module_value: ``base`` holds its qualified name
+        too) may bind the name by another spelling that the tables also match through a
+        wildcard: ``cupy.cuda.Device`` is imported from ``cupy.cuda.device``, a Cython
+        module the analysis cannot read. Where the tables know the name under the qualified
+        name of ``base``, that entry wins (it is the one users call and the tables list),
+        and such other spellings are dropped; the project's own code (its functions and
+        classes) is still followed.
+        """
+        out: set[Atom] = set()
+        for atom in base:
+            if not isinstance(atom, (ModRef, GpuObj, Instance, ClassRef)):
                 out.update(self.analyzer.module_member(atom, attr))
+        if out and any(isinstance(a, ModRef) and api_table().lookup(f"{a.qualname}.{attr}") for a in base):
+            out = {a for a in out if not (isinstance(a, ModRef) and api_table().lookup(a.qualname))}
         return frozenset(out)
 
     def emit_init(self, framework: str, level: str, api: str, node: cst.CSTNode) -> None:

@@ -14,6 +14,7 @@ from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
 from gpudoctor.lint.analysis.project_gate import ProjectGate, Touched
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
 from gpudoctor.lint.analysis.walks import ModuleStore
+from gpudoctor.lint.knowledge.registry import FRAMEWORK_ROOTS
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Project(ProjectGate):
         self._touched: Touched | None = None
         self._real: dict[Path, Path] = {}
         self._paths: dict[str, Path] = {}
+        self._framework_names: dict[Path, str | None] = {}
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(self)
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
@@ -217,6 +219,36 @@ class Project(ProjectGate):
                     yield bound, target
 
     # -- module names ------------------------------------------------------------------------
+    def framework_name(self, path: Path) -> str | None:
+        """The qualified name Python imports ``path`` by, when the knowledge tables may
+        speak of it: the module lies in a package at the top of a project root that is named
+        like a GPU framework (registry.FRAMEWORK_ROOTS: the project is the framework's own
+        tree, or vendors it), and no part of its name is private (the tables describe public
+        names only; a framework's ``_internal`` helpers are its implementation). None for
+        any other module: ``utils/torch.py`` is ``utils.torch``, not ``torch``, and a
+        top-level ``cuda.py`` is the project's own module."""
+        path = self.real(path)
+        if path in self._framework_names:
+            return self._framework_names[path]
+        found = None
+        for root in self._roots:
+            if not path.is_relative_to(root):
+                continue
+            parts = list(path.relative_to(root).parts)
+            if len(parts) < 2 or parts[0] not in FRAMEWORK_ROOTS:
+                continue  # a file at the top is a module, not the framework's package
+            if parts[-1] == "__init__.py":
+                parts.pop()
+            elif parts[-1].endswith(".py"):
+                parts[-1] = parts[-1][:-3]
+            else:
+                continue
+            if all(part.isidentifier() and not part.startswith("_") for part in parts):
+                found = ".".join(parts)
+                break
+        self._framework_names[path] = found
+        return found
+
     def resolve(self, importer: Path, name: str, level: int = 0) -> Path | None:
         """Return the project file a module name refers to, from ``importer``'s point of view."""
         found, folders = self.modules.resolve(importer, name, level)

@@ -33,6 +33,9 @@ FRAMEWORKS = tuple(BY_NAME)
 # ``numba``, is Numba's GPU framework).
 FRAMEWORK_MODULES = {module: framework.name for framework in RECORDS for module in framework.modules}
 DISPLAY = {framework.name: framework.display for framework in RECORDS}
+# The top-level names of those modules: a package of the linted project named so is the
+# framework's own tree (or a vendored copy), and the tables apply to its public modules.
+FRAMEWORK_ROOTS = frozenset(module.split(".", 1)[0] for module in FRAMEWORK_MODULES)
 # Environment variable -> the framework that reads it (None: the driver), and when:
 # AT_IMPORT (``import jax``), AT_DRIVER (cuInit) or AT_RUNTIME (the framework builds its
 # runtime). A write after that moment is ignored.
