@@ -23,6 +23,7 @@ from gpudoctor.lint.analysis.values import (
     PoolObj,
     elements,
     is_cuda,
+    join,
     strings,
     truth,
 )
@@ -104,7 +105,7 @@ class Walker(DefinitionWalker):
             if isinstance(node.target, cst.Name):
                 self.assign(node.target.value, self.lookup(node.target.value) | value)
         elif isinstance(node, cst.Return):
-            self.returns.update(self.eval(node.value))
+            self.give_back(self.eval(node.value))
             return True
         elif isinstance(node, cst.Raise):
             self.eval(node.exc)
@@ -169,13 +170,10 @@ class Walker(DefinitionWalker):
             return False
         for name in dict.fromkeys(name for bound in live for name in bound):
             before = self.env.get(name)  # (a branch that did not bind it leaves it so)
-            joined: Value | None = None
-            for bound in live:
-                value = bound.get(name, before)
-                if value is not None:
-                    joined = value if joined is None else joined | value
-            if joined is not None:
-                self.assign(name, joined)
+            # (a way on which it stays unbound adds nothing: using it there raises)
+            ways = [value for bound in live if (value := bound.get(name, before)) is not None]
+            if ways:
+                self.assign(name, join(*ways))
         return False
 
     def _s_If(self, node: cst.If) -> bool:
@@ -282,7 +280,7 @@ class Walker(DefinitionWalker):
         def iteration() -> bool:
             for name, value in carried.items():  # what earlier iterations left
                 before = self.env.get(name)
-                self.assign(name, value if before is None else before | value)
+                self.assign(name, value if before is None else join(before, value))
             if bind_target and isinstance(node, cst.For):
                 self.bind(node.target, elements(source))
             self.walk_block(node.body.body)
@@ -413,5 +411,5 @@ def _join(carried: dict[str, Value], bound: dict[str, Value]) -> dict[str, Value
     """What iterations so far left: each name's values joined."""
     out = dict(carried)
     for name, value in bound.items():
-        out[name] = out[name] | value if name in out else value
+        out[name] = join(out[name], value) if name in out else value
     return out
