@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
-    "map", "filter", "dict", "next", "exit", "quit",
+    "map", "filter", "dict", "next", "exit", "quit", "hasattr", "getattr",
 })
 # Attributes of a device array that are host values.
 HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "device",

@@ -9,7 +9,8 @@ from typing import Any
 import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
-from gpudoctor.lint.analysis.conditions import handler_swallows, is_main_guard
+from gpudoctor.lint.analysis.calls import present_on_every_target
+from gpudoctor.lint.analysis.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.definitions import DefinitionWalker
 from gpudoctor.lint.analysis.events import Context, EnvWrite, Init, Join
 from gpudoctor.lint.analysis.nesting import BLOCK
@@ -320,6 +321,8 @@ class Walker(DefinitionWalker):
         kept: dict[str, Value] = {}
         outcomes = [(kept, ended)]
         for handler in node.handlers:
+            if self.dead_handler(handler, node.body.body):
+                continue  # (its bindings do not reach the code after the ``try``)
             if handler.name is not None:
                 target = handler.name.name
                 if isinstance(target, cst.Name) and target.value not in kept and \
@@ -335,6 +338,55 @@ class Walker(DefinitionWalker):
         return ended
 
     _s_TryStar = _s_Try
+
+    def dead_handler(self, handler: cst.ExceptHandler | cst.ExceptStarHandler,
+                     body: Sequence[cst.BaseStatement]) -> bool:
+        """Can the handler never run? It catches only a missing attribute or import
+        (conditions.MISSING_NAME_ERRORS) around statements that only call, or import
+        from ``multiprocessing``, names every supported target has, with literal or
+        plain-name arguments, binding plain names: the fallback of ``try: ctx =
+        mp.get_context("spawn") except AttributeError: ctx = mp`` is dead code."""
+        caught = caught_names(handler)
+        if not caught or not set(caught) <= MISSING_NAME_ERRORS:
+            return False
+        for statement in body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom):
+                    if not self._present_import(small):
+                        return False
+                    continue
+                if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
+                    value = small.value
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                    value = small.value
+                elif isinstance(small, cst.Expr):
+                    value = small.value
+                else:
+                    return False
+                if not self._present_call(value):
+                    return False
+        return bool(body)
+
+    def _present_call(self, expr: cst.BaseExpression) -> bool:
+        """A call of a name every target has, whose arguments cannot raise either."""
+        if not isinstance(expr, cst.Call) or not _plain_reference(expr.func):
+            return False
+        if any(not _inert(arg.value) or arg.star for arg in expr.args):
+            return False
+        callee = self.eval_quiet(expr.func)
+        return bool(callee) and all(isinstance(a, ModRef) and present_on_every_target(a.qualname) for a in callee)
+
+    @staticmethod
+    def _present_import(node: cst.ImportFrom) -> bool:
+        """``from multiprocessing import get_context`` (names every target has)."""
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return False
+        module = cst.helpers.get_full_name_for_node(node.module)
+        return module == "multiprocessing" and all(
+            isinstance(alias.name, cst.Name) and present_on_every_target(f"{module}.{alias.name.value}")
+            for alias in node.names)
 
     def _s_With(self, node: cst.With) -> bool:
         values = []
@@ -405,6 +457,19 @@ class Walker(DefinitionWalker):
         self.eval(node.subject)
         outcomes = [self.block(case.body.body) for case in node.cases]
         return self.merge(outcomes, fallthrough=True)
+
+
+def _plain_reference(expr: cst.BaseExpression) -> bool:
+    """A name, or names joined by dots (``mp.get_context``)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
+def _inert(expr: cst.BaseExpression) -> bool:
+    """An argument whose evaluation raises neither AttributeError nor ImportError: a
+    literal or a plain name."""
+    return isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float, cst.Name))
 
 
 def _join(carried: dict[str, Value], bound: dict[str, Value]) -> dict[str, Value]:
