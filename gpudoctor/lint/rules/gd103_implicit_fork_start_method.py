@@ -124,18 +124,32 @@ class ImplicitForkStartMethod(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        starts = []
+        chosen: dict[object, set[str]] = {}  # start site -> methods chosen explicitly there
         for flow, index, event, _ in ctx.points():
             effect = event.effect
             if not isinstance(effect, Start) or effect.kind not in KINDS:
                 continue
             method, explicit = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
+            if explicit:
+                chosen.setdefault(effect.site, set()).add(method)
+            else:
+                starts.append((flow, event, method))
+        for flow, event, method in starts:
+            effect = event.effect
+            assert isinstance(effect, Start)
             frameworks = ctx.frameworks_of(effect.site.path)
-            if explicit or method != "fork" or not frameworks:
+            if method != "fork" or not frameworks:
                 continue
             names = ", ".join(display(f) for f in sorted(frameworks))
+            # The same start reached with a context the code chose (``get_context("fork")
+            # if ... else mp``): the default is one way among others, never the choice.
+            others = chosen.get(effect.site)
+            way = "" if not others else (
+                f" on one way to it (on another the code chooses {' or '.join(sorted(others))} explicitly),")
             yield self.finding(
                 effect.site,
-                f"{KINDS[effect.kind]} uses the default start method, fork, in a module that "
+                f"{KINDS[effect.kind]} uses the default start method, fork,{way} in a module that "
                 f"imports {names}; workers that use the GPU will break if this process initializes "
                 "it before they are started",
                 fix=ctx.spawn_fix(flow, event),
