@@ -12,7 +12,7 @@ from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.calls import present_on_every_target
 from gpudoctor.lint.analysis.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.definitions import DefinitionWalker
-from gpudoctor.lint.analysis.events import Context, EnvWrite, Init, Join
+from gpudoctor.lint.analysis.events import Branch, Context, EnvWrite, Event, Init, Join, Merge, Start, ThreadStart
 from gpudoctor.lint.analysis.nesting import BLOCK
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -189,10 +189,17 @@ class Walker(DefinitionWalker):
         parent_only: dict[str, object] = {}
         head = True  # nothing branched yet: what is decided here is walked in place
         current: cst.If | cst.Else | None = node
+        spans: list[tuple[int, int]] = []  # where the events of each branch walked lie
+
+        def branch(body: Sequence[cst.CSTNode], branch_ctx: Context) -> None:
+            begin = len(self.events)
+            outcomes.append(self.block(body, branch_ctx))
+            spans.append((begin, len(self.events)))
+
         while True:
             if not isinstance(current, cst.If):
                 if isinstance(current, cst.Else):
-                    outcomes.append(self.block(current.body.body, ctx))
+                    branch(current.body.body, ctx)
                 else:
                     fallthrough = True
                 break
@@ -204,7 +211,7 @@ class Walker(DefinitionWalker):
                         self.merge([self.block(current.body.body, main)], fallthrough=False)
                     return False
                 if self.module_level:
-                    outcomes.append(self.block(current.body.body, main))
+                    branch(current.body.body, main)
                 else:
                     fallthrough = True
                 break
@@ -222,23 +229,44 @@ class Walker(DefinitionWalker):
                 if known:
                     if head:
                         return self.walk_block(current.body.body)
-                    outcomes.append(self.block(current.body.body, ctx))
+                    branch(current.body.body, ctx)
                     break
                 current = current.orelse
                 if head and not isinstance(current, cst.If):
                     return self.walk_block(current.body.body) if current is not None else False
                 continue
-            outcomes.append(self.block(current.body.body, replace(ctx, **sides[0]) if sides[0] else ctx))
+            branch(current.body.body, replace(ctx, **sides[0]) if sides[0] else ctx)
             if head and "fork_child" in sides[0] and outcomes[-1][1]:
                 # The child's branch ends (os._exit): what follows runs in the parent only.
                 parent_only = sides[1]
             head = False
             ctx = replace(ctx, **sides[1]) if sides[1] else ctx
             current = current.orelse
+        self.mark_branches(node, spans, original)
         ended = self.merge(outcomes, fallthrough)
         if parent_only:
             self.ctx = replace(self.ctx, **parent_only)
         return ended
+
+    def mark_branches(self, node: cst.If, spans: list[tuple[int, int]], ctx: Context) -> None:
+        """Mark where each branch of the chain begins and ends (events Branch and Merge)
+        when one branch starts threads and another starts processes: within one run of
+        the chain those threads are not running at those starts. Other chains are left
+        unmarked (their events are what a flow's budget counts)."""
+        events = self.events
+
+        def holding(kind: type) -> set[int]:
+            return {k for k, (begin, end) in enumerate(spans)
+                    if any(isinstance(e.effect, kind) for e in events[begin:end])}
+
+        threads, forks = holding(ThreadStart), holding(Start)
+        if not any(i != j for i in threads for j in forks):
+            return
+        chain = self.site(node)
+        for k in reversed(range(len(spans))):  # from the end: earlier positions stay put
+            begin, end = spans[k]
+            events.insert(end, Event(Merge(chain, last=k == len(spans) - 1), ctx))
+            events.insert(begin, Event(Branch(chain, k), ctx))
 
     def fork_sides(self, test: cst.BaseExpression) -> tuple[dict[str, object], dict[str, object]]:
         """Which branch of ``if pid == 0`` (and its variants) runs in the forked child."""
