@@ -566,3 +566,34 @@ def test_framework_names_of_project_files(tmp_path) -> None:  # type: ignore[no-
         "utils/torch.py": None, "torch.py": None, "src/jax/numpy/__init__.py": "jax.numpy",
         "keras/src/ops/numpy.py": "keras.src.ops.numpy", "tests/test_x.py": None,
     }
+def test_an_unknown_value_joined_with_a_known_one_stays_unknown() -> None:
+    from gpudoctor.lint.analysis.values import SOME_UNKNOWN, UNKNOWN, Bool, join, one, truth
+
+    flag = one(Bool(True))
+    assert truth(join(UNKNOWN, flag)) is None  # ``x = cfg.x`` then ``if c: x = True``
+    assert join(UNKNOWN, flag) == flag | SOME_UNKNOWN
+    assert join(flag, flag) == flag
+    assert join(UNKNOWN, UNKNOWN) == UNKNOWN and join(UNKNOWN, SOME_UNKNOWN) == UNKNOWN
+
+
+def test_branches_of_one_run_of_a_chain_exclude_each_other_not_of_two_runs() -> None:
+    from gpudoctor.lint.analysis.events import Branch, Event, Merge, ThreadStart
+    from gpudoctor.lint.analysis.flows import State
+    from gpudoctor.lint.findings import Site
+
+    chain, thread = Site("m.py", 3, 0, 3, 9), Site("m.py", 4, 4, 4, 40)
+
+    def run(state: State) -> tuple[State, State]:
+        """A thread in branch 0, then the state in branch 1 and after the chain."""
+        for effect in (Branch(chain, 0), ThreadStart(thread, "threading.Thread"), Merge(chain, False),
+                       Branch(chain, 1)):
+            state = state.apply(Event(effect))
+        inside = state
+        return inside, state.apply(Event(Merge(chain, True)))
+
+    inside, after = run(State())
+    assert inside.threads_at(inside.branches) == []  # the other branch of the same run
+    assert len(after.threads_at(after.branches)) == 1  # after the chain it may run
+    again, _ = run(after)
+    # The next run's branch 1: the first run's thread may still run, its own may not.
+    assert len(again.threads_at(again.branches)) == 1

@@ -125,3 +125,9 @@ def test_gd301_in_a_forkserver_worker_blames_the_server(tmp_path: Path) -> None:
     outcome = analyse(Project(tmp_path), path, "fork", preloads_main=True)
     (message,) = {f.message for f in outcome.findings if f.code == "GD301"}
     assert "initialized CUDA in the forkserver process, before it forked this one" in message
+
+
+def test_gd103_does_not_call_an_explicit_choice_the_default() -> None:
+    (message,) = _messages("torch/explicit_or_default_fork_pool.py", "GD103")
+    assert "uses the default start method, fork, on one way to it" in message
+    assert "on another the code chooses fork explicitly" in message

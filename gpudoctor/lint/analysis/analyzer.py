@@ -299,7 +299,7 @@ class Analyzer(ClassModel):
             node = func.node
             if isinstance(node, cst.Lambda):
                 walker.tree = state.parsed.tree_of(node)
-                walker.returns.update(walker.eval(node.body))
+                walker.give_back(walker.eval(node.body))
             elif isinstance(node, cst.FunctionDef):
                 body = state.parsed.body(node)
                 if state.parsed.failures:
@@ -307,11 +307,12 @@ class Analyzer(ClassModel):
                 walker.tree = state.parsed.tree_of(node)
                 if walker.tree is state.parsed:  # its body is in the module's own tree
                     walker.anchor = state.parsed.anchor_of(node)
-                walker.walk_block(body)
+                if not walker.walk_block(body):
+                    walker.give_back(UNKNOWN)  # falling off the end returns None
         finally:
             self._stack.pop()
             meter.depth -= CALL
-        result = (compress(walker.events), frozenset(walker.returns), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
+        result = (compress(walker.events), walker.result(), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
 

@@ -14,6 +14,7 @@ from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
+    Bool,
     ClassRef,
     Compiled,
     Compiler,
@@ -52,6 +53,7 @@ from gpudoctor.lint.knowledge.registry import (
     initializing_import,
 )
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api
+from gpudoctor.lint.settings import SUPPORTED_MINORS
 
 Value = frozenset
 SWITCH_VARIABLES = frozenset(variable for variable, _ in BACKEND_SWITCH.values())
@@ -353,7 +355,24 @@ class CallEvaluator(ExprEvaluator):
             return container(elements(first))
         if name == "next":
             return elements(first)
+        if name in ("hasattr", "getattr") and len(args.positional) > 1:
+            # On a name every supported target has: true, and the attribute itself.
+            attrs = strings(args.positional[1])
+            if len(attrs) == 1 and len(args.positional[1]) == 1:
+                attr = next(iter(attrs))
+                if self.surely_present(first, attr):
+                    return one(Bool(True)) if name == "hasattr" else self.attribute(first, attr, node)
         return UNKNOWN
+
+    def surely_present(self, owner: Value, attr: str) -> bool:
+        """Is ``owner.attr`` a name that every supported target has (processes.ADDED_IN)?"""
+        return bool(owner) and all(isinstance(a, ModRef) and present_on_every_target(f"{a.qualname}.{attr}")
+                                   for a in owner)
+
+
+def present_on_every_target(qualname: str) -> bool:
+    """Does ``qualname`` exist on the oldest Python gpudoctor checks for, and so on all?"""
+    return processes.present_on(qualname, SUPPORTED_MINORS.start)
 
 
 def _is_class_name(qualname: str) -> bool:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, one
+from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, join, one
 from gpudoctor.lint.knowledge.processes import canonical
 
 if TYPE_CHECKING:
@@ -41,8 +41,11 @@ class ClassModel:
         return depth < 8 and any(self.subclass_of(b, bases, depth + 1) for b in self.class_bases.get(cls, ()))
 
     def store_member(self, cls: ClassRef, attr: str, value: Value) -> None:
+        """``self.attr = value`` somewhere in the class: members are not followed in
+        order, so an attribute holds what any of its writes stored (joined as at a branch,
+        values.join: a write that may not run is one way among others)."""
         members = self._members.setdefault(cls, {})
-        members[attr] = members.get(attr, UNKNOWN) | value
+        members[attr] = join(members[attr], value) if attr in members else value
 
     def member(self, atom: Instance | ClassRef, attr: str, depth: int = 0) -> Value:
         cls = atom.cls if isinstance(atom, Instance) else atom
@@ -50,7 +53,9 @@ class ClassModel:
             self._prime(cls)
             stored = self._members.get(cls, {}).get(attr)
             if stored:
-                return stored
+                # The class body binding it too: before (or without) a write to the
+                # instance, a read finds the class's value, which is not followed.
+                return join(stored, UNKNOWN) if self._class_binds(cls, attr) else stored
         for statement in cls.node.body.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == attr:
                 return one(self._method(cls, statement, atom))
@@ -64,6 +69,21 @@ class ClassModel:
                     return found
         return UNKNOWN
 
+    def _class_binds(self, cls: ClassRef, attr: str, depth: int = 0) -> bool:
+        """Does the body of ``cls`` (or of a project base) assign ``attr`` a value?"""
+        for statement in cls.node.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                targets: list[cst.BaseExpression] = []
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    targets = [small.target]
+                if any(isinstance(t, cst.Name) and t.value == attr for t in targets):
+                    return True
+        return depth < 8 and any(self._class_binds(b, attr, depth + 1) for b in self.class_bases.get(cls, ()))
+
     def _method(self, cls: ClassRef, node: cst.FunctionDef, atom: Instance | ClassRef) -> FuncRef:
         decorators = {cst.helpers.get_full_name_for_node(d.decorator) for d in node.decorators}
         bound: tuple[Value, ...] = ()
@@ -76,11 +96,15 @@ class ClassModel:
         return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
 
     def _prime(self, cls: ClassRef) -> None:
-        """Walk ``__init__`` once so ``self.x`` set there is known to other methods."""
+        """Walk ``__init__`` once so ``self.x`` set there is known to other methods.
+
+        The walk only learns the members: it is no caller of ``__init__`` (a class no code
+        instantiates still has its ``__init__`` analysed on its own; marking it reached here
+        lost it whenever ``__init__`` itself read an attribute of ``self``)."""
         if cls in self._primed:
             return
         self._primed.add(cls)
         for atom in self.member(Instance(cls), "__init__"):
             if isinstance(atom, FuncRef):
-                self.call(atom, (), UNKNOWN, {})
+                self.call(atom, (), UNKNOWN, {}, entry=True)
 

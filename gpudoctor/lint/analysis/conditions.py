@@ -22,6 +22,30 @@ def is_main_guard(test: cst.BaseExpression) -> bool:
     return bool(names and mains)
 
 
+# Exceptions a statement that only touches names every target has cannot raise (see
+# Walker.dead_handler): a missing attribute, a missing module or name to import.
+MISSING_NAME_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
+
+
+def caught_names(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> list[str] | None:
+    """The exception classes a handler names (None: a bare ``except``, or a class given
+    by an expression other than a name)."""
+    caught = handler.type
+    if caught is None:
+        return None
+    names: list[str] = []
+    parts = caught.elements if isinstance(caught, cst.Tuple) else [caught]
+    for part in parts:
+        expr = part.value if isinstance(part, cst.Element) else part
+        if isinstance(expr, cst.Name):
+            names.append(expr.value)
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "builtins":
+            names.append(expr.attr.value)
+        else:
+            return None
+    return names
+
+
 def handler_swallows(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
     """True if the handler catches RuntimeError and only logs, prints or passes."""
     caught = handler.type

@@ -149,8 +149,28 @@ class SetPreload:
         return None
 
 
+@dataclass(frozen=True)
+class Branch:
+    """What follows, up to the next Merge of the same ``if`` chain, runs only when the
+    chain takes its branch ``index``: the branches of one run of a chain exclude each
+    other (a thread started in one is not running at a start in another). Only chains
+    where that matters carry these (see Walker.mark_branches)."""
+
+    chain: Site  # the ``if`` statement (named so, not ``site``: nothing happens there)
+    index: int
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A branch of the ``if`` chain ``chain`` ends here (``last``: the chain ends; what
+    lies between its branches, the tests of ``elif``, is in none of them)."""
+
+    chain: Site
+    last: bool
+
+
 Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
-          | DataLoaderStart | DefaultDevice | Imported | SetPreload)
+          | DataLoaderStart | DefaultDevice | Imported | SetPreload | Branch | Merge)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from gpudoctor.lint.analysis.values import (
     container,
     elements,
     gpu_objects,
+    join,
     one,
     positions,
     truth,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
-    "map", "filter", "dict", "next", "exit", "quit",
+    "map", "filter", "dict", "next", "exit", "quit", "hasattr", "getattr",
 })
 # Attributes of a device array that are host values.
 HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "device",
@@ -81,6 +82,7 @@ class ExprEvaluator:
         self.ctx = ctx
         self.events: list[Event] = []
         self.returns: set[Atom] = set()
+        self.returns_unknown = False  # some way out of the function returns an unknown value
         self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
         self.imported: set[str] = set()  # project modules whose import effects are spliced
         # The tree the walked code belongs to: the module's, or the separately parsed body
@@ -100,6 +102,17 @@ class ExprEvaluator:
 
     def emit(self, effect: Effect) -> None:
         self.events.append(Event(effect, self.ctx))
+
+    def give_back(self, value: Value) -> None:
+        """A way out of the function returns ``value`` (``return``, or None falling off
+        the end); the call's result is the join of them all (see values.join)."""
+        self.returns.update(value)
+        self.returns_unknown = self.returns_unknown or not value
+
+    def result(self) -> Value:
+        """What calling the walked function returns."""
+        found = frozenset(self.returns)
+        return join(found, UNKNOWN) if self.returns_unknown else found
 
     def assign(self, name: str, value: Value) -> None:
         """Bind ``name``: every binding goes through here, so that a branch can be undone
@@ -301,11 +314,15 @@ class ExprEvaluator:
         if known is not None:  # short-circuit on a literal flag
             decides = known if isinstance(node.operator, cst.Or) else not known
             return left if decides else right
-        return left | right
+        return join(left, right)
 
     def _e_IfExp(self, node: cst.IfExp) -> Value:
-        self.eval(node.test)
-        return self.eval(node.body) | self.eval(node.orelse)
+        """A test known true or false (a literal flag, a ``hasattr`` on a name every
+        target has) picks its branch, as in an ``if`` statement."""
+        known = truth(self.eval(node.test))
+        if known is not None:
+            return self.eval(node.body if known else node.orelse)
+        return join(self.eval(node.body), self.eval(node.orelse))
 
     def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
         value = self.eval(node.value)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.events import (
+    Branch,
     Child,
     DataLoaderStart,
     DefaultDevice,
@@ -27,6 +28,7 @@ from gpudoctor.lint.analysis.events import (
     Imported,
     Init,
     Join,
+    Merge,
     Send,
     SetMethod,
     SetPreload,
@@ -35,6 +37,7 @@ from gpudoctor.lint.analysis.events import (
     ThreadStart,
 )
 from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects
+from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge import processes as P
 
 if TYPE_CHECKING:
@@ -118,17 +121,45 @@ class Chain:
 EMPTY = Chain()
 
 
+# Where an event runs among the branches of ``if`` chains marked so (events.Branch): per
+# enclosing chain, its site, which run of it (numbered as the flow is replayed: each run
+# of a chain in a loop, or of a function called twice, is another) and the branch taken
+# (None: between its branches, in the test of an ``elif``).
+Branches = tuple[tuple[Site, int, "int | None"], ...]
+
+
+@dataclass(frozen=True)
+class Running:
+    """A thread start whose threads may still run, with the branches it happened in."""
+
+    event: Event
+    branches: Branches = ()
+
+    def excluded_by(self, branches: Branches) -> bool:
+        """Did it happen in another branch of the same run of a chain than ``branches``
+        (so its threads do not exist there)?"""
+        taken = {(chain, run): index for chain, run, index in branches if index is not None}
+        return any(index is not None and taken.get((chain, run), index) != index
+                   for chain, run, index in self.branches)
+
+
 @dataclass(frozen=True)
 class State:
     """What has happened in a process so far (only the first event of each kind matters)."""
 
     inits: tuple[Event, ...] = ()  # first Init per (framework, level), in order
     method: SetMethod | None = None
-    threads: Chain = EMPTY  # ThreadStart events of threads that may still run
+    threads: Chain = EMPTY  # Running: thread starts whose threads may still run
+    branches: Branches = ()  # the branches of marked chains being replayed
+    runs: int = 0  # runs of marked chains replayed so far
     default_cuda: Event | None = None
     env: Chain = EMPTY  # EnvWrite events, in order
     imports: tuple[Event, ...] = ()  # first Imported per top-level module, in order
     preload: Event | None = None  # the last set_forkserver_preload (None: the default list)
+
+    def threads_at(self, branches: Branches) -> list[Event]:
+        """The thread starts whose threads may run at a point in ``branches``."""
+        return [r.event for r in self.threads if not r.excluded_by(branches)]  # type: ignore[attr-defined]
 
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
@@ -155,12 +186,24 @@ class State:
         if isinstance(effect, SetPreload):
             return replace(self, preload=event)
         if isinstance(effect, ThreadStart):
-            return replace(self, threads=self.threads.plus(event))
+            return replace(self, threads=self.threads.plus(Running(event, self.branches)))  # type: ignore[arg-type]
         if isinstance(effect, Join) and effect.threads:
-            if not any(e.effect.started == effect.started for e in self.threads):  # type: ignore[union-attr]
+            if not any(r.event.effect.started == effect.started for r in self.threads):  # type: ignore[attr-defined]
                 return self
-            live = Chain.of([e for e in self.threads if e.effect.started != effect.started])  # type: ignore[union-attr]
+            live = Chain.of([r for r in self.threads if r.event.effect.started != effect.started])  # type: ignore[attr-defined]
             return replace(self, threads=live)
+        if isinstance(effect, Branch):
+            top = self.branches[-1] if self.branches else None
+            if top is not None and top[0] == effect.chain and top[2] is None:  # the next branch of this run
+                return replace(self, branches=(*self.branches[:-1], (effect.chain, top[1], effect.index)))
+            return replace(self, branches=(*self.branches, (effect.chain, self.runs, effect.index)),
+                           runs=self.runs + 1)
+        if isinstance(effect, Merge):
+            top = self.branches[-1] if self.branches else None
+            if top is None or top[0] != effect.chain:
+                return self  # (a flow cut inside the chain: nothing to leave)
+            rest = self.branches[:-1]
+            return replace(self, branches=rest if effect.last else (*rest, (top[0], top[1], None)))
         if isinstance(effect, EnvWrite):
             return replace(self, env=self.env.plus(event))
         if isinstance(effect, DefaultDevice) and effect.cuda and self.default_cuda is None:

@@ -206,11 +206,20 @@ class ForkPid:
     site: Site
 
 
+@dataclass(frozen=True)
+class Opaque:
+    """Something the analysis cannot name, beside values it can: the mark an unknown
+    value (the empty set) leaves when it is joined with known ones. ``x = cfg.flag``
+    then ``if c: x = True`` leaves ``x`` True or unknown, not surely True; without the
+    mark the join was ``{True}``, and the branch of a later ``if x:`` taken for dead."""
+
+
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
         | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
-        | Deferred | JoblibConfig)
+        | Deferred | JoblibConfig | Opaque)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
+SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))
 # The name under which a scope's environment holds the default device factories allocate
 # on (set_default_device, a device used as a context manager): not an identifier, so no
 # code can bind it, and starting with "_" so that ``from m import *`` does not copy it.
@@ -219,6 +228,18 @@ DEFAULT_DEVICE = "_<default device>"
 
 def one(atom: Atom) -> frozenset[Atom]:
     return frozenset((atom,))
+
+
+def join(*values: frozenset[Atom]) -> frozenset[Atom]:
+    """What a name holds where ways that left it these values meet (branches, loop
+    iterations, ``a or b``): their union, marked as possibly something unknown when one
+    of them is unknown and another is not (see Opaque)."""
+    joined = frozenset().union(*values)
+    if not joined - SOME_UNKNOWN:
+        return UNKNOWN
+    if not all(values):
+        return joined | SOME_UNKNOWN
+    return joined
 
 
 def elements(value: frozenset[Atom]) -> frozenset[Atom]:

@@ -9,9 +9,10 @@ from typing import Any
 import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
-from gpudoctor.lint.analysis.conditions import handler_swallows, is_main_guard
+from gpudoctor.lint.analysis.calls import present_on_every_target
+from gpudoctor.lint.analysis.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.definitions import DefinitionWalker
-from gpudoctor.lint.analysis.events import Context, EnvWrite, Init, Join
+from gpudoctor.lint.analysis.events import Branch, Context, EnvWrite, Event, Init, Join, Merge, Start, ThreadStart
 from gpudoctor.lint.analysis.nesting import BLOCK
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -23,6 +24,7 @@ from gpudoctor.lint.analysis.values import (
     PoolObj,
     elements,
     is_cuda,
+    join,
     strings,
     truth,
 )
@@ -104,7 +106,7 @@ class Walker(DefinitionWalker):
             if isinstance(node.target, cst.Name):
                 self.assign(node.target.value, self.lookup(node.target.value) | value)
         elif isinstance(node, cst.Return):
-            self.returns.update(self.eval(node.value))
+            self.give_back(self.eval(node.value))
             return True
         elif isinstance(node, cst.Raise):
             self.eval(node.exc)
@@ -169,13 +171,10 @@ class Walker(DefinitionWalker):
             return False
         for name in dict.fromkeys(name for bound in live for name in bound):
             before = self.env.get(name)  # (a branch that did not bind it leaves it so)
-            joined: Value | None = None
-            for bound in live:
-                value = bound.get(name, before)
-                if value is not None:
-                    joined = value if joined is None else joined | value
-            if joined is not None:
-                self.assign(name, joined)
+            # (a way on which it stays unbound adds nothing: using it there raises)
+            ways = [value for bound in live if (value := bound.get(name, before)) is not None]
+            if ways:
+                self.assign(name, join(*ways))
         return False
 
     def _s_If(self, node: cst.If) -> bool:
@@ -190,10 +189,17 @@ class Walker(DefinitionWalker):
         parent_only: dict[str, object] = {}
         head = True  # nothing branched yet: what is decided here is walked in place
         current: cst.If | cst.Else | None = node
+        spans: list[tuple[int, int]] = []  # where the events of each branch walked lie
+
+        def branch(body: Sequence[cst.CSTNode], branch_ctx: Context) -> None:
+            begin = len(self.events)
+            outcomes.append(self.block(body, branch_ctx))
+            spans.append((begin, len(self.events)))
+
         while True:
             if not isinstance(current, cst.If):
                 if isinstance(current, cst.Else):
-                    outcomes.append(self.block(current.body.body, ctx))
+                    branch(current.body.body, ctx)
                 else:
                     fallthrough = True
                 break
@@ -205,7 +211,7 @@ class Walker(DefinitionWalker):
                         self.merge([self.block(current.body.body, main)], fallthrough=False)
                     return False
                 if self.module_level:
-                    outcomes.append(self.block(current.body.body, main))
+                    branch(current.body.body, main)
                 else:
                     fallthrough = True
                 break
@@ -223,23 +229,44 @@ class Walker(DefinitionWalker):
                 if known:
                     if head:
                         return self.walk_block(current.body.body)
-                    outcomes.append(self.block(current.body.body, ctx))
+                    branch(current.body.body, ctx)
                     break
                 current = current.orelse
                 if head and not isinstance(current, cst.If):
                     return self.walk_block(current.body.body) if current is not None else False
                 continue
-            outcomes.append(self.block(current.body.body, replace(ctx, **sides[0]) if sides[0] else ctx))
+            branch(current.body.body, replace(ctx, **sides[0]) if sides[0] else ctx)
             if head and "fork_child" in sides[0] and outcomes[-1][1]:
                 # The child's branch ends (os._exit): what follows runs in the parent only.
                 parent_only = sides[1]
             head = False
             ctx = replace(ctx, **sides[1]) if sides[1] else ctx
             current = current.orelse
+        self.mark_branches(node, spans, original)
         ended = self.merge(outcomes, fallthrough)
         if parent_only:
             self.ctx = replace(self.ctx, **parent_only)
         return ended
+
+    def mark_branches(self, node: cst.If, spans: list[tuple[int, int]], ctx: Context) -> None:
+        """Mark where each branch of the chain begins and ends (events Branch and Merge)
+        when one branch starts threads and another starts processes: within one run of
+        the chain those threads are not running at those starts. Other chains are left
+        unmarked (their events are what a flow's budget counts)."""
+        events = self.events
+
+        def holding(kind: type) -> set[int]:
+            return {k for k, (begin, end) in enumerate(spans)
+                    if any(isinstance(e.effect, kind) for e in events[begin:end])}
+
+        threads, forks = holding(ThreadStart), holding(Start)
+        if not any(i != j for i in threads for j in forks):
+            return
+        chain = self.site(node)
+        for k in reversed(range(len(spans))):  # from the end: earlier positions stay put
+            begin, end = spans[k]
+            events.insert(end, Event(Merge(chain, last=k == len(spans) - 1), ctx))
+            events.insert(begin, Event(Branch(chain, k), ctx))
 
     def fork_sides(self, test: cst.BaseExpression) -> tuple[dict[str, object], dict[str, object]]:
         """Which branch of ``if pid == 0`` (and its variants) runs in the forked child."""
@@ -282,7 +309,7 @@ class Walker(DefinitionWalker):
         def iteration() -> bool:
             for name, value in carried.items():  # what earlier iterations left
                 before = self.env.get(name)
-                self.assign(name, value if before is None else before | value)
+                self.assign(name, value if before is None else join(before, value))
             if bind_target and isinstance(node, cst.For):
                 self.bind(node.target, elements(source))
             self.walk_block(node.body.body)
@@ -322,6 +349,8 @@ class Walker(DefinitionWalker):
         kept: dict[str, Value] = {}
         outcomes = [(kept, ended)]
         for handler in node.handlers:
+            if self.dead_handler(handler, node.body.body):
+                continue  # (its bindings do not reach the code after the ``try``)
             if handler.name is not None:
                 target = handler.name.name
                 if isinstance(target, cst.Name) and target.value not in kept and \
@@ -337,6 +366,55 @@ class Walker(DefinitionWalker):
         return ended
 
     _s_TryStar = _s_Try
+
+    def dead_handler(self, handler: cst.ExceptHandler | cst.ExceptStarHandler,
+                     body: Sequence[cst.BaseStatement]) -> bool:
+        """Can the handler never run? It catches only a missing attribute or import
+        (conditions.MISSING_NAME_ERRORS) around statements that only call, or import
+        from ``multiprocessing``, names every supported target has, with literal or
+        plain-name arguments, binding plain names: the fallback of ``try: ctx =
+        mp.get_context("spawn") except AttributeError: ctx = mp`` is dead code."""
+        caught = caught_names(handler)
+        if not caught or not set(caught) <= MISSING_NAME_ERRORS:
+            return False
+        for statement in body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                return False
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom):
+                    if not self._present_import(small):
+                        return False
+                    continue
+                if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
+                    value = small.value
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value:
+                    value = small.value
+                elif isinstance(small, cst.Expr):
+                    value = small.value
+                else:
+                    return False
+                if not self._present_call(value):
+                    return False
+        return bool(body)
+
+    def _present_call(self, expr: cst.BaseExpression) -> bool:
+        """A call of a name every target has, whose arguments cannot raise either."""
+        if not isinstance(expr, cst.Call) or not _plain_reference(expr.func):
+            return False
+        if any(not _inert(arg.value) or arg.star for arg in expr.args):
+            return False
+        callee = self.eval_quiet(expr.func)
+        return bool(callee) and all(isinstance(a, ModRef) and present_on_every_target(a.qualname) for a in callee)
+
+    @staticmethod
+    def _present_import(node: cst.ImportFrom) -> bool:
+        """``from multiprocessing import get_context`` (names every target has)."""
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return False
+        module = cst.helpers.get_full_name_for_node(node.module)
+        return module == "multiprocessing" and all(
+            isinstance(alias.name, cst.Name) and present_on_every_target(f"{module}.{alias.name.value}")
+            for alias in node.names)
 
     def _s_With(self, node: cst.With) -> bool:
         values = []
@@ -409,9 +487,22 @@ class Walker(DefinitionWalker):
         return self.merge(outcomes, fallthrough=True)
 
 
+def _plain_reference(expr: cst.BaseExpression) -> bool:
+    """A name, or names joined by dots (``mp.get_context``)."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
+
+
+def _inert(expr: cst.BaseExpression) -> bool:
+    """An argument whose evaluation raises neither AttributeError nor ImportError: a
+    literal or a plain name."""
+    return isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float, cst.Name))
+
+
 def _join(carried: dict[str, Value], bound: dict[str, Value]) -> dict[str, Value]:
     """What iterations so far left: each name's values joined."""
     out = dict(carried)
     for name, value in bound.items():
-        out[name] = out[name] | value if name in out else value
+        out[name] = join(out[name], value) if name in out else value
     return out

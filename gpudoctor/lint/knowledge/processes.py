@@ -168,6 +168,30 @@ THREAD_BASES = frozenset({"threading.Thread"})
 DATASET_METHODS = ("__getitem__", "__iter__", "__getitems__")
 
 
+# Names of the multiprocessing namespace, with the Python 3 minor version that added
+# them: each is ``.. versionadded:: 3.4`` in Doc/library/multiprocessing.rst, defined on
+# the contexts in Lib/multiprocessing/context.py and copied onto the module by
+# Lib/multiprocessing/__init__.py (``__all__`` from the default context's names), which
+# torch.multiprocessing re-exports with ``from multiprocessing import *`` (torch 2.x
+# torch/multiprocessing/__init__.py). A name every supported target has cannot be missing:
+# ``hasattr(mp, "get_context")`` is true, and an ``except AttributeError`` (or
+# ``ImportError``) around nothing but a call of it never runs. None of them raises those
+# itself: ``get_context`` raises ValueError for a method it does not know or that is not
+# available, ``set_start_method`` RuntimeError once a method was set (context.py).
+ADDED_IN: dict[str, int] = {
+    "multiprocessing.get_context": 4,
+    "multiprocessing.set_start_method": 4,
+    "multiprocessing.get_start_method": 4,
+    "multiprocessing.get_all_start_methods": 4,
+}
+
+
+def present_on(qualname: str, minor: int) -> bool:
+    """Does ``qualname`` surely exist on Python 3.``minor`` (see ADDED_IN)?"""
+    added = ADDED_IN.get(canonical(qualname))
+    return added is not None and added <= minor
+
+
 def default_start_method(minor: int, platform: str) -> str:
     """multiprocessing's default start method on Python 3.``minor`` for ``platform``.
 

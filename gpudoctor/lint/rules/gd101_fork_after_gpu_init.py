@@ -87,6 +87,10 @@ class ForkAfterGpuInit(Rule):
     with the default start method, started when the `Parallel` object is called or its
     `with` block entered, and with `n_jobs` left unset or 1 it starts no process;
     joblib's default backend, loky, starts fresh interpreters and is never flagged.
+    Fallbacks for Pythons without `get_context`/`set_start_method` (added in 3.4) are
+    dead code on every target (py310 and later): the `except AttributeError` or
+    `except ImportError` branch around such a call never runs, and
+    `hasattr(multiprocessing, "get_context")` is true.
 
     Forkserver workers are flagged too, when the forkserver itself initialized the GPU
     before forking them. The forkserver is a fresh interpreter that imports the

@@ -17,7 +17,9 @@ class ForkAfterThreadStart(Rule):
     Flags a fork (a `Pool`, `ProcessPoolExecutor` or `Process` under the fork start
     method, or `os.fork()`) while a thread this process started may still be running:
     a `threading.Thread` started and not joined, a `ThreadPoolExecutor` or `ThreadPool`
-    not shut down.
+    not shut down. A thread started in one branch of an `if`/`elif` chain is not
+    counted at a fork in another branch of the same run of that chain (one run takes
+    one branch); it is on a later run (a loop's next iteration, a second call).
 
     Some threads start without a `Thread` in sight:
     - the first call of a function or model compiled with `torch.compile` (decorator,
@@ -221,9 +223,14 @@ class ForkAfterThreadStart(Rule):
                 continue
             parent = ctx.builder.parent_state(flow, index)
             method, _ = ctx.builder.resolve_method(effect.method, parent)
-            if method != "fork" or not parent.threads:
+            if method != "fork":
                 continue
-            started = parent.threads[0].effect
+            # (threads started in another branch of an if chain than the start's are not
+            # running there, even where the workers start later, at an executor's first task)
+            running = parent.threads_at(flow.points[index][1].branches)
+            if not running:
+                continue
+            started = running[0].effect
             assert isinstance(started, ThreadStart)
             where = line_of(started.site, effect.site)
             if started.api == "thread pool":

@@ -140,12 +140,21 @@ class ImplicitForkStartMethod(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        starts = []
+        chosen: dict[object, set[str]] = {}  # start site -> methods chosen explicitly there
         for flow, index, event, _ in ctx.points():
             effect = event.effect
             if not isinstance(effect, Start) or effect.kind not in KINDS:
                 continue
             method, explicit = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
-            if explicit or method != "fork":
+            if explicit:
+                chosen.setdefault(effect.site, set()).add(method)
+            else:
+                starts.append((flow, event, method))
+        for flow, event, method in starts:
+            effect = event.effect
+            assert isinstance(effect, Start)
+            if method != "fork":
                 continue
             child = ctx.builder.child_of(flow, event)
             if child is None:
@@ -156,9 +165,14 @@ class ImplicitForkStartMethod(Rule):
                 continue  # the children do CPU-only work (or what they run is not known)
             used = use.effect.framework if use is not None else received[0]
             related = (Related(use.effect.site, f"the child uses {display(used)} here"),) if use is not None else ()
+            # The same start reached with a context the code chose (``get_context("fork")
+            # if ... else mp``): the default is one way among others, never the choice.
+            others = chosen.get(effect.site)
+            way = "" if not others else (
+                f" on one way to it (on another the code chooses {' or '.join(sorted(others))} explicitly),")
             yield self.finding(
                 effect.site,
-                f"{KINDS[effect.kind]} uses the default start method, fork, and its workers use "
+                f"{KINDS[effect.kind]} uses the default start method, fork,{way} and its workers use "
                 f"{display(used)}; they break as soon as this process initializes {display(used)} "
                 "before starting them",
                 related,
