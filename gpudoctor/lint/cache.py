@@ -4,10 +4,11 @@ Two stores, both JSON (a cache is data; it must never be able to run code):
 
 - **facts**: per file, the gate's view of it (does it act, use a GPU framework, what does it
   import), valid while the file's bytes hash the same.
-- **results**: per linted file, the findings its analysis produced, valid while its bytes,
-  the names other linted files import from it, and every file and directory listing the
-  analysis read are unchanged; and the plan of the last run (which files to lint), valid
-  while every file and listing it read is unchanged.
+- **results**: per analysed file, the findings its analysis produced, valid while its
+  bytes, the names the project uses from it, and every file and directory listing the
+  analysis read are unchanged; and the plan of the last run (which files to lint, which
+  others to analyse for their context: callers.py), valid while every file and listing it
+  read is unchanged.
 
 Both live under a folder named for the gpudoctor version and a fingerprint of the linter's
 own code, and results under a key of the settings that change the analysis (target
@@ -176,7 +177,8 @@ class Cache:
         }
 
     # -- the plan: which files to lint ---------------------------------------------------
-    def lookup_plan(self, project: Project, key: str) -> tuple[list[Path], dict[Path, frozenset[str]]] | None:
+    def lookup_plan(self, project: Project, key: str
+                    ) -> tuple[list[Path], list[Path], dict[Path, frozenset[str]], int] | None:
         plan = self.plan
         try:
             if plan.get("key") != key:
@@ -186,15 +188,18 @@ class Cache:
             if any(project.listing_digest_of(d) != h for d, h in plan["dirs"].items()):
                 return None
             linted = [Path(p) for p in plan["linted"]]
-            return linted, {path: frozenset(plan["called"].get(str(path), ())) for path in linted}
+            context = [Path(p) for p in plan["context"]]
+            return linted, context, {path: frozenset(plan["called"].get(str(path), ()))
+                                     for path in [*linted, *context]}, int(plan["left_out"])
         except (KeyError, TypeError, ValueError, AttributeError):  # a plan of the wrong shape
             return None
 
-    def store_plan(self, key: str, linted: list[Path], called: dict[Path, frozenset[str]],
-                   files: dict[str, str], dirs: dict[str, str]) -> None:
+    def store_plan(self, key: str, linted: list[Path], context: list[Path], called: dict[Path, frozenset[str]],
+                   left_out: int, files: dict[str, str], dirs: dict[str, str]) -> None:
         self._changed = True
-        self.plan = {"key": key, "linted": [str(p) for p in linted], "files": files, "dirs": dirs,
-                     "called": {str(p): sorted(n) for p, n in called.items() if n}}
+        self.plan = {"key": key, "linted": [str(p) for p in linted], "context": [str(p) for p in context],
+                     "left_out": left_out,
+                     "files": files, "dirs": dirs, "called": {str(p): sorted(n) for p, n in called.items() if n}}
 
     # -- writing -----------------------------------------------------------------------------
     def save(self, project: Project) -> None:

@@ -117,11 +117,12 @@ def _source_file(entry: os.DirEntry[str], within: Sequence[str]) -> bool:
 
 
 def _walk(root: Path, excluded: Callable[[Path], bool], within: Sequence[str],
-          problems: list[str]) -> Iterator[Path]:
+          problems: list[str], walked: list[Path] | None = None) -> Iterator[Path]:
     """The Python files under ``root`` (as given: relative stays relative), in order:
     each folder's files, then its folders, by name. A folder that cannot be read is said
     in ``problems`` and passed over; ``root`` itself raises its OSError. Symbolic links to
-    folders are not followed (no loops, no walking out of the project)."""
+    folders are not followed (no loops, no walking out of the project). Each folder read
+    is added to ``walked``, if given."""
     top = Path(os.path.abspath(root))
     specs = tuple(_named_folder_specs(top, problems))
     # Depth first with a stack rather than recursion: a deep tree must not hit Python's limit.
@@ -137,6 +138,8 @@ def _walk(root: Path, excluded: Callable[[Path], bool], within: Sequence[str],
             problems.append(f"cannot read folder {printable(str(root / here.relative_to(top)))}: "
                             f"{exc.strerror or exc}")
             continue
+        if walked is not None:
+            walked.append(here)
         if any(entry.name == ".gitignore" for entry in entries):
             own = _gitignore_spec(here, problems)
             if own is not None:
@@ -165,7 +168,8 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
 
 def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: False,
              force_exclude: bool = False, missing: list[str] | None = None,
-             skipped: list[str] | None = None, root: Path | None = None) -> list[Path]:
+             skipped: list[str] | None = None, root: Path | None = None,
+             folders: list[Path] | None = None) -> list[Path]:
     """Return the files to lint, in a stable order, each once.
 
     Directories are walked, skipping what ``excluded`` says; files named explicitly are
@@ -177,6 +181,7 @@ def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: 
     that cannot be read, are said in ``skipped``. ``root``: the project's folder, below
     which a folder name among the default exclusions counts (a project that lives under
     ``/srv/dist/`` is checked), and inside which a symbolic link met in a walk may lead.
+    ``folders``: each folder walked is added to it.
     """
     found: dict[Path, None] = {}
     problems: list[str] = []
@@ -204,7 +209,7 @@ def discover(paths: Sequence[str], excluded: Callable[[Path], bool] = lambda _: 
         if is_dir:
             within = [os.path.realpath(path)] + ([os.path.realpath(root)] if root is not None else [])
             try:
-                for item in _walk(path, excluded, within, problems):
+                for item in _walk(path, excluded, within, problems, folders):
                     found.setdefault(item, None)
             except OSError as exc:
                 fail(f"cannot read folder {printable(raw)}: {exc.strerror or exc}")

@@ -23,6 +23,10 @@ class LintResult:
     internal_errors: list[str] = field(default_factory=list)
     analysed: int = 0  # linted files analysed in this run (the others came from the cache)
     cached: int = 0
+    # Files not named that import named ones, analysed for their context (see callers.py);
+    # how many of them were analysed in this run (the others came from the cache).
+    context: int = 0
+    context_analysed: int = 0
     workers: int = 0  # worker processes used (0: analysed in this process)
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
 
@@ -35,35 +39,45 @@ PARALLEL_MIN_BYTES = 150_000
 
 
 def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
-               jobs: int = 1, contents: dict[Path, bytes] | None = None) -> LintResult:
+               jobs: int = 1, contents: dict[Path, bytes] | None = None,
+               project_files: list[Path] | None = None) -> LintResult:
     """Check ``files`` (already discovered) and return findings in file order.
 
     ``contents`` gives the bytes of some files instead of their file on disk (the text of
-    ``gpudoctor lint -``); those files are analysed in this process.
+    ``gpudoctor lint -``); those files are analysed in this process. ``project_files``:
+    every file of the project, when the caller knows them (``files``, when a path named
+    the project's root); else the project's root is discovered when the plan needs it
+    (see callers.py).
     """
     from gpudoctor.lint.collector import paused
 
     with paused():
-        return _lint_paths(files, settings, cache, 1 if contents else jobs, contents)
+        return _lint_paths(files, settings, cache, 1 if contents else jobs, contents, project_files)
 
 
 def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int,
-                contents: dict[Path, bytes] | None = None) -> LintResult:
+                contents: dict[Path, bytes] | None = None,
+                project_files: list[Path] | None = None) -> LintResult:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
     project = Project(settings.project_root, cache.facts if cache is not None else None, contents)
-    linted, called = _plan(project, files, cache, prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
-    result = LintResult(files_checked=len(files))
+    linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
+                                              prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
+    result = LintResult(files_checked=len(files), context=len(context))
+    if left_out:
+        result.warnings.append(
+            "files that use the named ones were not all analysed for their context (over the budget): "
+            "findings those callers would cause in the named files may be missing, and unused noqa "
+            "directives are not reported; lint the whole project to see them")
     found: dict[Path, list[Finding]] = {}
     todo = []
-    for path in linted:
+    for path in [*linted, *context]:
         cached = cache.lookup(project, path, called[path]) if cache is not None else None
         if cached is None:
             todo.append(path)
         else:
             found[path] = cached
-    result.cached = len(found)
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
                                         result.warnings, settings.forkserver_preloads_main)
     for outcome in outcomes:
@@ -71,28 +85,45 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
         result.internal_errors.extend(outcome.errors)
         if cache is not None:
             cache.store(outcome, called[outcome.path])
-    result.analysed = len(todo)
+    shown = set(linted)
+    result.analysed = sum(1 for path in todo if path in shown)
+    result.cached = len(linted) - result.analysed
+    result.context_analysed = len(todo) - result.analysed
     if cache is not None:
         cache.save(project)
-    raw = [finding for path in linted for finding in found.get(path, ())]
+    # A context file's findings in the files shown only (the others are dropped by _tidy:
+    # neither in a file shown nor reached from one). Of one finding reported by several
+    # analyses, the first is kept: a file's own analysis first, then the others by path,
+    # whichever files were named.
+    analysed = sorted([*linted, *context], key=str)
+    raw = [f for path in analysed for f in found.get(path, ()) if f.site.path == str(path)]
+    raw += [f for path in analysed for f in found.get(path, ()) if f.site.path != str(path)]
     display = {project.real(path): str(path) for path in files}
     texts = {path: text for path in linted if isinstance(text := project.text(path), str)}
     suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
-    result.findings = _tidy(raw, display, settings, suppressed_by, texts)
+    result.findings = _tidy(raw, display, settings, suppressed_by, texts, unused_noqa=not left_out)
     return result
 
 
-def _plan(project: Project, files: list[Path], cache: Cache | None,
-          prestart: bool = False) -> tuple[list[Path], dict[Path, frozenset[str]]]:
-    """Which files to lint, and the names each imports from the others (see below).
+def _plan(project: Project, files: list[Path], settings: Settings, project_files: list[Path] | None,
+          cache: Cache | None, prestart: bool = False
+          ) -> tuple[list[Path], list[Path], dict[Path, frozenset[str]], int]:
+    """Which files to lint, which others to analyse for their context, the names the
+    project uses from each analysed file, and whether the budget left some context out
+    (see callers.py).
 
     Reused from the cache when every file has the same bytes as last time and every
     directory listing the decision read is unchanged.
     """
     import hashlib
 
+    from gpudoctor.lint import callers
+
     if prestart and cache is None:  # a large run without a plan to reuse: workers are likely
         _prestart()
+    folders: list[Path] = []
+    if project_files is None:
+        project_files = _project_files(settings, folders)
     # surrogateescape: a file name that is not UTF-8 is its bytes again, not an error.
     key = hashlib.blake2b("\n".join(f"{project.real(p)}\0{project.digest(p)}" for p in files)
                           .encode(errors="surrogateescape"), digest_size=16).hexdigest()
@@ -104,51 +135,33 @@ def _plan(project: Project, files: list[Path], cache: Cache | None,
             _prestart()
     with project.tracking() as touched:
         linted = list(dict.fromkeys(project.real(path) for path in files if project.may_matter(path)))
-        called = _called_elsewhere(project, linted)
+        context, called, left_out = callers.plan(project, files, linted, project_files)
+        if context or not {project.real(p) for p in project_files} <= {project.real(p) for p in files}:
+            touched.dirs.update(project.real(f) for f in folders)  # a new file may import a named one
+            touched.files.update(project.real(p) for p in project_files)
     if cache is not None:
-        cache.store_plan(key, linted, called, {str(p): project.digest(p) for p in touched.files},
+        cache.store_plan(key, linted, context, called, left_out,
+                         {str(p): project.digest(p) for p in touched.files},
                          {str(d): project.listing_digest(d) for d in touched.dirs})
-    return linted, called
+    return linted, context, called, left_out
+
+
+def _project_files(settings: Settings, folders: list[Path]) -> list[Path]:
+    """Every file of the project: its root, discovered with the settings' exclusions (the
+    folders walked are added to ``folders``)."""
+    from gpudoctor.lint.discovery import discover
+
+    try:
+        return discover([str(settings.project_root)], settings.excluded, root=settings.project_root,
+                        skipped=[], folders=folders)
+    except Exception:  # noqa: BLE001 - a root that cannot be walked: no context, as before
+        return []
 
 
 def _prestart() -> None:
     from gpudoctor.lint.workers import prestart
 
     prestart()
-
-
-def _called_elsewhere(project: Project, linted: list[Path]) -> dict[Path, frozenset[str]]:
-    """For each linted file, the names other linted files import from it.
-
-    A linted file's own analysis follows those calls with the values the caller passes,
-    so the functions they name are not also analysed on their own with nothing known.
-    """
-    from gpudoctor.lint.analysis.gate import imported_words
-
-    out: dict[Path, set[str]] = {path: set() for path in linted}
-    stems: dict[str, int] = {}  # module name -> how many linted files have it
-    for path in linted:
-        stem = path.parent.name if path.name == "__init__.py" else path.stem
-        stems[stem] = stems.get(stem, 0) + 1
-    for importer in linted:
-        text = project.text(importer)
-        if isinstance(text, str):
-            own = importer.parent.name if importer.name == "__init__.py" else importer.stem
-            words = imported_words(text)
-            if not any(stems.get(w, 0) > (w == own) for w in words):
-                continue  # its imports name no other linted module
-        scan = project.prescan(importer)
-        if scan is None:
-            continue
-        for _, module, level, member in scan.imports:
-            whole = project.resolve(importer, module, level)
-            part = project.resolve(importer, f"{module}.{member}" if module else member, level) \
-                if member is not None else None
-            if part is not None and part in out and part != importer:
-                out[part] |= scan.names  # ``from package import module``: any name it uses
-            elif whole is not None and whole in out and whole != importer:
-                out[whole] |= scan.names if member is None else {member}
-    return {path: frozenset(names) for path, names in out.items()}
 
 
 def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
@@ -181,8 +194,11 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
-          suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str]) -> list[Finding]:
-    """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection."""
+          suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str],
+          unused_noqa: bool = True) -> list[Finding]:
+    """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection
+    (and report unused noqa directives, unless ``unused_noqa`` is False: some findings the
+    directives were written for may not have been looked for)."""
     from gpudoctor.lint import noqa
     from gpudoctor.lint.reached import rehome
 
@@ -217,8 +233,9 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         out.append(finding)
     # A file that could not be parsed (or a function of it); not one that imports such a file.
     broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000" and not f.related}
-    out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
-                            frozenset(suppressed_by), texts))
+    if unused_noqa:
+        out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
+                                frozenset(suppressed_by), texts))
     return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
 
 

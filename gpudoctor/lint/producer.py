@@ -1,7 +1,7 @@
 """Analyse one linted file on its own: its flows, every rule, and what the result depended on.
 
 Each linted file is analysed with a fresh analyzer, so that its findings depend only on its
-own code, the modules it reaches, and the names other linted files import from it. That is
+own code, the modules it reaches, and the names the project uses from it (callers.py). That is
 what lets results be cached per file and files be analysed in parallel with the same
 answer as in one process.
 """
@@ -96,15 +96,15 @@ def site_of(failure: ParseFailure) -> Site:
 
 
 # A worker process's state (see start_worker): its project, whose parses and module walks
-# the files it analyses share, the default start method, the names other linted files
-# import from each file, and whether the forkserver preloads the main script; or why it
+# the files it analyses share, the default start method, the names the project uses
+# from each file, and whether the forkserver preloads the main script; or why it
 # could not be set up.
 _worker: tuple[Project, str, dict[str, list[str]], bool] | str | None = None
 
 
 def start_worker(root: str, default_method: str, state: bytes, preloads_main: bool = False) -> None:
     """Worker initializer: the project this process analyses its files in. ``state`` is
-    the pickled names other linted files import from each file, the gate's facts and the
+    the pickled names the project uses from each file, the gate's facts and the
     prescans the parent made (each kept while its file's digest matches): one blob, which
     reaches a worker several times faster than the objects themselves.
 

@@ -111,7 +111,8 @@ def run_lint(args: argparse.Namespace) -> int:
         return 2 if missing else 0
     jobs = args.jobs or _cpus()
     cache = None if args.no_cache or contents else _cache(settings, args.cache_dir)
-    result = lint_paths(files, settings, cache=cache, jobs=jobs, contents=contents)
+    result = lint_paths(files, settings, cache=cache, jobs=jobs, contents=contents,
+                        project_files=files if not contents and _names_root(paths, settings.project_root) else None)
     if args.diff:
         return _show_diff(result.findings, args.unsafe_fixes, args.quiet, args.silent, args.output_file,
                           root=settings.project_root)
@@ -155,6 +156,17 @@ def run_lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names_root(paths: list[str], root: Path) -> bool:
+    """Does a path name the project's root folder (or one above it)? Its files are then all
+    discovered: the whole project, with no other file to analyse for context."""
+    import os
+
+    for path in paths:
+        if os.path.isdir(path) and real_path(root).is_relative_to(real_path(Path(path))):
+            return True
+    return False
+
+
 def _account(result: LintResult, seconds: float) -> str:
     """What --verbose says of a run: where each linted file's findings came from."""
     def files(count: int) -> str:
@@ -163,8 +175,10 @@ def _account(result: LintResult, seconds: float) -> str:
     where = (f"in {result.workers} worker process{'es' if result.workers != 1 else ''}" if result.workers
              else "in this process")
     skipped = result.files_checked - result.analysed - result.cached
+    context = (f"; {files(result.context)} importing them analysed for context "
+               f"({result.context - result.context_analysed} from the cache)" if result.context else "")
     return (f"{files(result.files_checked)} checked: {result.analysed} analysed {where}, {result.cached} "
-            f"from the cache, {skipped} without anything the rules look at; {seconds:.2f} s\n")
+            f"from the cache, {skipped} without anything the rules look at{context}; {seconds:.2f} s\n")
 
 
 def _stdin_source(contents: dict[Path, bytes], paths: list[str]) -> dict[str, str]:

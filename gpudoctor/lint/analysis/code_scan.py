@@ -39,11 +39,30 @@ class Scan:
 
     def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
         self.refs: set[str] = set()  # identifiers, and strings that may name an attribute
+        # Identifiers the code reads (names and attributes), not counting import statements
+        # nor strings: what an importer must mention to use a name it imports.
+        self.loads: set[str] = set()
+        self.calls: set[str] = set()  # the last names of the callables called
         self.starts = False
         self.config = False
         self.env_write = False
         self.uses = False  # calls a method that starts or feeds processes built elsewhere
         self.imports = imports
+
+    def merge(self, other: Scan) -> None:
+        """Count what ``other`` found as found here."""
+        self.refs |= other.refs
+        self.loads |= other.loads
+        self.calls |= other.calls
+        self.starts |= other.starts
+        self.config |= other.config
+        self.env_write |= other.env_write
+        self.uses |= other.uses
+
+    @property
+    def sites(self) -> bool:
+        """Is there code a finding can be reported at (see Prescan.sites)?"""
+        return self.starts or self.config or self.env_write or self.uses
 
     def acts(self, env_keys: bool) -> bool:
         """Starts a process, configures TF, or writes the environment of a file naming GPU variables."""
@@ -53,7 +72,8 @@ class Scan:
         # The names of this node alone: the flags only ever turn on, so the special names
         # are looked for among the new ones, and what was found before is not copied again
         # (a module of many statements, each scanned in turn, was quadratic in them).
-        refs: set[str] = set()  # identifiers only: what the special names are looked for in
+        refs: set[str] = set()  # identifiers read: what the special names are looked for in
+        bound: set[str] = set()  # identifiers of import statements (looked for too)
         strings: set[str] = set()
         for node in _walk(root):
             kind = type(node)
@@ -73,6 +93,8 @@ class Scan:
             elif kind is ast.Call:
                 func = node.func  # type: ignore[attr-defined]
                 name = getattr(func, "id", None) or getattr(func, "attr", None)
+                if name is not None:
+                    self.calls.add(name)
                 if name == "DataLoader" and _may_have_workers(node):  # type: ignore[arg-type]
                     self.starts = True
                 elif CONFIG_CALLS and kind is ast.Call and type(func) is ast.Attribute:
@@ -88,15 +110,18 @@ class Scan:
                     self.env_write = True  # os.environ |= {...}
             elif kind is ast.Import:
                 for alias in node.names:  # type: ignore[attr-defined]
-                    bound = alias.asname or alias.name.split(".")[0]
-                    refs.update((bound, alias.name.rsplit(".", 1)[-1]))
-                    self.imports.append((bound, alias.name, 0, None))
+                    name = alias.asname or alias.name.split(".")[0]
+                    bound.update((name, alias.name.rsplit(".", 1)[-1]))
+                    self.imports.append((name, alias.name, 0, None))
             elif kind is ast.ImportFrom:
                 for alias in node.names:  # type: ignore[attr-defined]
                     if alias.name != "*":
-                        refs.update((alias.asname or alias.name, alias.name))
+                        bound.update((alias.asname or alias.name, alias.name))
                         self.imports.append((alias.asname or alias.name, node.module or "",  # type: ignore[attr-defined]
                                              node.level, alias.name))  # type: ignore[attr-defined]
+        self.loads |= refs
+        if bound:
+            refs |= bound
         found = refs & _SPECIAL  # (not in strings: ``set_start_method("fork")`` forks nothing)
         if found & (START_NAMES | METHOD_NAMES):
             self.starts = True

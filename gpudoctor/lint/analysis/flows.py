@@ -328,9 +328,10 @@ class FlowBuilder:
 
         Call this after the module's own flow was built. Not run on their own: functions
         that flow called; functions (and classes) named in ``called_elsewhere``, which other
-        linted files import from this module (their analysis runs them with what those
-        callers pass); and functions the prescan found neither act nor reach by name a
-        function that does (on their own they have nothing to report).
+        analysed files of the project use, not merely import, from this module (their
+        analysis runs them with what those callers pass: callers.py); and functions the
+        prescan found neither act nor reach by name a function that does (on their own
+        they have nothing to report).
         """
         candidates = [f for f in self._entry_functions(state)
                       if id(f.node) not in self.analyzer.reached and state.parsed.entry_point(f.node)

@@ -167,6 +167,25 @@ def reexports(text: str) -> tuple[dict[str, tuple[str, int]], tuple[tuple[str, i
     return named, tuple(dict.fromkeys(stars))
 
 
+def from_imports(text: str) -> tuple[tuple[str, int, str, str], ...]:
+    """(module, level, name, bound name) for each name of each ``from module import ...``
+    (``*`` for a star import)."""
+    return tuple(_from_imports(text))
+
+
+def dotted_imports(text: str) -> tuple[tuple[str, str], ...]:
+    """(module, bound name) for every ``import module [as bound]``, the module in full:
+    ``import a.b`` runs ``a`` and ``a.b`` and binds ``a``."""
+    found: list[tuple[str, str]] = []
+    for match in _PLAIN_IMPORT.finditer("\n" + _plain_lines(text)):
+        for part in match.group(1).split(","):
+            module, _, alias = part.strip(" \t()\r").partition(" as ")
+            module, alias = module.strip(), alias.strip()
+            if module and all(p.isidentifier() for p in module.split(".")):
+                found.append((module, alias if alias.isidentifier() else module.split(".")[0]))
+    return tuple(dict.fromkeys(found))
+
+
 def plain_imports(text: str) -> tuple[tuple[str, str], ...]:
     """(module, bound name) for every ``import module [as bound]``: ``import a.b`` binds
     ``a``, to the module ``a``."""

@@ -49,11 +49,18 @@ class Unit:
     acts: bool = False  # starts, feeds or configures processes or the GPU environment
     file_acts: bool = False  # starts or configures itself: the file is worth linting
     refs: set[str] = field(default_factory=set)
+    owner: str = ""  # a method's class
+    sites: bool = False  # has code a finding can be reported at (see Prescan.sites)
 
     def __reduce__(self) -> tuple[type[Unit], tuple[object, ...]]:
         # Pickled as its fields (see Prescan.__getstate__): faster than a dict of them.
         return (Unit, (self.name, self.def_row, self.body_row, self.end_row, self.indent, self.method,
-                       self.acts, self.file_acts, self.refs))
+                       self.acts, self.file_acts, self.refs, self.owner, self.sites))
+
+
+# Names -> the units referring to them, the methods of each class, the subclasses of each
+# base, and the names each top-level statement reading them binds (see Prescan.reaching).
+_Index = tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[str]], dict[str, list[set[str]]]]
 
 
 class Prescan:
@@ -66,6 +73,9 @@ class Prescan:
         self.units: list[Unit] = []
         self._bodies: list[list[ast.stmt]] = []
         self._outside: list[ast.AST] = []
+        self._bases: list[tuple[str, list[ast.AST]]] = []  # each top-level class's bases
+        self._statements: list[ast.stmt] = []  # the top level's own statements (not def, class)
+        self._decorators: set[str] = set()  # names applied as decorators at the top level
         # The first row of each top-level statement as libcst sees them: statements on one
         # line (``a = 1; b = 2``) are one libcst statement.
         self.top_rows: list[int] = []
@@ -76,17 +86,29 @@ class Prescan:
                 self.units.append(_unit(statement, lines, method=False, outside=self._outside))
                 self._bodies.append(statement.body)
             elif isinstance(statement, ast.ClassDef):
-                self._outside.extend([*statement.bases, *statement.keywords, *statement.decorator_list])
+                self._outside.extend(statement.decorator_list)
+                self._bases.append((statement.name, [*statement.bases, *statement.keywords]))
                 for member in statement.body:
                     if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.units.append(_unit(member, lines, method=True, outside=self._outside))
+                        self.units.append(_unit(member, lines, method=True, outside=self._outside,
+                                                owner=statement.name))
+                        self._decorators.update(_applied(member))
                         self._bodies.append(member.body)
                     else:
                         self._outside.append(member)
             else:
                 self._outside.append(statement)
+                self._statements.append(statement)
+            self._decorators.update(_applied(statement))
         self._acts: bool | None = None
         self._names: set[str] = set()
+        self._used: set[str] = set()
+        self._sites = False
+        self._top_calls: set[str] = set()  # called by the top level (decorators included)
+        self._top_sites = False
+        self._bindings: list[tuple[set[str], set[str]]] = []  # top-level statement: (names read, names bound)
+        self._class_bases: dict[str, set[str]] = {}  # class -> the names its bases read
+        self._index: _Index | None = None  # see reaching
         # Every import, anywhere in the file: (name it binds, module, relative level, member).
         self._imports: list[tuple[str, str, int, str | None]] = []
 
@@ -102,6 +124,21 @@ class Prescan:
         return self._imports
 
     @property
+    def sites(self) -> bool:
+        """Has the file code a finding can be reported at, whoever's analysis reaches it: a
+        process start, a task or object handed to a process, a device configuration, an
+        environment write (of any variable: the name may come from another module)?"""
+        self._scan()
+        return self._sites
+
+    @property
+    def used(self) -> set[str]:
+        """Every identifier the file's code reads (as a name or an attribute), import
+        statements and strings left out: a name imported and never used is not among them."""
+        self._scan()
+        return self._used
+
+    @property
     def names(self) -> set[str]:
         """Every name the file's code refers to."""
         self._scan()
@@ -115,27 +152,105 @@ class Prescan:
         scan = Scan(self._imports)
         for node in self._outside:
             scan.scan(node)
+        top_calls, top_sites = scan.calls | self._decorators, scan.sites
+        for statement in self._statements:
+            read, bound = _reads_and_binds(statement)
+            if read and bound:
+                self._bindings.append((read, bound))
+        for name, bases in self._bases:
+            base_scan = Scan(self._imports)
+            for node in bases:
+                base_scan.scan(node)
+            self._class_bases[name] = base_scan.loads
+            scan.merge(base_scan)
+        used = set(scan.loads)
+        sites = scan.sites
         for unit, body in zip(self.units, self._bodies, strict=True):
             inner = Scan(self._imports)
             for statement in body:
                 inner.scan(statement)
             unit.refs = inner.refs
+            unit.sites = inner.sites
+            used |= inner.loads
+            sites = sites or inner.sites
             unit.file_acts = inner.acts(env_keys)
             unit.acts = unit.file_acts or inner.uses
         self._acts = (_DIRECTIVE.search(text) is not None or scan.acts(env_keys)
                       or any(u.file_acts for u in self.units))
         self._names = set(scan.refs).union(*(u.refs for u in self.units))
-        self._bodies, self._outside, self._tree = [], [], None
+        self._used, self._sites, self._top_calls, self._top_sites = used, sites, top_calls, top_sites
+        self._bodies, self._outside, self._bases, self._statements, self._tree = [], [], [], [], None
+
+    def _build_index(self) -> _Index:
+        """Who refers to each name: units, classes by their bases, top-level bindings."""
+        referring: dict[str, list[int]] = {}
+        methods: dict[str, list[int]] = {}
+        for index, unit in enumerate(self.units):
+            for name in unit.refs:
+                referring.setdefault(name, []).append(index)
+            if unit.owner:
+                methods.setdefault(unit.owner, []).append(index)
+        subclasses: dict[str, list[str]] = {}
+        for cls, bases in self._class_bases.items():
+            for name in bases:
+                subclasses.setdefault(name, []).append(cls)
+        binding: dict[str, list[set[str]]] = {}
+        for read, bound in self._bindings:
+            for name in read:
+                binding.setdefault(name, []).append(bound)
+        return referring, methods, subclasses, binding
+
+    def reaching(self, seeds: set[str], own_sites: bool) -> tuple[set[str], bool, bool]:
+        """Which names of this module lead to code a finding can be reported at, from
+        ``seeds`` (names it imports that do) and, if ``own_sites``, its own such code.
+
+        Returns the names, whether its own code uses them (a function, or the top level),
+        and whether importing it runs such code (its top level calls one). By name, as
+        ``entry_points``: a function that refers to one leads there, so does a class whose
+        method or base does, and a module variable bound from one."""
+        self._scan()
+        if self._index is None:
+            self._index = self._build_index()
+        referring, methods, subclasses, binding = self._index
+        reach = set(seeds)
+        hit: set[int] = set()
+        todo = [i for i, u in enumerate(self.units) if own_sites and u.sites]
+        names = list(seeds)
+
+        def add(name: str) -> None:
+            if name and name not in reach:
+                reach.add(name)
+                names.append(name)
+
+        while todo or names:
+            while todo:
+                index = todo.pop()
+                if index not in hit:
+                    hit.add(index)
+                    add(self.units[index].name)
+                    add(self.units[index].owner)
+            while names:
+                name = names.pop()
+                todo.extend(referring.get(name, ()))
+                for cls in subclasses.get(name, ()):  # its methods may call the base's
+                    todo.extend(methods.get(cls, ()))
+                    add(cls)
+                for bound in binding.get(name, ()):
+                    for other in bound:
+                        add(other)
+        top = (own_sites and self._top_sites) or not self._top_calls.isdisjoint(reach)
+        return reach, bool(hit) or top, top
 
     def __getstate__(self) -> dict[str, object]:
         """A scanned Prescan travels to a worker process without its text and trees (the
         worker has the text; the answers no longer need the trees)."""
         self._scan()
-        return {name: value for name, value in self.__dict__.items() if name != "_text"}
+        return {name: value for name, value in self.__dict__.items() if name not in ("_text", "_index")}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._text = ""
+        self._index = None
 
     def elidable(self) -> list[Unit]:
         """The units whose bodies are parsed only when the analysis needs them.
@@ -208,8 +323,28 @@ def prescan(text: str) -> Prescan | None:
     return Prescan(text, tree)
 
 
+def _applied(node: ast.stmt) -> set[str]:
+    """The names of the decorators given by name (applied: called when the def runs)."""
+    return {getattr(d, "id", None) or getattr(d, "attr", "") for d in getattr(node, "decorator_list", ())
+            if isinstance(d, (ast.Name, ast.Attribute))}
+
+
+def _reads_and_binds(statement: ast.stmt) -> tuple[set[str], set[str]]:
+    """The names a top-level statement reads and those it binds (imports left out)."""
+    read: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, ast.Attribute):
+            read.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)  # defined under an ``if`` or ``try``
+    return read, bound
+
+
 def _unit(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str], method: bool,
-          outside: list[ast.AST]) -> Unit:
+          outside: list[ast.AST], owner: str = "") -> Unit:
     # The header (decorators, defaults, annotations) runs where the def is: not elided.
     outside.extend(node.decorator_list)
     outside.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
@@ -227,4 +362,4 @@ def _unit(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str], method
         starts_line = not line.encode("utf-8")[: first.col_offset].strip()
     indent = line[: len(line) - len(line.lstrip(" \t\f"))]
     return Unit(node.name, node.lineno, row if starts_line else node.lineno, node.end_lineno or row,
-                indent, method)
+                indent, method, owner=owner)

@@ -187,6 +187,11 @@ class ProjectGate:
         text = self.text(source)
         return source if isinstance(text, str) and re.search(rf"^class[ \t]+{original}\b", text, re.M) else None
 
+    def source_of(self, package: Path, name: str) -> tuple[Path, str] | None:
+        """The project module, and the name there, that package ``__init__`` ``package``
+        hands on as ``name`` (None: its own name, or not from a project module)."""
+        return self._source_of(self.real(package), name, 0)
+
     def _source_of(self, package: Path, name: str, depth: int) -> tuple[Path, str] | None:
         """The project module, and the name there, that a package ``__init__`` binds to
         ``name`` by an import of its own; followed through subpackages' ``__init__``."""

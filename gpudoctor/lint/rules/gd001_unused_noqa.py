@@ -20,9 +20,11 @@ class UnusedNoqa(Rule):
 
     ## Fix safety
     The fix (take the code out of the comment) is unsafe: a finding in a helper module
-    can exist only when the file whose pool runs the helper's code is linted too. Linting
-    the helper alone (the per-file pre-commit hook, an editor) calls its suppression
-    unused; a run over the whole project may need it.
+    may come from the analysis of a file that calls the helper (its pool forks after the
+    caller initialized CUDA). A run naming the helper alone (the per-file pre-commit
+    hook, an editor) analyses those callers too, as far as its budget goes; when it
+    cannot analyse them all it says so and reports no unused directive, but a caller
+    outside the project, or one written later, may still need the suppression.
 
     ## Example
     ```python
