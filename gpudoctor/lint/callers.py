@@ -54,7 +54,7 @@ def plan(project: Project, named: Iterable[Path], linted: list[Path],
 
     ``project_files``: every file of the project (its root discovered with the settings'
     exclusions). When the named files include them all, there is no context to add."""
-    from gpudoctor.lint.analysis.analyzer import MAX_IMPORT_DEPTH
+    from gpudoctor.lint.analysis.project import MAX_IMPORT_DEPTH
 
     named_set = {project.real(p) for p in named}
     universe = dict.fromkeys(project.real(p) for p in project_files)

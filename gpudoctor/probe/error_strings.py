@@ -23,6 +23,7 @@ MULTITHREADED_FORK = "multithreaded-fork"
 CUDA_ERROR = "cuda-error"
 NO_DRIVER = "no-driver"
 OTHER_TOOL = "other-tool"
+IPC_PRODUCER_EXIT = "ipc-producer-exit"
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,10 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(37, "Triton", CAUSE, FORK_AFTER_INIT, r"0 active drivers \(\[\]\)\. There should only be one",
        "Triton found no usable GPU backend: in a fork child, the parent had initialized CUDA "
        "before forking; otherwise no GPU here"),
+    _p(35, "PyTorch", WARNING, IPC_PRODUCER_EXIT,
+       r"Producer process has been terminated before all shared CUDA tensors released",
+       "a process that shared CUDA tensors through torch.multiprocessing exited while a receiver "
+       "still held them; the memory went with it (keep the sender alive until the receivers are done)"),
     _p(25, "Chainer", CAUSE, FORK_AFTER_INIT,
        r"The CUDA context has been already initialized\. MultiprocessParallelUpdater",
        "CUDA was initialized before Chainer forked its workers"),

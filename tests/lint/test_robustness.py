@@ -224,3 +224,17 @@ def test_code_frames_count_lines_as_python_does(workdir: Path, capsys: pytest.Ca
     assert main(["lint", "--no-cache", "--output-format", "full", "frame.py"]) == 1
     out = capsys.readouterr().out
     assert "13 |     with mp.Pool(2) as pool:" in out and "5 | cp.zeros(1)" in out
+
+
+def test_warnings_about_the_checked_code_are_not_printed(tmp_path: Path) -> None:
+    """Compiling code with an invalid escape warns (SyntaxWarning from Python 3.12); the
+    warning is about the user's code and must not reach gpudoctor's output."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "escapes.py"
+    target.write_text('import re\nPATTERN = re.compile("\\d+")\nassert (1, 2) is not None\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-W", "always", "-m", "gpudoctor", "lint", "--no-cache", str(target)],
+                          capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Warning" not in done.stderr, done.stderr

@@ -16,6 +16,7 @@ from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Context, DefaultDevice, Event, splice
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
 from gpudoctor.lint.analysis.nesting import CALL, LIMIT, WORK, Meter
+from gpudoctor.lint.analysis.project import MAX_IMPORT_DEPTH
 from gpudoctor.lint.analysis.source import ParseFailure
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -39,14 +40,14 @@ if TYPE_CHECKING:
 Value = frozenset
 MAX_DEPTH, MAX_SUMMARIES = 24, 20_000
 # Following imports is what finds a pool built in a helper module, but on a large code
-# base it would walk the whole import graph. Import-time effects are followed this many
-# imports deep, and once the modules analysed that were not asked for (counting the
+# base it would walk the whole import graph. Import-time effects are followed
+# MAX_IMPORT_DEPTH imports deep (project.py: the caller search, which runs without
+# libcst, reads it too), and once the modules analysed that were not asked for (counting the
 # modules their walks analysed) hold this much source, or are this many, no new one is.
 # The budget is in characters, what parsing costs: a package of many small modules does
 # not use it up before the import after it. (Keras modules average 12 k characters: the
 # budget is about 25 of them. Exempting the linted file's own imports from it made a cold
 # keras run 4x slower for no finding.)
-MAX_IMPORT_DEPTH = 3
 MAX_EXTRA_CHARS = 300_000
 MAX_EXTRA_MODULES = 150
 

@@ -30,6 +30,7 @@ from gpudoctor.lint.analysis.values import (
     PoolObj,
     ProcessObj,
     QueueObj,
+    SavedEnv,
     Str,
     ThreadObj,
     container,
@@ -60,6 +61,7 @@ SWITCH_VARIABLES = frozenset(variable for variable, _ in BACKEND_SWITCH.values()
 MUTATORS = frozenset({"append", "extend", "add", "insert", "appendleft", "update"})
 ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update",
                        "os.environ.__setitem__"})
+ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.pop"})
 
 
 @dataclass
@@ -244,6 +246,8 @@ class CallEvaluator(ExprEvaluator):
         if qualname in ENV_CALLS:
             self.env_write(qualname, args, node)
             return UNKNOWN
+        if qualname in ENV_READS and args.positional:
+            return frozenset(SavedEnv(name) for name in strings(args.positional[0]) & WATCHED_VARIABLES)
         if qualname.startswith("builtins."):
             return self.builtin(qualname[9:], args, node)
         if qualname == "functools.partial" and args.positional:

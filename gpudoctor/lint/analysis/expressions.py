@@ -23,6 +23,7 @@ from gpudoctor.lint.analysis.values import (
     JoblibConfig,
     ModRef,
     ProcessObj,
+    SavedEnv,
     Str,
     container,
     elements,
@@ -30,10 +31,11 @@ from gpudoctor.lint.analysis.values import (
     join,
     one,
     positions,
+    strings,
     truth,
 )
 from gpudoctor.lint.findings import Site
-from gpudoctor.lint.knowledge.registry import api_table
+from gpudoctor.lint.knowledge.registry import WATCHED_VARIABLES, api_table
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
@@ -238,9 +240,13 @@ class ExprEvaluator:
 
     def _e_Subscript(self, node: cst.Subscript) -> Value:
         base = self.eval(node.value)
-        for element in node.slice:
-            self.eval_children(element)
         out: set[Atom] = set(elements(base))
+        environ = any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base)
+        for element in node.slice:
+            if environ and isinstance(element.slice, cst.Index):
+                out.update(SavedEnv(name) for name in strings(self.eval(element.slice.value)) & WATCHED_VARIABLES)
+            else:
+                self.eval_children(element)
         out.update(a for a in base if isinstance(a, FuncRef) and a.cuda_kernel)
         return frozenset(out)
 

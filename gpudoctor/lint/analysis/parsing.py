@@ -20,9 +20,12 @@ __all__ = ["parse"]
 def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
     """Locate the error with CPython's parser, whose positions and wording people know."""
     import ast
+    import warnings
 
     try:
-        ast.parse(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
     except SyntaxError as error:
         return ParseFailure(path, f"cannot parse: {error.msg}", error.lineno or 1, max((error.offset or 1) - 1, 0))
     except (ValueError, RecursionError, MemoryError):

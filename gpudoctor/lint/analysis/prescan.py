@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.code_scan import Scan
@@ -307,7 +308,10 @@ def prescan(text: str) -> Prescan | None:
     Raises TooDeep if CPython gives up on the nesting, which no version accepts.
     """
     try:
-        with pinned(PARSER_FRAMES):
+        # Python 3.12+ warns about the checked code (invalid escapes, "is" with a literal)
+        # while compiling it; those warnings are the code's, not gpudoctor's output.
+        with pinned(PARSER_FRAMES), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             tree = ast.parse(text)
     except RecursionError:
         raise TooDeep("cannot parse: the code is nested too deeply for Python's parser") from None

@@ -20,6 +20,9 @@ from gpudoctor.lint.paths import real_path
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.source import ParsedModule
 
+# How many imports deep the analysis follows import-time effects (analyzer.py), and the
+# caller search of a per-file run looks for the files that lead to it (callers.py).
+MAX_IMPORT_DEPTH = 3
 # A file shorter than this (about a hundred lines) is parsed whole: its functions are
 # usually all run, and parsing it in pieces then costs more than parsing it whole (a fifth
 # more on a corpus of small files). A longer one is parsed with its function bodies left

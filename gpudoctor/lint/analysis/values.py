@@ -207,6 +207,15 @@ class ForkPid:
 
 
 @dataclass(frozen=True)
+class SavedEnv:
+    """The value an environment variable held when the code read it (``os.environ.get``,
+    ``os.getenv``, ``os.environ[...]``, ``os.environ.pop``): writing it back to the same
+    variable restores it rather than configures anything."""
+
+    var: str
+
+
+@dataclass(frozen=True)
 class Opaque:
     """Something the analysis cannot name, beside values it can: the mark an unknown
     value (the empty set) leaves when it is joined with known ones. ``x = cfg.flag``
@@ -216,7 +225,7 @@ class Opaque:
 
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
         | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
-        | Deferred | JoblibConfig | Opaque)
+        | Deferred | JoblibConfig | SavedEnv | Opaque)
 Value = frozenset  # frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
 SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))

@@ -47,9 +47,6 @@ class Framework:
     # How its device objects cross a process boundary when pickled, when that is not a
     # host copy (GD201): the receiver maps the same device memory. None: a host copy.
     ipc_sharing: str | None = None
-    # What it says when a process that shared device memory so exits before a receiver
-    # released it.
-    ipc_exit_warning: str | None = None
     # Methods of its device objects that return a host value.
     host_methods: frozenset[str] = frozenset()
     # Methods of its device objects that run on the device and return host values

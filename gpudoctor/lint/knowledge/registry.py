@@ -69,7 +69,6 @@ DEFAULT_DEVICE_FACTORIES = {
     for name in (*framework.default_device_factories, *framework.default_device_modules)}
 # Framework -> how its device objects are shared with another process (when not by a copy).
 IPC_SHARING = {framework.name: framework.ipc_sharing for framework in RECORDS if framework.ipc_sharing}
-IPC_EXIT_WARNING = {framework.name: framework.ipc_exit_warning for framework in RECORDS if framework.ipc_exit_warning}
 # Methods of device objects that return host values (a host copy; a model's predictions).
 HOST_METHODS = frozenset().union(*(framework.host_methods for framework in RECORDS))
 HOST_RESULT_METHODS = frozenset().union(*(framework.host_result_methods for framework in RECORDS))

@@ -159,9 +159,9 @@ FRAMEWORK = Framework(
     # registers this with multiprocessing's ForkingPickler: every multiprocessing channel
     # (queues, pipes, pool tasks, spawn arguments) shares CUDA tensors so once torch is imported.
     # The memory stays the sender's: torch/csrc/CudaIPCTypes.cpp keeps each sent block until
-    # the receivers' reference counts drop, and warns when the sending process exits first.
+    # the receivers' reference counts drop, and warns when the sending process exits first
+    # (the probe reports that warning; docs/error-strings.md row 35).
     ipc_sharing="shares it through CUDA IPC, without a copy (the receiver maps the sender's device memory)",
-    ipc_exit_warning="Producer process has been terminated before all shared CUDA tensors released",
     host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
     device_type="torch.device",
     cuda_placement=True,

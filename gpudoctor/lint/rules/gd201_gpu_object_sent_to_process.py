@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Send
-from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_EXIT_WARNING, IPC_SHARING
+from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_SHARING
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 CHANNELS = {
@@ -20,9 +19,6 @@ CHANNELS = {
     "pipe": "through a pipe",
     P.JOBLIB: "as task arguments to joblib's multiprocessing workers",
 }
-# Channels through which a process can send to one that may outlive it (a queue a worker
-# puts on); the others go from a process to the processes it starts.
-PEER_CHANNELS = frozenset({"queue", "pipe"})
 
 
 class GpuObjectSentToProcess(Rule):
@@ -42,11 +38,12 @@ class GpuObjectSentToProcess(Rule):
     `Process(args=...)`, `torch.multiprocessing.spawn(fn, args=...)`, initializer
     arguments, its own queue and pipe puts) is the documented way to share GPU memory
     (Hogwild training: `model.share_memory()`, then one `Process` per trainer) and is
-    not reported. Their hazard is the sender's lifetime: the receiver maps the
-    sender's memory, valid only while the sender runs. A parent outlives the children
-    it starts (`multiprocessing` joins non-daemonic children when the parent exits
-    and terminates daemonic ones), so only a child that sends CUDA tensors through a
-    queue or pipe is reported, as a warning, with that advice rather than a host copy.
+    not reported, on any channel. The one hazard left there is the sender's lifetime:
+    the receiver maps the sender's memory, valid only while the sender runs, so a
+    producer that exits while the receiver still holds its tensors takes the memory
+    with it. Whether it does depends on timing no linter sees (most producers loop
+    until shut down), so it is not reported either: PyTorch prints a warning when it
+    happens, and `gpudoctor probe run` reports that warning with its meaning.
     (Running out of file descriptors under the default `file_descriptor` sharing
     strategy concerns CPU tensors: CUDA tensors travel as IPC handles, not descriptors.)
 
@@ -63,10 +60,7 @@ class GpuObjectSentToProcess(Rule):
 
     PyTorch does not copy: under fork the receiver still needs CUDA to use the tensor,
     which a child forked after CUDA was initialized cannot initialize ("Cannot
-    re-initialize CUDA in forked subprocess"). A worker that puts CUDA tensors on a
-    queue and then exits takes their memory with it while the receiver may still use
-    it; PyTorch warns "Producer process has been terminated before all shared CUDA
-    tensors released".
+    re-initialize CUDA in forked subprocess").
 
     ## Example
     ```python
@@ -117,22 +111,6 @@ class GpuObjectSentToProcess(Rule):
         |     t = torch.ones(3).cuda()
         |     # ruleid: GD201
         |     q.put(t)
-        """,
-        """\
-        | import torch
-        | import torch.multiprocessing as mp
-        |
-        | def produce(q):
-        |     # ruleid: GD201
-        |     q.put(torch.randn(4, device="cuda"))
-        |
-        | if __name__ == "__main__":
-        |     ctx = mp.get_context("spawn")
-        |     q = ctx.Queue()
-        |     p = ctx.Process(target=produce, args=(q,))
-        |     p.start()
-        |     print(q.get())
-        |     p.join()
         """,
     )
     VALID = (
@@ -190,13 +168,13 @@ class GpuObjectSentToProcess(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, _, event, state in ctx.points():
+        for _, _, event, state in ctx.points():
             effect = event.effect
             if not isinstance(effect, Send):
                 continue
             method, _ = ctx.builder.resolve_method(effect.method, state)
             fork = method == "fork"
-            found = [o for o in gpu_objects(effect.value) if self._reported(o, effect, flow, fork)]
+            found = [o for o in gpu_objects(effect.value) if self._reported(o, effect, fork)]
             if not found:
                 continue
             first = min(found, key=lambda o: (o.site.row, o.site.col))
@@ -211,7 +189,7 @@ class GpuObjectSentToProcess(Rule):
                     f"(send {host_copy} instead)",
                     related, severity=ERROR if fork else WARNING,
                 )
-            elif fork:
+            else:
                 yield self.finding(
                     effect.site,
                     f"{sent}, under the fork start method; the receiver can use it only if it can "
@@ -219,24 +197,12 @@ class GpuObjectSentToProcess(Rule):
                     related, hint=f"Use the spawn start method, under which {name} shares it without a copy, "
                                   f"or send {host_copy}",
                 )
-            else:
-                yield self.finding(
-                    effect.site,
-                    f"{sent} by a child process; {name} {IPC_SHARING[first.framework]}, which stays "
-                    "valid only while this process runs: if it exits before the receiver is done, the "
-                    f'memory goes with it ("{IPC_EXIT_WARNING[first.framework]}")',
-                    related, severity=WARNING,
-                    hint="Keep this process alive until the receiver is done with the tensors "
-                         f"(e.g. wait on an Event the receiver sets), or send {host_copy}",
-                )
 
     @staticmethod
-    def _reported(obj: GpuObj, send: Send, flow: Flow, fork: bool) -> bool:
-        """Objects a framework shares without copying are reported under fork, and when a
-        child sends them to a process that may outlive it (see the rule's docs)."""
-        if not GpuObjectSentToProcess._shared(obj, send) or fork:
-            return True
-        return flow.kind == "child" and send.channel in PEER_CHANNELS
+    def _reported(obj: GpuObj, send: Send, fork: bool) -> bool:
+        """Objects a framework shares without copying are reported only under fork (see the
+        rule's docs)."""
+        return fork or not GpuObjectSentToProcess._shared(obj, send)
 
     @staticmethod
     def _shared(obj: GpuObj, send: Send) -> bool:

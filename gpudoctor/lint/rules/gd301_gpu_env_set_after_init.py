@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
 from gpudoctor.lint.analysis.flows import State
+from gpudoctor.lint.analysis.values import SavedEnv
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
@@ -57,7 +58,9 @@ class GpuEnvSetAfterInit(Rule):
 
     `PYTORCH_NVML_BASED_CUDA_CHECK` is not one of them: PyTorch reads it each time
     `torch.cuda.is_available()` is called, so a write after an init still changes the
-    calls after it, and is not reported.
+    calls after it, and is not reported. Nor is writing back the value read from the
+    same variable earlier (`old = os.environ.get("CUDA_VISIBLE_DEVICES")` ... then, in a
+    `finally`, `os.environ["CUDA_VISIBLE_DEVICES"] = old`): a restore, not a setting.
 
     ## Why is this bad?
     The write succeeds and changes nothing: the driver already enumerated the devices,
@@ -209,6 +212,8 @@ class GpuEnvSetAfterInit(Rule):
             effect = event.effect
             if not isinstance(effect, EnvWrite):
                 continue
+            if effect.value and all(isinstance(a, SavedEnv) and a.var == effect.var for a in effect.value):
+                continue  # a restore: the value read from this variable earlier, written back
             init_event = too_late(effect.var, state)
             if init_event is None:
                 continue
