@@ -123,6 +123,10 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
         _prestart()
     folders: list[Path] = []
     if project_files is None:
+        if not any(project.may_matter(path) or project.facts(path).follow for path in files):
+            # No named file can have a finding, of its own or as a module another file's
+            # analysis walks (and reports unparseable, GD000): no callers to look for.
+            return [], [], {}, 0
         project_files = _project_files(settings, folders)
     # surrogateescape: a file name that is not UTF-8 is its bytes again, not an error.
     key = hashlib.blake2b("\n".join(f"{project.real(p)}\0{project.digest(p)}" for p in files)

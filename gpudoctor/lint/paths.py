@@ -15,7 +15,21 @@ def real_path(path: str | os.PathLike[str]) -> Path:
 
 @lru_cache(maxsize=16384)
 def _resolved(absolute: str) -> Path:
+    """Resolve the folder (remembered: the files of one folder share it), then the last
+    component: one ``lstat`` per file rather than one per component of its path."""
+    head, tail = os.path.split(absolute)
+    if not tail or head == absolute:
+        return _resolve(absolute)
+    candidate = os.path.join(_resolved(head), tail)
     try:
-        return Path(absolute).resolve()
+        linked = os.path.islink(candidate)
+    except ValueError:  # a NUL in the name: nothing on disk has it
+        return Path(candidate)
+    return _resolve(candidate) if linked else Path(candidate)
+
+
+def _resolve(path: str) -> Path:
+    try:
+        return Path(path).resolve()
     except (OSError, RuntimeError):  # RuntimeError: "Symlink loop" before Python 3.13
-        return Path(absolute)
+        return Path(path)

@@ -29,6 +29,7 @@ from gpudoctor.lint.analysis.values import (
     ModuleObj,
     literal_default,
     one,
+    ordered,
 )
 from gpudoctor.lint.findings import Site
 
@@ -167,7 +168,7 @@ class Analyzer(ClassModel):
         """``from package import name`` where the package binds no ``name``: Python imports
         the submodule ``package.name``, running its top level."""
         importer = self.project.path_of(walker.module.path)
-        for atom in package:
+        for atom in ordered(package):
             if isinstance(atom, ModuleObj) and atom.path.endswith("__init__.py"):
                 init = self.project.path_of(atom.path)
                 state = self.module(init)
@@ -229,7 +230,7 @@ class Analyzer(ClassModel):
         return events
 
     def import_star(self, walker: Walker, value: Value) -> None:
-        for atom in value:
+        for atom in ordered(value):
             if isinstance(atom, ModuleObj):
                 state = self.module(self.project.path_of(atom.path))
                 if not isinstance(state, ParseFailure):

@@ -37,6 +37,7 @@ from gpudoctor.lint.analysis.values import (
     elements,
     is_cuda,
     one,
+    ordered,
     strings,
 )
 from gpudoctor.lint.knowledge import processes
@@ -122,7 +123,7 @@ class CallEvaluator(ExprEvaluator):
     def call_method(self, receiver: Value, name: str, args: Args, node: cst.Call) -> Value:
         out: set[Atom] = set()
         handled_device = False
-        for atom in receiver:
+        for atom in ordered(receiver):
             if isinstance(atom, ModRef):
                 out |= self.call_qualname(f"{atom.qualname}.{name}", args, node)
             elif isinstance(atom, GpuObj):
@@ -167,7 +168,7 @@ class CallEvaluator(ExprEvaluator):
 
     def call_value(self, callee: Value, args: Args, node: cst.Call) -> Value:
         out: set[Atom] = set()
-        for atom in callee:
+        for atom in ordered(callee):
             if isinstance(atom, ModRef):
                 out |= self.call_qualname(atom.qualname, args, node)
             elif isinstance(atom, FuncRef) and atom.cuda_kernel:
@@ -225,7 +226,7 @@ class CallEvaluator(ExprEvaluator):
     def instantiate(self, cls: ClassRef, args: Args, node: cst.Call) -> Value:
         instance = Instance(cls)
         init = self.analyzer.member(instance, "__init__")
-        for atom in init:
+        for atom in ordered(init):
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
         if is_dataclass(cls.node):  # the generated __init__ ends by calling __post_init__
@@ -234,7 +235,7 @@ class CallEvaluator(ExprEvaluator):
 
     def call_method_of(self, instance: Instance, name: str, node: cst.CSTNode) -> None:
         """Run a special method Python calls on its own (``__post_init__``, ``__enter__``)."""
-        for atom in self.analyzer.member(instance, name):
+        for atom in ordered(self.analyzer.member(instance, name)):
             if isinstance(atom, FuncRef):
                 self.inline(atom, Args(), node)
 

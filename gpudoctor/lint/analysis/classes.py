@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, join, one
+from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, join, one, ordered
 from gpudoctor.lint.knowledge.processes import canonical
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class ClassModel:
         if cls in self._primed:
             return
         self._primed.add(cls)
-        for atom in self.member(Instance(cls), "__init__"):
+        for atom in ordered(self.member(Instance(cls), "__init__")):
             if isinstance(atom, FuncRef):
                 self.call(atom, (), UNKNOWN, {}, entry=True)
 

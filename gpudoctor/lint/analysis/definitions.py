@@ -7,7 +7,7 @@ import libcst as cst
 
 from gpudoctor.lint.analysis.calls import Args
 from gpudoctor.lint.analysis.imports import ImportWalker
-from gpudoctor.lint.analysis.values import Atom, ClassRef, Compiled, Compiler, FuncRef, ModRef, one
+from gpudoctor.lint.analysis.values import Atom, ClassRef, Compiled, Compiler, FuncRef, ModRef, one, ordered
 from gpudoctor.lint.knowledge.processes import COMPILER, kind_of
 from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS, canonical
 
@@ -34,7 +34,7 @@ class DefinitionWalker(ImportWalker):
         for decorator in node.decorators:
             target = decorator.decorator
             target = target.func if isinstance(target, cst.Call) else target
-            for atom in self.eval_quiet(target):
+            for atom in ordered(self.eval_quiet(target)):
                 if isinstance(atom, ModRef) and canonical(atom.qualname) in KERNEL_DECORATORS:
                     kernel = KERNEL_DECORATORS[canonical(atom.qualname)]
         self.module.parsed.note_tree(node, self.tree)
@@ -89,7 +89,7 @@ class DefinitionWalker(ImportWalker):
         bases: list[str] = []
         project_bases: list[ClassRef] = []
         for arg in node.bases:
-            for atom in self.eval_quiet(arg.value):
+            for atom in ordered(self.eval_quiet(arg.value)):
                 if isinstance(atom, ModRef):
                     bases.append(atom.qualname)
                 elif isinstance(atom, ClassRef):

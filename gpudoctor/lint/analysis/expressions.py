@@ -30,6 +30,7 @@ from gpudoctor.lint.analysis.values import (
     gpu_objects,
     join,
     one,
+    ordered,
     positions,
     strings,
     truth,
@@ -201,7 +202,7 @@ class ExprEvaluator:
 
     def attribute(self, base: Value, attr: str, node: cst.CSTNode) -> Value:
         out: set[Atom] = set()
-        for atom in base:
+        for atom in ordered(base):
             if isinstance(atom, ModRef):
                 qualname = f"{atom.qualname}.{attr}"
                 api = api_table().lookup(qualname)
@@ -226,7 +227,7 @@ class ExprEvaluator:
         classes) is still followed.
         """
         out: set[Atom] = set()
-        for atom in base:
+        for atom in ordered(base):
             if not isinstance(atom, (ModRef, GpuObj, Instance, ClassRef)):
                 out.update(self.analyzer.module_member(atom, attr))
         if out and any(isinstance(a, ModRef) and api_table().lookup(f"{a.qualname}.{attr}") for a in base):
@@ -366,7 +367,7 @@ class ExprEvaluator:
                 self.assign(target.value.value, frozenset(
                     replace(atom, daemon=flag) if isinstance(atom, ProcessObj) and flag is not None else atom
                     for atom in owner))
-            for atom in owner:
+            for atom in ordered(owner):
                 if isinstance(atom, Instance):
                     self.analyzer.store_member(atom.cls, target.attr.value, value)
         elif isinstance(target, cst.Subscript):

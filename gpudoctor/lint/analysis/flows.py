@@ -36,7 +36,7 @@ from gpudoctor.lint.analysis.events import (
     Task,
     ThreadStart,
 )
-from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects
+from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects, ordered
 from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge import processes as P
 
@@ -351,7 +351,7 @@ class FlowBuilder:
     def _entry_functions(self, state: ModuleState) -> Iterator[FuncRef]:
         yield from state.functions
         for cls in state.classes:
-            for atom in self.analyzer.member(Instance(cls), "__init__") | _methods(self, cls):
+            for atom in ordered(self.analyzer.member(Instance(cls), "__init__") | _methods(self, cls)):
                 if isinstance(atom, FuncRef):
                     yield atom
 

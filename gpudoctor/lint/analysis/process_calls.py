@@ -43,6 +43,7 @@ from gpudoctor.lint.analysis.values import (
     elements,
     is_cuda,
     one,
+    ordered,
     positions,
     strings,
     truth,
@@ -57,12 +58,12 @@ Value = frozenset
 
 
 def _funcs(value: Value | None) -> tuple[FuncRef, ...]:
-    return tuple(a for a in (value or UNKNOWN) if isinstance(a, FuncRef) and not a.cuda_kernel)
+    return tuple(a for a in ordered(value or UNKNOWN) if isinstance(a, FuncRef) and not a.cuda_kernel)
 
 
 def _method(value: Value | None) -> str | None:
     """The start method a ``get_context``/``mp_context``/string argument chooses."""
-    for atom in value or UNKNOWN:
+    for atom in ordered(value or UNKNOWN):
         if isinstance(atom, MpContext):
             return atom.method
     names = strings(value or UNKNOWN)
@@ -253,7 +254,7 @@ def run_parallel(ev: CallEvaluator, pool: PoolObj, args: Args, node: cst.Call) -
     site = ev.site(node)
     children: list[Child] = []
     sent: list[Value] = []
-    for atom in elements(args.get(0, "iterable") or UNKNOWN):
+    for atom in ordered(elements(args.get(0, "iterable") or UNKNOWN)):
         if isinstance(atom, Deferred) and atom.args is not None:
             children.extend(Child(f, atom.args, atom.rest, "task") for f in atom.funcs)
             sent.extend((*atom.args, atom.rest))
@@ -310,7 +311,7 @@ def _launcher(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
 
 def _dataloader(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
     children: list[Child] = []
-    for atom in args.get(0, "dataset") or UNKNOWN:
+    for atom in ordered(args.get(0, "dataset") or UNKNOWN):
         if isinstance(atom, Instance):
             for name in P.DATASET_METHODS:
                 for func in _funcs(ev.analyzer.member(atom, name)):

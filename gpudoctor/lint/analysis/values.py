@@ -235,6 +235,48 @@ SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))
 DEFAULT_DEVICE = "_<default device>"
 
 
+def ordered(value: frozenset[Atom]) -> list[Atom] | frozenset[Atom]:
+    """The atoms of ``value`` in an order that is the same on every run.
+
+    A set's order follows the hashes of its members, and those change from run to run
+    (strings hash with a per-process seed, functions by address): where the atoms of a
+    value each emit events, iterating the set itself would make the findings depend on
+    the run. Values of one atom, almost all of them, are returned as they are."""
+    if len(value) < 2:
+        return value
+    return sorted(value, key=_atom_key)
+
+
+def _atom_key(atom: object) -> str:
+    if isinstance(atom, (FuncRef, ClassRef)):
+        return f"{type(atom).__name__}:{atom.module}:{atom.qualname}:{_part(getattr(atom, 'bound', ()))}"
+    return f"{type(atom).__name__}:" + "|".join(_part(getattr(atom, name)) for name in _fields(type(atom)))
+
+
+def _part(value: object) -> str:
+    if value is None or isinstance(value, (str, int, bool)):
+        return str(value)
+    if isinstance(value, Site):
+        return f"{value.path}:{value.row}:{value.col}"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_part(item) for item in value) + ")"
+    if isinstance(value, frozenset):
+        return "{" + ",".join(sorted(_part(item) for item in value)) + "}" if len(value) < 8 else f"{{{len(value)}}}"
+    if hasattr(value, "__dataclass_fields__"):
+        return _atom_key(value)
+    return ""
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(name for name in kind.__dataclass_fields__ if name != "node")
+    return names
+
+
 def one(atom: Atom) -> frozenset[Atom]:
     return frozenset((atom,))
 

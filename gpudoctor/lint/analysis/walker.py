@@ -25,6 +25,7 @@ from gpudoctor.lint.analysis.values import (
     elements,
     is_cuda,
     join,
+    ordered,
     strings,
     truth,
 )
@@ -426,7 +427,7 @@ class Walker(DefinitionWalker):
             self.enter_context(item.item, value)
             devices.append(self.enter_device(item.item))
             bound = value
-            for atom in value:
+            for atom in ordered(value):
                 if isinstance(atom, Instance):  # a class of the project: its __enter__ runs
                     self.call_method_of(atom, "__enter__", item.item)
                 elif isinstance(atom, PoolObj) and atom.kind == JOBLIB and not atom.entered:
@@ -446,7 +447,7 @@ class Walker(DefinitionWalker):
             if before is not None:  # leaving ``with device(...)`` restores the default device
                 self.assign(DEFAULT_DEVICE, before)
         for value in reversed(values):
-            for atom in value:
+            for atom in ordered(value):
                 if isinstance(atom, PoolObj) and atom.kind == THREAD_POOL:
                     # leaving the block shuts thread pools down (joins their threads)
                     self.emit(Join(atom.site, self.site(node), threads=True))
@@ -460,7 +461,7 @@ class Walker(DefinitionWalker):
         if not isinstance(expr, cst.Call):
             return
         callee = self.eval_quiet(expr.func)
-        for atom in callee:
+        for atom in ordered(callee):
             if isinstance(atom, ModRef) and canonical(atom.qualname) in DEVICE_CONTEXTS:
                 self.emit(Init(DEVICE_CONTEXTS[canonical(atom.qualname)], "runtime", f"{atom.qualname}.__enter__",
                                self.site(expr)))

@@ -228,6 +228,9 @@ class ForkAfterThreadStart(Rule):
             # (threads started in another branch of an if chain than the start's are not
             # running there, even where the workers start later, at an executor's first task)
             running = parent.threads_at(flow.points[index][1].branches)
+            # A call that starts a thread or a process, as the value it is made on may be
+            # either (``p = Process(...) if mp else Thread(...)``), does one or the other.
+            running = [t for t in running if t.effect.site != effect.site]
             if not running:
                 continue
             started = running[0].effect
