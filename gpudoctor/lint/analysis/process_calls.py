@@ -128,6 +128,9 @@ def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | 
         return UNKNOWN
     if kind == P.COMPILER:
         return _compiler(ev, args, node)
+    if kind == P.PROCESS_GROUP:
+        ev.emit(ThreadStart(site, P.THREAD_STARTS[P.PROCESS_GROUP]))
+        return UNKNOWN
     if kind == P.SET_PRELOAD:
         names = _module_names(args.get(0, "module_names"))
         preloaded = ev.preload_events(names, node) if names else []

@@ -59,6 +59,7 @@ JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built whe
 DELAYED = "delayed"  # joblib.delayed: a call recorded, to run in a worker
 JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
 JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
+PROCESS_GROUP = "process-group"  # torch.distributed.init_process_group: starts threads (below)
 
 APIS: dict[str, str] = {
     "multiprocessing.Pool": POOL,
@@ -88,6 +89,7 @@ APIS: dict[str, str] = {
     "torch.utils.data.dataloader.DataLoader": DATALOADER,
     "torch.set_default_device": DEFAULT_DEVICE,
     "torch.compile": COMPILER,
+    "torch.distributed.init_process_group": PROCESS_GROUP,
     "multiprocessing.set_forkserver_preload": SET_PRELOAD,
     "multiprocessing.forkserver.set_forkserver_preload": SET_PRELOAD,
     "joblib.Parallel": JOBLIB,
@@ -123,6 +125,12 @@ THREAD_STARTS = {
     COMPILER: "the first call of a torch.compile'd function starts Inductor's compile workers "
               "and their reader thread",
     DATALOADER: "iterating a DataLoader with pin_memory=True and workers starts its pin-memory thread",
+    # The backends are built when the group is (torch/distributed/distributed_c10d.py
+    # _new_process_group_helper); torch/csrc/distributed/c10d/ProcessGroupGloo.cpp starts its
+    # worker threads (2 by default) in the constructor, ProcessGroupNCCL its watchdog and
+    # heartbeat-monitor threads; the default backend on a CUDA machine is both
+    # ("cuda:nccl,cpu:gloo"). They run until destroy_process_group().
+    PROCESS_GROUP: "init_process_group starts the group's backend threads: Gloo's workers, NCCL's watchdog",
 }
 
 # Channels that pickle with a pickler of their own rather than multiprocessing's

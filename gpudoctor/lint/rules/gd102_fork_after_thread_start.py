@@ -31,7 +31,12 @@ class ForkAfterThreadStart(Rule):
       backends (`backend="eager"`) are not counted;
     - iterating a `DataLoader` with `pin_memory=True` and workers: its iterator starts
       a pin-memory thread in this process, which lives as long as the iterator — the
-      `for` loop over it, or the loader's whole life with `persistent_workers=True`.
+      `for` loop over it, or the loader's whole life with `persistent_workers=True`;
+    - `torch.distributed.init_process_group`: it builds the group's backends at once,
+      and they start threads that run until `destroy_process_group()` — Gloo's worker
+      threads (two by default) and NCCL's watchdog and heartbeat monitor; the default
+      backend on a CUDA machine is both. (A fork after `destroy_process_group()` is
+      still reported: the analysis does not pair the two calls.)
 
     ## Why is this bad?
     `fork()` copies only the calling thread. Locks held by the other threads at that
