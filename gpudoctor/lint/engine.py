@@ -35,7 +35,8 @@ class LintResult:
 # A run this large may need workers: their fork server starts while the plan is made
 # (when the cached plan cannot be reused).
 PRESTART_MIN_FILES = 200
-# Starting worker processes costs about as much as analysing this much source in-process.
+# Starting worker processes costs about as much as analysing this much source in-process
+# (docs/performance.md).
 PARALLEL_MIN_BYTES = 150_000
 
 
