@@ -10,6 +10,7 @@ import pytest
 
 from gpudoctor.lint.engine import lint_paths
 from gpudoctor.lint.findings import Finding
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
@@ -30,7 +31,7 @@ def lint_source(tmp_path: Path) -> Callable[..., list[Finding]]:
     """Write sources into a temporary project and lint it; return the findings."""
 
     def run(files: str | dict[str, str], *, minor: int = 12, platform: str = "linux",
-            select: list[str] | None = None) -> list[Finding]:
+            select: list[str] | None = None, limits: Limits = DEFAULT_LIMITS) -> list[Finding]:
         sources = {"main.py": files} if isinstance(files, str) else files
         paths = []
         for name, text in sources.items():
@@ -40,7 +41,7 @@ def lint_source(tmp_path: Path) -> Callable[..., list[Finding]]:
             paths.append(path)
         codes = [r.code for r in all_rules()]
         settings = Settings(build_selection(codes, codes, select=select), minor, platform, tmp_path)
-        result = lint_paths(paths, settings)
+        result = lint_paths(paths, settings, limits=limits)
         assert not result.internal_errors, result.internal_errors
         return result.findings
 

@@ -48,9 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
 
-# The largest store file read back. TensorFlow's 1,800 modules make a 2 MB facts file and
-# a 0.6 MB results file; this leaves room for a tree some fifty times larger, and still
-# refuses the file of gigabytes that would end in a MemoryError.
+# The largest store file read back (or written): it refuses the file of gigabytes that
+# would end in a MemoryError (sizes measured: docs/performance.md).
 LIMIT = 128 * 1024 * 1024
 
 

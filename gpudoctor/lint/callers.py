@@ -10,8 +10,8 @@ hands it on is a use of the function in the module that defines it.
 
 A file's findings therefore come from its own analysis and from the analyses that reach it:
 those of the project files that may matter and import it, directly or through other
-modules, at most ``MAX_IMPORT_DEPTH`` imports away (the analysis follows no deeper; see
-analyzer.py). A run of the whole project analyses every one of them. A run that names some
+modules, at most ``Limits.max_import_depth`` imports away (the analysis follows no deeper;
+see analyzer.py). A run of the whole project analyses every one of them. A run that names some
 files only (pre-commit names the changed ones) analyses those too, as *context*: only their
 findings in the named files are shown. Which names count as used is read from the whole
 project in both runs, so each analysis is the same in either, and so are the findings in
@@ -35,17 +35,6 @@ _UNREAD = frozenset({"\0"})  # (a file's import words not read yet)
 _FEW_STEMS = 8
 
 
-# The context a run analyses at most, in characters of source (about eighty modules of
-# Keras, a few seconds): a file that half a large project uses (Keras's ops/core.py) would
-# otherwise cost a run naming it alone as much as the whole project. The nearest files
-# (fewest imports away) are analysed first; the run says when some were left out.
-MAX_CONTEXT_CHARS = 1_000_000
-# The search for them reads the CPython prescan of each module that may lead to the named
-# files: at most this much source (a quarter of Keras, a second or two), past which it
-# stops as when the context is full.
-MAX_SEARCH_CHARS = 3_000_000
-
-
 def plan(project: Project, named: Iterable[Path], linted: list[Path],
          project_files: Iterable[Path]) -> tuple[list[Path], dict[Path, frozenset[str]], int]:
     """The context files of a run naming ``named`` (``linted``: those that may matter), for
@@ -53,9 +42,14 @@ def plan(project: Project, named: Iterable[Path], linted: list[Path],
     context out (else 0).
 
     ``project_files``: every file of the project (its root discovered with the settings'
-    exclusions). When the named files include them all, there is no context to add."""
-    from gpudoctor.lint.analysis.project import MAX_IMPORT_DEPTH
+    exclusions). When the named files include them all, there is no context to add.
 
+    The context is bounded (``project.limits``): a file that half a large project uses would
+    otherwise cost a run naming it alone as much as the whole project. The nearest files
+    (fewest imports away) are analysed first, up to ``max_context_chars`` of source; the
+    search for them reads the CPython prescan of each module that may lead to the named
+    files, up to ``max_search_chars``, and past that stops as when the context is full."""
+    limits = project.limits
     named_set = {project.real(p) for p in named}
     universe = dict.fromkeys(project.real(p) for p in project_files)
     if universe.keys() <= named_set:
@@ -69,22 +63,22 @@ def plan(project: Project, named: Iterable[Path], linted: list[Path],
     size = 0
     hops = 0
     full = False  # the budget is used up: the rest is left out
-    while changed and hops < MAX_IMPORT_DEPTH and not full:
+    while changed and hops < limits.max_import_depth and not full:
         hops += 1
         now: set[Path] = set()
-        for path in reach.step(changed, MAX_SEARCH_CHARS):
+        for path in reach.step(changed, limits.max_search_chars):
             now.add(path)
             if path in found:
                 continue
             found[path] = hops
             if reach.runs.get(path) and path not in linted_set and project.may_matter(path):
                 size += project.size(path)
-                if size > MAX_CONTEXT_CHARS and context:
+                if size > limits.max_context_chars and context:
                     full = True
                     break
                 context.append(path)
         changed = now
-        full = full or reach.searched > MAX_SEARCH_CHARS
+        full = full or reach.searched > limits.max_search_chars
     analysed = [*linted, *context]
     # The files that use names of an analysed one found last (its analysis must know its
     # callers, else it runs their functions on their own): one import further, from it

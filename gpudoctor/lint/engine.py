@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Finding, Related, Site
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.settings import Settings
 
@@ -34,34 +35,38 @@ class LintResult:
 # A run this large may need workers: their fork server starts while the plan is made
 # (when the cached plan cannot be reused).
 PRESTART_MIN_FILES = 200
-# Starting worker processes costs about as much as analysing this much source in-process.
+# Starting worker processes costs about as much as analysing this much source in-process
+# (docs/performance.md).
 PARALLEL_MIN_BYTES = 150_000
 
 
 def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
                jobs: int = 1, contents: dict[Path, bytes] | None = None,
-               project_files: list[Path] | None = None) -> LintResult:
+               project_files: list[Path] | None = None, limits: Limits = DEFAULT_LIMITS) -> LintResult:
     """Check ``files`` (already discovered) and return findings in file order.
 
     ``contents`` gives the bytes of some files instead of their file on disk (the text of
     ``gpudoctor lint -``); those files are analysed in this process. ``project_files``:
     every file of the project, when the caller knows them (``files``, when a path named
     the project's root); else the project's root is discovered when the plan needs it
-    (see callers.py).
+    (see callers.py). ``limits``: the analysis's budgets (tests make them small); the cache
+    holds findings made with the default ones, so a run with others neither reads nor
+    writes it.
     """
     from gpudoctor.lint.collector import paused
 
     with paused():
-        return _lint_paths(files, settings, cache, 1 if contents else jobs, contents, project_files)
+        return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache, 1 if contents else jobs,
+                           limits, contents, project_files)
 
 
-def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int,
+def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int, limits: Limits,
                 contents: dict[Path, bytes] | None = None,
                 project_files: list[Path] | None = None) -> LintResult:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
-    project = Project(settings.project_root, cache.facts if cache is not None else None, contents)
+    project = Project(settings.project_root, cache.facts if cache is not None else None, contents, limits=limits)
     linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
                                               prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
     result = LintResult(files_checked=len(files), context=len(context))
@@ -187,7 +192,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
     ordered = sorted(todo, key=lambda p: -sizes[p])
     outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
                                {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
-                               project.all_scans(), preloads_main)
+                               project.all_scans(), preloads_main, limits=project.limits)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "

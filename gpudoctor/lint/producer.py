@@ -51,7 +51,7 @@ def analyse(project: Project, path: Path, default_method: str,
     outcome = Outcome(path)
     # The analysis stops nesting where its own meter says, the same wherever it was
     # called from; Python's recursion limit is raised past that (see nesting.py).
-    with headroom(), project.tracking() as touched:
+    with headroom(project.limits.max_nesting), project.tracking() as touched:
         analyzer = Analyzer(project, frozenset({path}))
         builder = FlowBuilder(analyzer, default_method, preloads_main)
         try:
@@ -104,9 +104,9 @@ _worker: tuple[Project, str, dict[str, list[str]], bool] | str | None = None
 
 def start_worker(root: str, default_method: str, state: bytes, preloads_main: bool = False) -> None:
     """Worker initializer: the project this process analyses its files in. ``state`` is
-    the pickled names the project uses from each file, the gate's facts and the
-    prescans the parent made (each kept while its file's digest matches): one blob, which
-    reaches a worker several times faster than the objects themselves.
+    the pickled names the project uses from each file, the gate's facts, the
+    prescans the parent made (each kept while its file's digest matches) and the run's
+    limits: one blob, which reaches a worker faster than the objects themselves.
 
     It never raises: a pool whose initializer fails starts a new worker, which fails
     again, for ever. The failure is kept, and each file handed to this worker reports it."""
@@ -118,8 +118,9 @@ def start_worker(root: str, default_method: str, state: bytes, preloads_main: bo
         from gpudoctor.lint.collector import off_until_exit
 
         off_until_exit()  # a worker lives as long as its pool: one run
-        called_elsewhere, facts, scans = pickle.loads(state)  # noqa: S301 - written by this run's own parent
-        _worker = (Project(Path(root), facts, known_scans=scans), default_method, called_elsewhere, preloads_main)
+        called_elsewhere, facts, scans, limits = pickle.loads(state)  # noqa: S301 - written by this run's own parent
+        _worker = (Project(Path(root), facts, known_scans=scans, limits=limits), default_method, called_elsewhere,
+                   preloads_main)
     except Exception:  # noqa: BLE001
         _worker = f"a worker could not start\n{traceback.format_exc()}"
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.gate import Facts
     from gpudoctor.lint.analysis.prescan import Prescan
+    from gpudoctor.lint.limits import Limits
     from gpudoctor.lint.producer import Outcome
 
 
@@ -176,7 +177,7 @@ def prestart() -> None:
 def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
               facts: dict[str, tuple[str, Facts]] | None = None,
               scans: dict[str, tuple[str, Prescan]] | None = None,
-              preloads_main: bool = False) -> tuple[list[Outcome], list[str]]:
+              preloads_main: bool = False, *, limits: Limits) -> tuple[list[Outcome], list[str]]:
     """Analyse the linted files in ``processes`` worker processes; return the outcomes, in
     the order of ``paths``, and the files a worker took and did not return (it died).
 
@@ -184,7 +185,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     the costly first), so none waits long while another still has work: the shares shrink
     as the work left does (see _shares). ``facts`` and ``scans`` are the
     gate's facts and the prescans this process already made (by file and digest): the
-    workers do not compute them again.
+    workers do not compute them again. ``limits``: the run's budgets, the workers' too.
 
     A worker that dies (killed, out of memory, a crash in a parser) is noticed, not waited
     for: the executor, unlike a multiprocessing pool, sees a worker that is gone. The files
@@ -196,7 +197,8 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     from gpudoctor.lint.producer import analyse_in_worker
 
     context = _context()
-    setup = (root, method, pickle.dumps((called, facts, scans), protocol=pickle.HIGHEST_PROTOCOL), preloads_main)
+    state = pickle.dumps((called, facts, scans, limits), protocol=pickle.HIGHEST_PROTOCOL)
+    setup = (root, method, state, preloads_main)
     served = context.get_start_method() == "forkserver"
     with _termination_caught():
         if served:

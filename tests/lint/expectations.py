@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpudoctor.lint.engine import lint_paths
 from gpudoctor.lint.findings import Finding
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings, parse_target_version
@@ -85,9 +86,9 @@ def settings_for(case: Case) -> Settings:
     return Settings(build_selection(codes, codes), minor, platform, root)
 
 
-def run_case(case: Case) -> tuple[set[Key], set[Key], list[Finding]]:
+def run_case(case: Case, limits: Limits = DEFAULT_LIMITS) -> tuple[set[Key], set[Key], list[Finding]]:
     """Return (expected, actual, findings), restricted to implemented rule codes."""
-    result = lint_paths(case.files, settings_for(case))
+    result = lint_paths(case.files, settings_for(case), limits=limits)
     assert not result.internal_errors, result.internal_errors
     implemented = implemented_codes()
     expected = {k for k in case.expected() if k[2] in implemented}

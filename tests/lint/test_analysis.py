@@ -270,17 +270,17 @@ def _package_then_gpu_import(module_text: str, modules: int) -> dict[str, str]:
     ("import torch\nX = 1\n", 40, False),  # past the count of modules as well
 ])
 def test_the_budget_of_modules_followed_is_counted_in_source(
-        lint_source, monkeypatch: pytest.MonkeyPatch, module_text: str, modules: int,
-        followed: bool) -> None:  # type: ignore[no-untyped-def]
+        lint_source, module_text: str, modules: int, followed: bool) -> None:  # type: ignore[no-untyped-def]
     """Imports are followed until the modules analysed for a linted file hold the budget's
     characters (or count), here made small: a package of many small modules leaves room
     for the import after it, one of as many larger modules does not (gpudoctor then
     reports the advisory GD103, not knowing the parent initialized CuPy)."""
-    from gpudoctor.lint.analysis import analyzer
+    from dataclasses import replace
 
-    monkeypatch.setattr(analyzer, "MAX_EXTRA_CHARS", 4000)
-    monkeypatch.setattr(analyzer, "MAX_EXTRA_MODULES", 30)
-    found = codes_at(lint_source(_package_then_gpu_import(module_text, modules)))
+    from gpudoctor.lint.limits import DEFAULT_LIMITS
+
+    small = replace(DEFAULT_LIMITS, max_extra_chars=4000, max_extra_modules=30)
+    found = codes_at(lint_source(_package_then_gpu_import(module_text, modules), limits=small))
     assert found == ({("GD101", 9)} if followed else {("GD103", 9)})
 
 
@@ -309,19 +309,20 @@ def test_strings_joined_again_and_again_stay_bounded(tmp_path) -> None:  # type:
     from pathlib import Path
 
     from gpudoctor.lint.analysis.analyzer import Analyzer
-    from gpudoctor.lint.analysis.expressions import MAX_STRING_CHARS, MAX_STRINGS
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.values import Str
+    from gpudoctor.lint.limits import DEFAULT_LIMITS
 
     chain = "".join(f"def f{i}(p):\n    return f{i + 1}(p + ('/a' if p else '/b'))\n\n" for i in range(10))
+    longest = "y" * DEFAULT_LIMITS.max_string_chars
     (tmp_path / "walk.py").write_text(f"{chain}def f10(p):\n    return p\n\n\n"
-                                      f"SHORT = f8('x')\nALL = f0('x')\nLONG = '{'y' * MAX_STRING_CHARS}' + 'z'\n")
+                                      f"SHORT = f8('x')\nALL = f0('x')\nLONG = '{longest}' + 'z'\n")
     path = Path(tmp_path / "walk.py")
     state = Analyzer(Project(tmp_path), frozenset({path})).module(path)
     assert state.env["SHORT"] == frozenset({Str("x/a/a"), Str("x/a/b"), Str("x/b/a"), Str("x/b/b")})
-    assert not any(isinstance(atom, Str) for atom in state.env["ALL"])  # 1024 > MAX_STRINGS
+    assert not any(isinstance(atom, Str) for atom in state.env["ALL"])  # 1024 > max_strings
     assert not any(isinstance(atom, Str) for atom in state.env["LONG"])
-    assert MAX_STRINGS < 1024
+    assert DEFAULT_LIMITS.max_strings < 1024
 
 
 @pytest.mark.parametrize(("middle", "followed"), [

@@ -92,7 +92,9 @@ def test_a_worker_turns_it_off_for_good(tmp_path: Path) -> None:
     (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\n\n\ndef w(i):\n"
                                      "    return cupy.ones(i)\n\n\nmp.Pool(2).map(w, [1])\n")
     code = ("import gc, pickle, sys\nfrom gpudoctor.lint import producer\n"
-            "producer.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None)))\nprint(gc.isenabled())\n"
+            "from gpudoctor.lint.limits import DEFAULT_LIMITS\n"
+            "producer.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None, DEFAULT_LIMITS)))\n"
+            "print(gc.isenabled())\n"
             "for _ in range(2):\n    [(_, outcome)] = producer.analyse_in_worker([sys.argv[1] + '/job.py'])\n"
             "    print(gc.isenabled(), len(outcome.findings) > 0, outcome.errors)\n")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,

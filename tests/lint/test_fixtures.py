@@ -5,8 +5,11 @@ Expectations for rules that are not implemented yet are ignored (see expectation
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from gpudoctor.lint.limits import DEFAULT_LIMITS
 from tests.lint.expectations import FIXTURES, Case, all_cases, run_case
 
 CASES = all_cases()
@@ -14,14 +17,11 @@ CASES = all_cases()
 
 @pytest.mark.parametrize("parsing", ["as-run", "bodies-apart"])
 @pytest.mark.parametrize("case", CASES, ids=[str(c.path.relative_to(FIXTURES)) for c in CASES])
-def test_fixture_expectations(case: Case, parsing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fixture_expectations(case: Case, parsing: str) -> None:
     """``bodies-apart``: every file is parsed with its function bodies left out until
     needed, as long files are (most fixtures are short enough to be parsed whole)."""
-    if parsing == "bodies-apart":
-        from gpudoctor.lint.analysis import project
-
-        monkeypatch.setattr(project, "ELIDE_MIN_CHARS", 0)
-    expected, actual, findings = run_case(case)
+    limits = replace(DEFAULT_LIMITS, elide_min_chars=0) if parsing == "bodies-apart" else DEFAULT_LIMITS
+    expected, actual, findings = run_case(case, limits)
     missing = sorted(expected - actual)
     unexpected = sorted(actual - expected)
     detail = "\n".join(f"{f.site.path}:{f.site.row}: {f.code} {f.message}" for f in findings)

@@ -22,6 +22,7 @@ Two differences are right, and are the only ones allowed:
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from gpudoctor.lint.analysis.project import Project
 from gpudoctor.lint.cache import Cache
 from gpudoctor.lint.engine import LintResult, lint_paths
 from gpudoctor.lint.findings import Finding
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
@@ -125,10 +127,10 @@ def _write(root: Path, files: dict[str, str]) -> None:
         path.write_text(textwrap.dedent(text), encoding="utf-8")
 
 
-def _lint(root: Path, named: list[str], cache: Cache | None = None) -> LintResult:
+def _lint(root: Path, named: list[str], cache: Cache | None = None, limits: Limits = DEFAULT_LIMITS) -> LintResult:
     codes = [r.code for r in all_rules()]
     result = lint_paths([root / n for n in named], Settings(build_selection(codes, codes), 12, "linux", root),
-                        cache=cache)
+                        cache=cache, limits=limits)
     assert not result.internal_errors, result.internal_errors
     return result
 
@@ -172,15 +174,14 @@ def test_a_new_caller_that_chooses_spawn_is_seen_through_the_cached_plan(tmp_pat
     assert _codes(_lint(tmp_path, ["pkg/work.py"], Cache(tmp_path, "key"))) == [("GD101", "work.py", 11)]
 
 
-def test_context_over_the_budget_is_said_and_makes_up_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_context_over_the_budget_is_said_and_makes_up_nothing(tmp_path: Path) -> None:
     """Past the budget some callers are not analysed: the run says so, reports no unused
     noqa (the finding it was written for may come from a caller left out), and runs no
     function those callers use on its own (that could make up a finding)."""
     _write(tmp_path, {"pkg/__init__.py": "", "pkg/work.py": WORK,
                       "a_main.py": SPAWN_CALLER, "z_bench.py": FORK_CALLER})
     assert _codes(_lint(tmp_path, ["pkg/work.py"])) == []  # GD101 from z_bench.py, under its noqa
-    monkeypatch.setattr(callers, "MAX_CONTEXT_CHARS", 1)
-    result = _lint(tmp_path, ["pkg/work.py"])
+    result = _lint(tmp_path, ["pkg/work.py"], limits=replace(DEFAULT_LIMITS, max_context_chars=1))
     assert result.context == 1  # a_main.py, the nearest by name
     assert _codes(result) == []  # neither GD101 made up nor GD001 for the noqa
     assert any("not all analysed for their context" in w for w in result.warnings)

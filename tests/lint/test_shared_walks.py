@@ -7,12 +7,14 @@ process in both orders, and demand the same outcome each way.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpudoctor.lint import producer
 from gpudoctor.lint.analysis.project import Project
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -37,11 +39,12 @@ CYCLIC = {
 }
 
 
-def _outcomes(root: Path, files: list[Path], together: bool) -> dict[str, list[tuple[object, ...]]]:
+def _outcomes(root: Path, files: list[Path], together: bool,
+              limits: Limits = DEFAULT_LIMITS) -> dict[str, list[tuple[object, ...]]]:
     out = {}
-    shared = Project(root)
+    shared = Project(root, limits=limits)
     for path in files:
-        project = shared if together else Project(root)
+        project = shared if together else Project(root, limits=limits)
         outcome = producer.analyse(project, path, "fork")
         assert not outcome.errors, outcome.errors
         out[str(path)] = [(f.code, f.site.path, f.site.row, f.site.col, f.message,
@@ -96,13 +99,11 @@ def test_a_walk_is_reused_only_where_its_cycle_is_the_same(tmp_path: Path) -> No
     assert package in entry.misses or backend in entry.misses
 
 
-def test_forgetting_walks_changes_no_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forgetting_walks_changes_no_finding(tmp_path: Path) -> None:
     for name, text in CYCLIC.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     files = [tmp_path / name for name in ("train.py", "serve.py", "evaluate.py")]
     kept = _outcomes(tmp_path, files, together=True)
-    from gpudoctor.lint.analysis import walks
-
-    monkeypatch.setattr(walks, "MAX_KEPT", 1)  # the store starts afresh after every walk
-    assert _outcomes(tmp_path, files, together=True) == kept
+    forgetful = replace(DEFAULT_LIMITS, max_kept_walks=1)  # the store starts afresh after every walk
+    assert _outcomes(tmp_path, files, together=True, limits=forgetful) == kept

@@ -15,8 +15,7 @@ import libcst as cst
 from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Context, DefaultDevice, Event, splice
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
-from gpudoctor.lint.analysis.nesting import CALL, LIMIT, WORK, Meter
-from gpudoctor.lint.analysis.project import MAX_IMPORT_DEPTH
+from gpudoctor.lint.analysis.nesting import CALL, Meter
 from gpudoctor.lint.analysis.source import ParseFailure
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -39,27 +38,28 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.walks import Active
 
 Value = frozenset
-MAX_DEPTH, MAX_SUMMARIES = 24, 20_000
-# Following imports is what finds a pool built in a helper module, but on a large code
-# base it would walk the whole import graph. Import-time effects are followed
-# MAX_IMPORT_DEPTH imports deep (project.py: the caller search, which runs without
-# libcst, reads it too), and once the modules analysed that were not asked for (counting the
-# modules their walks analysed) hold this much source, or are this many, no new one is.
-# The budget is in characters, what parsing costs: a package of many small modules does
-# not use it up before the import after it. (Keras modules average 12 k characters: the
-# budget is about 25 of them. Exempting the linted file's own imports from it made a cold
-# keras run 4x slower for no finding.)
-MAX_EXTRA_CHARS = 300_000
-MAX_EXTRA_MODULES = 150
 
 
 class Analyzer(ClassModel):
-    """Walks modules and functions on demand and remembers every result."""
+    """Walks modules and functions on demand and remembers every result.
+
+    Following imports is what finds a pool built in a helper module, but on a large code
+    base it would walk the whole import graph: import-time effects are followed
+    ``max_import_depth`` imports deep, and once the modules analysed that were not asked
+    for (counting the modules their walks analysed) hold ``max_extra_chars`` of source, or
+    are ``max_extra_modules``, no new one is (the project's ``Limits``). The budget is in
+    characters, what parsing costs: a package of many small modules does not use it up
+    before the import after it. The linted file's own imports count too.
+    """
 
     def __init__(self, project: Project, linted: frozenset[Path] = frozenset(), depth: int = 0,
-                 limit: int = LIMIT, work: int = WORK) -> None:
+                 limit: int | None = None, work: int | None = None) -> None:
         self.project = project
-        self.meter = Meter(limit, work)  # how deep this analysis nests (see nesting.py)
+        self.limits = limits = project.limits
+        # How deep this analysis nests (see nesting.py); a module walk is given the room and
+        # the walks cut short left to the analysis that asked for it.
+        self.meter = Meter(limits.max_nesting if limit is None else limit,
+                           limits.max_cut_walks if work is None else work)
         self.linted = frozenset(project.real(p) for p in linted)
         self._depth = depth  # how many imports deep this analysis starts
         self._import_depth = 0
@@ -106,12 +106,12 @@ class Analyzer(ClassModel):
         return walked.state
 
     def _spent(self) -> bool:
-        """Is the budget of modules followed used up (see MAX_EXTRA_CHARS)?"""
-        if len(self.closure) >= MAX_EXTRA_MODULES:
+        """Is the budget of modules followed used up (see the class docstring)?"""
+        if len(self.closure) >= self.limits.max_extra_modules:
             return True
         if len(self.closure) != self._costed:  # the closure only grows
             self._cost, self._costed = sum(self.project.size(p) for p in self.closure), len(self.closure)
-        return self._cost >= MAX_EXTRA_CHARS
+        return self._cost >= self.limits.max_extra_chars
 
     def walk_own(self, key: Path) -> tuple[ModuleState | ParseFailure, Active | None]:
         """Walk a module's top level in this analysis (see walks.py for what it depends on)."""
@@ -126,7 +126,7 @@ class Analyzer(ClassModel):
             entries = self.project.entry_points(key)
             if entries is not None:
                 parsed.limit_entry_points(entries)
-        state = ModuleState(str(key), parsed)
+        state = ModuleState(str(key), parsed, self.limits)
         self._modules[key] = state
         walker = Walker(self, state, state.env, module_level=True, ctx=Context(import_time=True))
         active = self.project.walks.begin(key, state)
@@ -189,7 +189,7 @@ class Analyzer(ClassModel):
         return UNKNOWN
 
     def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:
-        if self._depth + self._import_depth >= MAX_IMPORT_DEPTH:
+        if self._depth + self._import_depth >= self.limits.max_import_depth:
             return
         self._import_depth += 1
         known = len(self.failures)
@@ -218,7 +218,7 @@ class Analyzer(ClassModel):
         events: list[Event] = []
         for cut in range(1, len(parts) + 1):
             target = self.project.resolve(origin, ".".join(parts[:cut]), 0)
-            if target is None or self._depth + self._import_depth >= MAX_IMPORT_DEPTH:
+            if target is None or self._depth + self._import_depth >= self.limits.max_import_depth:
                 continue
             self._import_depth += 1
             try:
@@ -284,7 +284,9 @@ class Analyzer(ClassModel):
         cached = self._summaries.get(key)
         if cached is not None:
             return cached
-        if key in self._stack or len(self._stack) >= MAX_DEPTH or len(self._summaries) > MAX_SUMMARIES:
+        limits = self.limits
+        if key in self._stack or len(self._stack) >= limits.max_call_depth or \
+                len(self._summaries) > limits.max_summaries:
             return [], UNKNOWN, device
         state = self.module(self.project.path_of(func.module))
         if isinstance(state, ParseFailure):
@@ -314,7 +316,7 @@ class Analyzer(ClassModel):
         finally:
             self._stack.pop()
             meter.depth -= CALL
-        result = (compress(walker.events), walker.result(), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
+        result = (compress(walker.events, limits.max_events), walker.result(), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
 
@@ -322,6 +324,7 @@ class Analyzer(ClassModel):
               keywords: dict[str, Value]) -> dict[str, Value]:
         params = func.node.params  # type: ignore[attr-defined]
         ordered = [*params.posonly_params, *params.params]
+        digits = self.limits.max_integer_chars
         env: dict[str, Value] = {}
         for index, param in enumerate(ordered):
             name = param.name.value
@@ -330,9 +333,9 @@ class Analyzer(ClassModel):
             elif name in keywords:
                 env[name] = keywords[name]
             else:
-                env[name] = rest if rest else literal_default(param)
+                env[name] = rest if rest else literal_default(param, digits)
         for param in params.kwonly_params:
-            env[param.name.value] = keywords.get(param.name.value, literal_default(param))
+            env[param.name.value] = keywords.get(param.name.value, literal_default(param, digits))
         if isinstance(params.star_arg, cst.Param):
             from gpudoctor.lint.analysis.values import container
 

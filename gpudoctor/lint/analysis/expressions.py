@@ -52,12 +52,6 @@ HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsi
                              "output_shape"})
 Value = frozenset
 
-# Strings are followed for the names rules read (start methods, environment variables): a
-# few short ones. A concatenation past these is unknown: a path joined in a recursive walk
-# (os.walk's) would otherwise double its set of strings, and their length, at every call.
-MAX_STRINGS = 16
-MAX_STRING_CHARS = 1_000
-
 
 _HANDLERS: dict[tuple[type, type], Any] = {}
 
@@ -189,7 +183,7 @@ class ExprEvaluator:
         return one(Str(head.value)) if isinstance(head, cst.FormattedStringText) else UNKNOWN
 
     def _e_Integer(self, node: cst.Integer) -> Value:
-        value = integer_value(node.value)
+        value = integer_value(node.value, self.analyzer.limits.max_integer_chars)
         return UNKNOWN if value is None else one(Int(value))
 
     def _e_Lambda(self, node: cst.Lambda) -> Value:
@@ -309,10 +303,14 @@ class ExprEvaluator:
         lefts = [a for a in left if isinstance(a, Str)]
         rights = [a for a in right if isinstance(a, Str)]
         if lefts and rights and isinstance(node.operator, cst.Add):
-            if len(lefts) * len(rights) > MAX_STRINGS:
+            # Strings are followed for the names rules read: a few short ones. Past the
+            # limits a concatenation is unknown: a path joined in a recursive walk (os.walk's)
+            # would otherwise double its set of strings, and their length, at every call.
+            limits = self.analyzer.limits
+            if len(lefts) * len(rights) > limits.max_strings:
                 return UNKNOWN
             joined = frozenset(Str(a.value + b.value) for a in lefts for b in rights)
-            return joined if all(len(s.value) <= MAX_STRING_CHARS for s in joined) else UNKNOWN
+            return joined if all(len(s.value) <= limits.max_string_chars for s in joined) else UNKNOWN
         return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
 
     def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:

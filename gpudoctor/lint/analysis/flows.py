@@ -44,15 +44,6 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
 
-MAX_CHILD_DEPTH = 3
-# Events of child flows one linted file's flows may replay. A fork opens a child flow of
-# everything after it, whose own forks open theirs: a module forking and starting pools in
-# nested branches and loops made tens of thousands of flows, each replayed and read by
-# every rule (real code replays at most a few hundred: 264 in the standard library's
-# multiprocessing tests). Past it, processes started later are not followed: what they
-# would have been found to do is unknown.
-MAX_CHILD_EVENTS = 20_000
-
 
 class Chain:
     """A sequence of events that shares what came before: one event longer is one link
@@ -301,13 +292,20 @@ class Flow:
 
 
 class FlowBuilder:
-    """Builds the parent flows of a module and, recursively, their child flows."""
+    """Builds the parent flows of a module and, recursively, their child flows.
+
+    A fork opens a child flow of everything after it, whose own forks open theirs: without
+    bounds, a module forking and starting pools in nested branches and loops makes tens of
+    thousands of flows, each replayed and read by every rule. Child flows nest at most
+    ``Limits.max_child_depth`` deep, and replay ``Limits.max_child_events`` events in all;
+    processes started past those are not followed (what they do is unknown)."""
 
     def __init__(self, analyzer: Analyzer, default_method: str, preloads_main: bool = False) -> None:
         self.analyzer = analyzer
         self.default_method = default_method
         self.preloads_main = preloads_main  # the target's forkserver runs the main script's top level
-        self.child_events_left = MAX_CHILD_EVENTS
+        self.max_child_depth = analyzer.limits.max_child_depth
+        self.child_events_left = analyzer.limits.max_child_events
 
     def resolve_method(self, method: str | None, state: State) -> tuple[str, bool]:
         """Return the start method in force and whether the code chose it explicitly."""
@@ -357,7 +355,7 @@ class FlowBuilder:
 
     def _expand(self, flow: Flow) -> None:
         flow.replay()
-        if flow.depth >= MAX_CHILD_DEPTH:
+        if flow.depth >= self.max_child_depth:
             return
         for index, (event, state) in enumerate(flow.points):
             effect = event.effect

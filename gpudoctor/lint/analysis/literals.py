@@ -28,17 +28,12 @@ def string_value(node: cst.SimpleString) -> str | bytes | None:
         return None
 
 
-# The longest integer literal read as a number. Rules read small numbers (worker counts,
-# a pid compared with 0); a longer literal is unknown. Past 4,300 decimal digits, CPython
-# will not even turn the number into text (a message naming it would fail), nor read
-# a decimal literal that long with ``int()``.
-MAX_INTEGER_CHARS = 40
-
-
-def integer_value(text: str) -> int | None:
-    """The value of an integer literal (``"0x_ff"``, ``"1_000"``), None when it is too
-    long to be a number a rule reads (see MAX_INTEGER_CHARS)."""
-    if len(text) > MAX_INTEGER_CHARS:
+def integer_value(text: str, max_chars: int) -> int | None:
+    """The value of an integer literal (``"0x_ff"``, ``"1_000"``), None when it is longer
+    than ``max_chars`` (``Limits.max_integer_chars``): too long to be a number a rule reads.
+    Past 4,300 decimal digits, CPython will not even turn the number into text (a message
+    naming it would fail), nor read a decimal literal that long with ``int()``."""
+    if len(text) > max_chars:
         return None
     try:
         return int(text, 0)

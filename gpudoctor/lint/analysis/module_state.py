@@ -14,9 +14,9 @@ from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.source import ParsedModule
+    from gpudoctor.lint.limits import Limits
 
 Value = frozenset
-MAX_EVENTS = 400
 
 @dataclass
 class ModuleState:
@@ -24,6 +24,7 @@ class ModuleState:
 
     path: str
     parsed: ParsedModule
+    limits: Limits  # the run's (its import events are capped: ``max_events``)
     env: dict[str, Value] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     frameworks: set[str] = field(default_factory=set)
@@ -60,14 +61,14 @@ class ModuleState:
                 if event.ctx.import_time and id(event.effect) not in seen:
                     seen.add(id(event.effect))
                     events.append(event)
-            self._import_events = compress(events)
+            self._import_events = compress(events, self.limits.max_events)
         return self._import_events
 
 
 
-def compress(events: list[Event]) -> list[Event]:
+def compress(events: list[Event], most: int) -> list[Event]:
     """Keep the first init of each framework and level per fork side (of those that happen
-    whatever the environment); cap the length."""
+    whatever the environment); keep at most ``most`` events."""
     seen: set[tuple[object, ...]] = set()
     out: list[Event] = []
     for event in events:
@@ -85,4 +86,4 @@ def compress(events: list[Event]) -> list[Event]:
                 continue
             seen.add(key)
         out.append(event)
-    return out[:MAX_EVENTS]
+    return out[:most]

@@ -18,9 +18,13 @@ started from.
 A module walk is made with the rest of the meter of the analysis that asked for it, and
 remembers how deep it went (and how many walks it nested): shared between linted files
 (see walks.py), it serves a later request that leaves it room for that. A walk that ran
-out of room depends on the room it was given, so it is not shared at all; the meter
-counts those an analysis makes, nested ones included, and makes no more past a bound
-(see WORK).
+out of room depends on the room it was given, so it is not shared at all but made again
+for each request: in a ring of modules calling each other's functions, each walk would ask
+for the next ones from less and less room, and each of those again, without end. So the
+meter counts the walks cut short an analysis makes, nested ones included, and makes no
+more past a bound; a walk hands the walks inside it one fewer than it has, so walks nest
+at most that deep too. The meter's limit and that bound are the run's
+``Limits.max_nesting`` and ``Limits.max_cut_walks``.
 """
 
 from __future__ import annotations
@@ -36,21 +40,9 @@ BLOCK = 6  # walk_block -> walk_statement -> _s_For -> _loop -> branch -> walk_b
 CALL = 8  # _e_Call -> call_value -> inline -> Analyzer.call -> walk_block
 # A module walk is charged more than its frames (about 12): walks nest through one
 # another's names (``a.b`` reads module ``a``, whose walk reads module ``b``...), and the
-# charge bounds how deep, at about 45. Real code bases nest under 20 (keras: 19,
-# TensorFlow: 15, the standard library: 5).
+# charge bounds how deep (with the default meter, at about 45).
 WALK = 60
 
-# The meter of one linted file's analysis, the modules it walks included. Real code uses
-# at most 1 500 (keras; TensorFlow 1 150, NumPy 700, the standard library 734), which is
-# about 250 Python frames.
-LIMIT = 3_000
-# A walk cut short by the meter depends on the room it was given: it is not shared (see
-# walks.py) but made again for each request. In a ring of modules calling each other's
-# functions, each walk asked for the next modules from less and less room, and each of
-# those again, with no end in sight. An analysis makes at most this many walks cut short,
-# nested ones included; a walk also hands the walks inside it one fewer than it has, so
-# walks nest at most this deep too. Real code cuts none short.
-WORK = 40
 # Frames beyond the meter: libcst parsing a module and generating code to position a
 # node, and the rules, at whatever depth they are reached.
 SPARE = 2_500
@@ -62,12 +54,12 @@ class Meter:
 
     __slots__ = ("depth", "height", "limit", "peak", "tripped", "work", "work_limit")
 
-    def __init__(self, limit: int = LIMIT, work_limit: int = WORK) -> None:
+    def __init__(self, limit: int, work_limit: int) -> None:
         self.limit = limit
         self.depth = 0
         self.peak = 0
         self.work_limit = work_limit
-        self.work = 0  # module walks cut short so far (see WORK)
+        self.work = 0  # module walks cut short so far (at most work_limit)
         self.height = 0  # module walks nested in one another from here, at most
         self.tripped = False
 
@@ -113,12 +105,13 @@ def current_depth() -> int:
 
 
 @contextmanager
-def headroom(frames: int = LIMIT + SPARE) -> Iterator[None]:
-    """Let ``frames`` more Python frames nest from here, whatever the caller's depth (a
-    test runner's is deeper than the command line's): the analysis's meter, not Python's
-    limit, then decides where it stops. The previous limit is restored after."""
+def headroom(meter_limit: int) -> Iterator[None]:
+    """Let an analysis whose meter stops at ``meter_limit`` (and SPARE frames more) nest
+    from here, whatever the caller's depth (a test runner's is deeper than the command
+    line's): the analysis's meter, not Python's limit, then decides where it stops. The
+    previous limit is restored after."""
     before = sys.getrecursionlimit()
-    wanted = current_depth() + frames
+    wanted = current_depth() + meter_limit + SPARE
     if wanted > before:
         sys.setrecursionlimit(wanted)
     try:

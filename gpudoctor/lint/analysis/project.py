@@ -15,28 +15,23 @@ from gpudoctor.lint.analysis.project_gate import ProjectGate, Touched
 from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
 from gpudoctor.lint.analysis.walks import ModuleStore
 from gpudoctor.lint.knowledge.registry import FRAMEWORK_ROOTS
+from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.source import ParsedModule
 
-# How many imports deep the analysis follows import-time effects (analyzer.py), and the
-# caller search of a per-file run looks for the files that lead to it (callers.py).
-MAX_IMPORT_DEPTH = 3
-# A file shorter than this (about a hundred lines) is parsed whole: its functions are
-# usually all run, and parsing it in pieces then costs more than parsing it whole (a fifth
-# more on a corpus of small files). A longer one is parsed with its function bodies left
-# out until they are needed (see prescan.py).
-ELIDE_MIN_CHARS = 4000
 
 
 class Project(ProjectGate):
-    """Files under one root, each read, scanned and parsed at most once."""
+    """Files under one root, each read, scanned and parsed at most once, and the budgets
+    (``limits``) of the analyses made in it."""
 
     def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
                  contents: dict[Path, bytes] | None = None,
-                 known_scans: dict[str, tuple[str, Prescan]] | None = None) -> None:
-        ProjectGate.__init__(self, known_facts)
+                 known_scans: dict[str, tuple[str, Prescan]] | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        ProjectGate.__init__(self, known_facts, limits)
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
@@ -170,8 +165,8 @@ class Project(ProjectGate):
         return {str(path): (self.digest(path), scan) for path, scan in self._scans.items() if scan is not None}
 
     def parsed(self, path: Path) -> ParsedModule | ParseFailure:
-        """The libcst tree; in a long file, function bodies are parsed when the analysis
-        first needs them."""
+        """The libcst tree; in a long file (``Limits.elide_min_chars``), function bodies
+        are parsed when the analysis first needs them."""
         from gpudoctor.lint.analysis.parsing import parse
 
         path = self.real(path)
@@ -183,7 +178,7 @@ class Project(ProjectGate):
             elif path in self._too_deep:
                 self._parsed[path] = self._too_deep[path]
             else:
-                elide = scan.elidable() if scan is not None and len(text) >= ELIDE_MIN_CHARS else ()
+                elide = scan.elidable() if scan is not None and len(text) >= self.limits.elide_min_chars else ()
                 self._parsed[path] = parse(str(path), text, scan.units if scan else (), elide,
                                            scan.top_rows if scan else ())
         elif self._touched is not None:

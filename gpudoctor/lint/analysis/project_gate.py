@@ -24,12 +24,7 @@ from gpudoctor.lint.analysis.gate import (
     reexports,
 )
 from gpudoctor.lint.analysis.reading import ParseFailure
-
-# How many packages deep a name handed on by package ``__init__`` files is followed.
-_HAND_ON_DEPTH = 8
-# How many imports away a module that mentions nothing a rule reads may lead to one that
-# does, and still be followed (see _leads_on).
-_LEAD_DEPTH = 2
+from gpudoctor.lint.limits import Limits
 
 
 @dataclass
@@ -44,7 +39,8 @@ class ProjectGate:
     """The gate's part of Project: facts by file (cached by digest), and the decisions made
     from them. Its methods run on a Project."""
 
-    def __init__(self, known_facts: dict[str, tuple[str, Facts]] | None) -> None:
+    def __init__(self, known_facts: dict[str, tuple[str, Facts]] | None, limits: Limits) -> None:
+        self.limits = limits  # the run's budgets, read by every part of the analysis
         self._facts: dict[Path, Facts] = {}
         self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache
         self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
@@ -196,7 +192,7 @@ class ProjectGate:
         """The project module, and the name there, that a package ``__init__`` binds to
         ``name`` by an import of its own; followed through subpackages' ``__init__``."""
         text = self.text(package)  # read each time: the reading is recorded as a dependency
-        if isinstance(text, ParseFailure) or depth >= _HAND_ON_DEPTH:
+        if isinstance(text, ParseFailure) or depth >= self.limits.hand_on_depth:
             return None
         found = self._reexports.get(package)
         if found is None:
@@ -236,7 +232,7 @@ class ProjectGate:
         ``__init__`` also if a module of its own package that it imports does (importing
         the package runs that module's top level).
         """
-        return self._through_package(path, "follow") or self._leads_on(self.real(path), _LEAD_DEPTH)
+        return self._through_package(path, "follow") or self._leads_on(self.real(path), self.limits.lead_depth)
 
     def _leads_on(self, path: Path, depth: int) -> bool:
         """Does the module import a project module worth following, at most ``depth``

@@ -362,8 +362,9 @@ def is_cuda(value: frozenset[Atom]) -> bool:
     )
 
 
-def literal_default(param: cst.Param) -> frozenset[Atom]:
-    """The value of a parameter's default when it is a literal string or integer."""
+def literal_default(param: cst.Param, max_integer_chars: int) -> frozenset[Atom]:
+    """The value of a parameter's default when it is a literal string or integer (of at
+    most ``max_integer_chars``)."""
     import libcst as cst
 
     default = param.default
@@ -371,6 +372,6 @@ def literal_default(param: cst.Param) -> frozenset[Atom]:
 
     if isinstance(default, cst.SimpleString) and isinstance(value := string_value(default), str):
         return one(Str(value))
-    if isinstance(default, cst.Integer) and (number := integer_value(default.value)) is not None:
+    if isinstance(default, cst.Integer) and (number := integer_value(default.value, max_integer_chars)) is not None:
         return one(Int(number))
     return UNKNOWN

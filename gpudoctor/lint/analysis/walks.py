@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.nesting import LIMIT, WORK
 from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
@@ -71,23 +70,28 @@ class _Memo:
     walked: Walked
 
 
-# Walks kept at most; past it the store starts afresh. A walk is a function of its key and
-# its cycles, so one made again is the same walk: forgetting costs time, never findings.
-MAX_KEPT = 2_000
-
-
 class ModuleStore:
-    """The walks of one Project's modules, keyed by (path, import depth) and their cycles."""
+    """The walks of one Project's modules, keyed by (path, import depth) and their cycles.
+
+    At most ``Limits.max_kept_walks`` are kept; past it the store starts afresh. A walk is
+    a function of its key and its cycles, so one made again is the same walk: forgetting
+    costs time, never findings."""
 
     def __init__(self, project: Project) -> None:
         self.project = project
+        self._max_kept = project.limits.max_kept_walks
         self._done: dict[tuple[Path, int], list[_Memo]] = {}
         self._active: list[Active] = []
         self._kept = 0
 
-    def get(self, path: Path, depth: int, room: int = LIMIT, work: int = WORK) -> Walked:
+    def get(self, path: Path, depth: int, room: int | None = None, work: int | None = None) -> Walked:
         """The walk of ``path`` reached ``depth`` imports deep, with ``room`` to nest in and
-        ``work`` walks that may be cut short (see nesting.py), from the store or made now."""
+        ``work`` walks that may be cut short (see nesting.py; by default, all the project's
+        limits allow), from the store or made now."""
+        if room is None:
+            room = self.project.limits.max_nesting
+        if work is None:
+            work = self.project.limits.max_cut_walks
         walking = {entry.path: index for index, entry in enumerate(self._active)}
         if path in walking:  # a cycle: the module is still being walked
             self._note(frozenset({path}), frozenset(), walking)
@@ -108,7 +112,7 @@ class ModuleStore:
             # other room, would get another walk.
             return walked
         self._kept += 1
-        if self._kept > MAX_KEPT:
+        if self._kept > self._max_kept:
             self._done.clear()
             self._kept = 1
         self._done.setdefault((path, depth), []).append(_Memo(hits, misses, walked))
@@ -150,4 +154,4 @@ def _half_run(state: ModuleState) -> ModuleState:
     """What an import of a module still being imported gives: no names, no effects yet."""
     from gpudoctor.lint.analysis.module_state import ModuleState
 
-    return ModuleState(state.path, state.parsed)
+    return ModuleState(state.path, state.parsed, state.limits)
