@@ -169,22 +169,31 @@ def _python(metadata: object) -> bool:
     return True
 
 
+_SPECIAL = re.compile(r"[][(){}\"'#]")
+
+
 def _scan(line: str, depth: int, quote: str | None) -> tuple[int, str | None, int, bool]:
     """Read one line of Python: the bracket depth and the string left open after it, where
     its comment starts (or its length), and whether a backslash joins the next line."""
     i, n = 0, len(line)
     comment = n
     while i < n:
-        char = line[i]
         if quote is not None:
-            if char == "\\":
-                i += 2
-            elif line.startswith(quote, i):
-                i += len(quote)
+            close = line.find(quote, i)
+            escape = line.find("\\", i, close if close >= 0 else n)
+            if escape >= 0:
+                i = escape + 2
+            elif close >= 0:
+                i = close + len(quote)
                 quote = None
             else:
-                i += 1
+                i = n
             continue
+        found = _SPECIAL.search(line, i)
+        if found is None:
+            break
+        i = found.start()
+        char = line[i]
         if char == "#":
             comment = i
             break
@@ -194,7 +203,7 @@ def _scan(line: str, depth: int, quote: str | None) -> tuple[int, str | None, in
             continue
         if char in "([{":
             depth += 1
-        elif char in ")]}":
+        else:
             depth = max(0, depth - 1)
         i += 1
     joined = line.endswith("\\") and comment == n
@@ -214,14 +223,15 @@ def _escape(line: str) -> str | None:
     assigned = _ASSIGNED_ESCAPE.match(line)
     if assigned is not None:
         return f"{assigned.group(1)} = ..."
-    depth, quote, comment, _ = _scan(line, 0, None)
-    code = line[:comment].rstrip()
-    if code.endswith("?") and quote is None:
-        return "pass"
+    if "?" in stripped:
+        _, quote, comment, _ = _scan(line, 0, None)
+        if quote is None and line[:comment].rstrip().endswith("?"):
+            return "pass"
     word = _FIRST_WORD.match(line)
-    if word is not None and word.group(1) in AUTOMAGIC and depth == 0 and quote is None \
-            and not _parses(stripped):
-        return "pass"
+    if word is not None and word.group(1) in AUTOMAGIC:
+        depth, quote, _, _ = _scan(line, 0, None)
+        if depth == 0 and quote is None and not _parses(stripped):
+            return "pass"
     return None
 
 
