@@ -1,4 +1,5 @@
-"""Find the Python files to lint: walk directories, honour .gitignore, skip the usual junk.
+"""Find the Python files (and Jupyter notebooks) to lint: walk directories, honour
+.gitignore, skip the usual junk.
 
 Only what can be source code is found: a regular file, or a symbolic link to one inside
 the project. A named pipe or a device in a walked folder is passed over in silence, as git
@@ -29,9 +30,10 @@ DEFAULT_EXCLUDES = frozenset({
     ".vscode", "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
     ".gpudoctor_cache", "__pycache__",
 })
-PY_SUFFIXES = (".py", ".pyi")
+# Jupyter notebooks are read as the program of their code cells (see notebook.py).
+PY_SUFFIXES = (".py", ".pyi", ".ipynb")
 # Named on the command line, these are said to be skipped rather than read as Python.
-NOT_CHECKED = {".ipynb": "Jupyter notebooks are not checked yet"}
+NOT_CHECKED: dict[str, str] = {}
 # What reading a file that is simply not there says (no warning for a folder without a .gitignore).
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)
 

@@ -6,13 +6,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.findings import Finding, Related, Site
+from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.notebook import Notebook
     from gpudoctor.lint.cache import Cache
     from gpudoctor.lint.producer import Outcome
 
@@ -106,8 +107,24 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     display = {project.real(path): str(path) for path in files}
     texts = {path: text for path in linted if isinstance(text := project.text(path), str)}
     suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
-    result.findings = _tidy(raw, display, settings, suppressed_by, texts, unused_noqa=not left_out)
+    result.findings = _tidy(raw, display, settings, suppressed_by, texts, unused_noqa=not left_out,
+                            notebooks=_notebooks(project, files))
     return result
+
+
+def _notebooks(project: Project, files: list[Path]) -> dict[Path, Notebook]:
+    """The Jupyter notebooks among ``files`` that could be read, by real path (their
+    findings' rows are mapped to cells)."""
+    from gpudoctor.lint import notebook
+
+    out = {}
+    for path in files:
+        if notebook.is_notebook(path) and isinstance(data := project.data(path), bytes):
+            try:
+                out[project.real(path)] = notebook.read(data)
+            except notebook.NotANotebook:
+                continue
+    return out
 
 
 def _plan(project: Project, files: list[Path], settings: Settings, project_files: list[Path] | None,
@@ -204,7 +221,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
           suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str],
-          unused_noqa: bool = True) -> list[Finding]:
+          unused_noqa: bool = True, notebooks: dict[Path, Notebook] | None = None) -> list[Finding]:
     """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection
     (and report unused noqa directives, unless ``unused_noqa`` is False: some findings the
     directives were written for may not have been looked for)."""
@@ -245,7 +262,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     if unused_noqa:
         out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
                                 frozenset(suppressed_by), texts))
-    return sorted((_relabel(f, display) for f in out), key=lambda f: f.sort_key)
+    return sorted((_relabel(f, display, notebooks or {}) for f in out), key=lambda f: f.sort_key)
 
 
 def _selected(code: str, path: Path, settings: Settings) -> bool:
@@ -280,7 +297,9 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
     return out
 
 
-def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:
+def _relabel(finding: Finding, display: dict[Path, str], notebooks: dict[Path, Notebook]) -> Finding:
+    """Each site under the name its file was given (or relative to the working folder);
+    in a notebook, at its cell and the line in that cell."""
     def show(site: Site) -> Site:
         resolved = real_path(site.path)
         shown = display.get(resolved)
@@ -289,7 +308,34 @@ def _relabel(finding: Finding, display: dict[Path, str]) -> Finding:
                 shown = str(resolved.relative_to(Path.cwd()))
             except ValueError:
                 shown = str(resolved)
-        return replace(site, path=shown)
+        notebook = notebooks.get(resolved)
+        start = notebook.locate(site.row) if notebook is not None else None
+        if notebook is None or start is None:
+            return replace(site, path=shown)
+        end = notebook.locate(site.end_row)
+        end_row, end_col = (end[1], site.end_col) if end is not None and end[0] == start[0] else \
+            (start[1], site.col)  # a span past its cell (a syntax error's): its start
+        return Site(shown, start[1], site.col, end_row, end_col, cell=start[0])
 
     related = tuple(Related(show(r.site), r.message) for r in finding.related)
-    return replace(finding, site=show(finding.site), related=related)
+    reached = None if finding.reached is None else Related(show(finding.reached.site), finding.reached.message)
+    fix = finding.fix
+    notebook = notebooks.get(real_path(finding.site.path))
+    if fix is not None and notebook is not None:
+        fix = _fix_in_cell(fix, notebook)
+    return replace(finding, site=show(finding.site), related=related, reached=reached, fix=fix)
+
+
+def _fix_in_cell(fix: Fix, notebook: Notebook) -> Fix | None:
+    """A notebook's fix with its edits at rows of their cell (as ruff's JSON gives them);
+    None when an edit spans cells or leaves them. (Fixes are not applied to notebooks:
+    fixes/apply.py says so.)"""
+    edits = []
+    cells = set()
+    for edit in fix.edits:
+        start, end = notebook.locate(edit.start[0]), notebook.locate(edit.end[0])
+        if start is None or end is None or start[0] != end[0]:
+            return None
+        cells.add(start[0])
+        edits.append(Edit(edit.content, (start[1], edit.start[1]), (end[1], edit.end[1])))
+    return replace(fix, edits=tuple(edits)) if len(cells) <= 1 else None

@@ -10,13 +10,26 @@ WARNING = "warning"
 
 @dataclass(frozen=True, order=True)
 class Site:
-    """A span of source: 1-based rows, 0-based columns (ruff's convention in JSON is 1-based)."""
+    """A span of source: 1-based rows, 0-based columns (ruff's convention in JSON is 1-based).
+
+    In a Jupyter notebook, once findings are reported (engine._relabel), ``cell`` is the
+    cell's number (1-based, every cell counted) and the rows are the cell's lines; while
+    the analysis runs, rows are those of the notebook's program (notebook.py) and ``cell``
+    is None.
+    """
 
     path: str
     row: int
     col: int
     end_row: int
     end_col: int
+    cell: int | None = None
+
+    def position(self) -> str:
+        """``row:column`` as text output shows it (column 1-based); ``cell N:row:column``
+        in a notebook (ruff's form)."""
+        where = f"{self.row}:{self.col + 1}"
+        return where if self.cell is None else f"cell {self.cell}:{where}"
 
 
 @dataclass(frozen=True)
@@ -62,5 +75,5 @@ class Finding:
     reached: Related | None = None
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.site.path, self.site.row, self.site.col, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.site.path, self.site.cell or 0, self.site.row, self.site.col, self.code)

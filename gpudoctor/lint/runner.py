@@ -281,6 +281,7 @@ def _cache(settings: S.Settings, folder: str | None):  # type: ignore[no-untyped
 def _fix_hint(findings: list, args: argparse.Namespace) -> str:  # type: ignore[type-arg]
     from gpudoctor.lint.fixes.apply import eligible
 
+    findings = [f for f in findings if f.site.cell is None]  # a notebook's are not applied
     safe = sum(1 for f in findings if eligible(f, unsafe=False))
     hidden = sum(1 for f in findings if eligible(f, unsafe=True)) - safe
     lines = []

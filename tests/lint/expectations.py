@@ -5,12 +5,14 @@ line where the finding is reported; ``# ok: GD101`` documents a look-alike that 
 silent; ``# todoruleid: GD101`` is a finding the linter should report and does not yet (a
 known miss: counted as a false negative, and a test fails once it is found, so that it is
 promoted to ``ruleid``); ``# gpudoctor-platform: darwin`` / ``# gpudoctor-target: py314``
-set the target.
+set the target. In a Jupyter notebook (``fixtures/notebooks/``), annotations are written in
+the code cells and a finding is keyed by its cell.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,14 +66,25 @@ class Case:
     def _annotated(self, pattern: re.Pattern[str]) -> set[Key]:
         found: set[Key] = set()
         for file in self.files:
-            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-            for index, line in enumerate(lines):
-                match = pattern.search(line)
-                if match:
-                    for code in match.group(1).replace(" ", "").split(","):
-                        if code:
-                            found.add((self.name_of(file), index + 2, code))
+            for name, lines in self._sources(file):
+                for index, line in enumerate(lines):
+                    match = pattern.search(line)
+                    if match:
+                        for code in match.group(1).replace(" ", "").split(","):
+                            if code:
+                                found.add((name, index + 2, code))
         return found
+
+    def _sources(self, file: Path) -> list[tuple[str, list[str]]]:
+        """(name, lines) of each piece of source in ``file``: the file itself, or each code
+        cell of a notebook, named ``nb.ipynb:cell N`` (N counts every cell, as findings do),
+        where an annotation targets the next line of its cell."""
+        text = file.read_text(encoding="utf-8", errors="replace")
+        if file.suffix != ".ipynb":
+            return [(self.name_of(file), text.splitlines())]
+        cells = json.loads(text)["cells"]
+        return [(f"{self.name_of(file)}:cell {number}", _source(cell).splitlines())
+                for number, cell in enumerate(cells, 1) if cell["cell_type"] == "code"]
 
 
 def implemented_codes() -> set[str]:
@@ -93,12 +106,23 @@ def run_case(case: Case, limits: Limits = DEFAULT_LIMITS) -> tuple[set[Key], set
     implemented = implemented_codes()
     expected = {k for k in case.expected() if k[2] in implemented}
     names = {str(f): case.name_of(f) for f in case.files}
-    actual = {(names.get(f.site.path, f.site.path), f.site.row, f.code) for f in result.findings}
+    actual = {(_name(names.get(f.site.path, f.site.path), f.site.cell), f.site.row, f.code)
+              for f in result.findings}
     return expected, actual, result.findings
+
+
+def _name(name: str, cell: int | None) -> str:
+    return name if cell is None else f"{name}:cell {cell}"
+
+
+def _source(cell: dict[str, object]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
 
 
 def all_cases() -> list[Case]:
     cases = [Case(p) for p in sorted((FIXTURES / "seeds").glob("*.py"))]
+    cases += [Case(p) for p in sorted((FIXTURES / "notebooks").glob("*.ipynb"))]
     cases += [Case(p) for p in sorted((FIXTURES / "cases").rglob("*.py"))]
     cases += [Case(p) for p in sorted((FIXTURES / "projects").iterdir()) if p.is_dir()]
     return cases

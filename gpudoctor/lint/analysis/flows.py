@@ -454,8 +454,8 @@ class FlowBuilder:
     def _script(self, module: ModuleState) -> bool:
         """Is ``module`` a script run by its path (see _server)?"""
         path = Path(module.path)
-        if not module.has_main_guard or path.name == "__main__.py":
-            return False
+        if not module.has_main_guard or path.name == "__main__.py" or path.suffix == ".ipynb":
+            return False  # (a notebook's __main__ has no file for the server to preload)
         return self.analyzer.project.resolve(path, "", 1) is None  # no __init__.py beside it
 
     def child_of(self, flow: Flow, event: Event) -> Flow | None:

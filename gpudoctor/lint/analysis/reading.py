@@ -50,6 +50,8 @@ def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
 
     if isinstance(raw, ParseFailure):
         return raw
+    if path.suffix.lower() == ".ipynb":
+        return _notebook_program(path, raw)
     if b"\x00" in raw:
         return ParseFailure(str(path), "file contains a null byte", 1, 0)
     try:
@@ -63,3 +65,18 @@ def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
         return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
     except LookupError:
         return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
+
+
+def _notebook_program(path: Path, raw: bytes) -> str | ParseFailure:
+    """A Jupyter notebook's code cells as one program (see notebook.py), or why it has none."""
+    from gpudoctor.lint import notebook
+
+    try:
+        found = notebook.read(raw)
+    except notebook.NotANotebook as exc:
+        return ParseFailure(str(path), exc.message, exc.row, exc.col)
+    notebook.remember(str(path), found)
+    if found.problem is not None:
+        message, row, col = found.problem
+        return ParseFailure(str(path), f"cannot parse: {message}", row, col)
+    return found.program

@@ -29,6 +29,14 @@ class FixPlan:
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
+# Fixes are not applied to Jupyter notebooks. A fix is an edit of a Python file, and the
+# usual one (a spawn context) breaks a notebook whose worker function is defined in a cell:
+# a spawned child cannot import the notebook's __main__ to find it. Writing the notebook's
+# JSON back could also change its formatting; the finding says which cell to change.
+NOTEBOOK_REFUSED = ("fixes are not applied to Jupyter notebooks (a spawn context cannot find "
+                    "functions defined in a cell); change the cell the finding names by hand")
+
+
 def eligible(finding: Finding, unsafe: bool) -> bool:
     fix = finding.fix
     return fix is not None and (fix.applicability == "safe" or unsafe)
@@ -76,6 +84,9 @@ def plan(findings: list[Finding], unsafe: bool, root: Path | None = None) -> Fix
         if eligible(finding, unsafe):
             by_file.setdefault(Path(finding.site.path), []).append(finding)
     for path, items in by_file.items():
+        if path.suffix.lower() == ".ipynb":
+            result.refused.append((str(path), NOTEBOOK_REFUSED))
+            continue
         outside = _leads_out(path, root) if root is not None else None
         if outside is not None:
             result.refused.append((str(path), outside))

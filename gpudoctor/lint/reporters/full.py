@@ -21,17 +21,37 @@ def _lines(path: str) -> tuple[str, ...]:
     return () if not isinstance(text, str) else tuple(split_lines(text))
 
 
+@lru_cache(maxsize=64)
+def _cell_lines(path: str, cell: int) -> tuple[str, ...]:
+    """The lines of a notebook's cell as written (none if it cannot be read now)."""
+    from gpudoctor.lint import notebook
+    from gpudoctor.lint.analysis.reading import read_bytes
+
+    raw = read_bytes(Path(path))
+    try:
+        found = notebook.read(raw) if isinstance(raw, bytes) else None
+    except notebook.NotANotebook:
+        found = None
+    for each in found.cells if found is not None else ():
+        if each.number == cell:
+            return each.lines
+    return ()
+
+
 def _frame(site: Site, label: str, sources: dict[str, str] | None = None) -> list[str]:
     given = (sources or {}).get(site.path)
-    lines = tuple(split_lines(given)) if given is not None else _lines(site.path)
-    shown = printable(site.path)
+    if site.cell is not None:
+        lines = _cell_lines(site.path, site.cell)
+    else:
+        lines = tuple(split_lines(given)) if given is not None else _lines(site.path)
+    shown = f"{printable(site.path)}:{site.position()}"
     if not 0 < site.row <= len(lines):
-        return [f"  --> {shown}:{site.row}:{site.col + 1}"]
+        return [f"  --> {shown}"]
     text = lines[site.row - 1].rstrip()
     width = len(str(site.row))
     span = max(1, (site.end_col if site.end_row == site.row else len(text)) - site.col)
     return [
-        f"{' ' * width}--> {shown}:{site.row}:{site.col + 1}",
+        f"{' ' * width}--> {shown}",
         f"{' ' * width} |",
         f"{site.row} | {text}",
         f"{' ' * width} | {' ' * site.col}{'^' * span} {printable(label)}".rstrip(),

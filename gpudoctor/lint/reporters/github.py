@@ -17,16 +17,22 @@ def _escape_property(text: str) -> str:
 
 
 def render(findings: list[Finding]) -> str:
+    """In a Jupyter notebook, a line number of the file would point into its JSON: the
+    annotation names the file only, and its text says the cell and the line in it."""
     lines = []
     for f in findings:
         level = "error" if f.severity == "error" else "warning"
-        props = ",".join((
-            f"file={_escape_property(f.site.path)}",
+        where = () if f.site.cell is not None else (
             f"line={f.site.row}",
             f"col={f.site.col + 1}",
             f"endLine={f.site.end_row}",
             f"endColumn={f.site.end_col + 1}",
+        )
+        props = ",".join((
+            f"file={_escape_property(f.site.path)}",
+            *where,
             f"title={_escape_property(f'{f.code} {f.name}')}",
         ))
-        lines.append(f"::{level} {props}::{_escape_data(f'{f.code} {f.message}')}")
+        text = f"{f.code} {f.message}" if f.site.cell is None else f"{f.site.position()}: {f.code} {f.message}"
+        lines.append(f"::{level} {props}::{_escape_data(text)}")
     return "".join(line + "\n" for line in lines)

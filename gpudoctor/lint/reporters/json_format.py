@@ -22,11 +22,14 @@ def as_dict(finding: Finding) -> dict[str, object]:
         "message": finding.message,
         "severity": finding.severity,
         "filename": finding.site.path,
+        # In a Jupyter notebook: the cell's number (1-based, every cell counted), and the
+        # rows are lines of that cell (ruff's "cell"); null in a Python file.
+        "cell": finding.site.cell,
         "location": _location(finding.site),
         "end_location": _end(finding.site),
         "related": [
-            {"filename": r.site.path, "location": _location(r.site), "end_location": _end(r.site),
-             "message": r.message}
+            {"filename": r.site.path, "cell": r.site.cell, "location": _location(r.site),
+             "end_location": _end(r.site), "message": r.message}
             for r in finding.related
         ],
         "fix": None if finding.fix is None else {

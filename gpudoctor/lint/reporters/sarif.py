@@ -12,7 +12,11 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def _location(site: Site) -> dict[str, object]:
+    """In a Jupyter notebook the region's lines are those of the cell named by the
+    location's ``properties.cell`` (1-based, every cell counted)."""
+    notebook: dict[str, object] = {} if site.cell is None else {"properties": {"cell": site.cell}}
     return {
+        **notebook,
         "physicalLocation": {
             "artifactLocation": {"uri": PurePath(site.path).as_posix()},
             "region": {

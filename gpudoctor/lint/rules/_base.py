@@ -133,18 +133,22 @@ def what_runs(site: object) -> str:
 def line_of(site: Site, here: Site | None = None) -> str:
     """Where ``site`` is, for a message about ``here``: "line 12", or "helpers.py:12" when
     it is in another file, always relative to ``here``'s folder ("../main.py:10"), unless
-    that climbs more than two folders (then the absolute path)."""
+    that climbs more than two folders (then the absolute path). In a Jupyter notebook,
+    "cell 3, line 2" (or "nb.ipynb, cell 3, line 2")."""
     import os
 
     from gpudoctor.lint.analysis.source import concrete
 
+    from gpudoctor.lint.notebook import describe
+
     site = concrete(site)
+    cell = describe(site.path, site.row)  # "cell 3, line 2" in a notebook
     if here is None or concrete(here).path == site.path:
-        return f"line {site.row}"
+        return cell or f"line {site.row}"
     shown = os.path.relpath(site.path, os.path.dirname(concrete(here).path))
     if shown.startswith(os.path.join(os.pardir, os.pardir, os.pardir)):
         shown = site.path
-    return f"{shown}:{site.row}"
+    return f"{shown}, {cell}" if cell else f"{shown}:{site.row}"
 
 
 class Rule:

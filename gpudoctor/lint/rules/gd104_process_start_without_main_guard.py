@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.analysis.source import concrete
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.notebook import is_notebook
 from gpudoctor.lint.rules._base import CheckContext, Rule
 
 
@@ -25,6 +27,12 @@ class ProcessStartWithoutMainGuard(Rule):
     the server that imports the main module (Python 3.13.8+ and 3.14.1+; before, each
     worker did), with the same error. A `ProcessPoolExecutor` given
     `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
+
+    Not reported in a Jupyter notebook: IPython's `__main__` is a module made in
+    memory, with no file and no spec (IPython 8 `InteractiveShell.prepare_user_module`),
+    so a spawned child has no main module to run again (CPython 3.13
+    `multiprocessing/spawn.py`, `get_preparation_data`). The child cannot find a
+    function defined in a cell either: give the pool functions from a module.
 
     ## Example
     ```python
@@ -119,8 +127,8 @@ class ProcessStartWithoutMainGuard(Rule):
                 if not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
                     # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
                     continue
-                if not event.ctx.import_time:
-                    continue
+                if not event.ctx.import_time or is_notebook(concrete(effect.site).path):
+                    continue  # (a notebook is never run again in a child: see the docs)
                 method, _ = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
                 if method in ("spawn", "forkserver"):
                     who = "the forkserver" if method == "forkserver" and ctx.builder.preloads_main else "each child"
