@@ -13,8 +13,8 @@ from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.notebook import Notebook
     from gpudoctor.lint.cache import Cache
+    from gpudoctor.lint.notebook import Notebook
     from gpudoctor.lint.producer import Outcome
 
 

@@ -138,7 +138,6 @@ def line_of(site: Site, here: Site | None = None) -> str:
     import os
 
     from gpudoctor.lint.analysis.source import concrete
-
     from gpudoctor.lint.notebook import describe
 
     site = concrete(site)
