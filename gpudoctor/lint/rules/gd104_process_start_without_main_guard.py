@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
-from gpudoctor.lint.analysis.source import concrete
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.notebook import is_notebook
@@ -127,7 +126,7 @@ class ProcessStartWithoutMainGuard(Rule):
                 if not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
                     # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
                     continue
-                if not event.ctx.import_time or is_notebook(concrete(effect.site).path):
+                if not event.ctx.import_time or is_notebook(effect.site.path):
                     continue  # (a notebook is never run again in a child: see the docs)
                 method, _ = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
                 if method in ("spawn", "forkserver"):
