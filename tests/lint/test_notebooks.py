@@ -198,7 +198,8 @@ def test_the_readme_example_is_what_gpudoctor_prints(capsys: pytest.CaptureFixtu
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     root = FIXTURES.parents[1]
     readme = (root / "README.md").read_text()
-    command = "$ gpudoctor lint fixtures/notebooks/cuda_init_then_pool.ipynb fixtures/notebooks/spawn_pool_cell_worker.ipynb"
+    command = ("$ gpudoctor lint fixtures/notebooks/cuda_init_then_pool.ipynb "
+               "fixtures/notebooks/spawn_pool_cell_worker.ipynb")
     shown = readme.split(command + "\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(root)
     main(["lint", "--no-cache", *command.split()[3:]])

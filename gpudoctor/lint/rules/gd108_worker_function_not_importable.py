@@ -19,7 +19,7 @@ STARTS = {
     P.POOL: ("Pool", "the pool's results never arrive"),
     P.EXECUTOR: ("ProcessPoolExecutor", "the executor breaks (BrokenProcessPool)"),
     P.PROCESS: ("Process", "the process exits with code 1"),
-    P.SPAWN_LAUNCHER: ("torch.multiprocessing.spawn", "every process exits with code 1"),
+    P.SPAWN_LAUNCHER: (P.SPAWN_LAUNCHER_NAME, "every process exits with code 1"),
     P.DATALOADER: ("DataLoader", "the loader fails (a worker exited unexpectedly)"),
 }
 ROLES = {
