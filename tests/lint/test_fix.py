@@ -87,6 +87,21 @@ def test_no_fix_where_spawn_would_start_processes_at_import(repo: Path, capsys: 
     assert finding["code"] == "GD101" and finding["fix"] is None
 
 
+def test_no_fix_where_spawned_workers_could_not_load_the_function(repo: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # `work` lives in the __main__ block, which a spawned worker does not run (GD108's case).
+    (repo / "script.py").write_text(
+        "import multiprocessing as mp\nimport cupy as cp\n\nif __name__ == '__main__':\n"
+        "    def work(i):\n        return cp.arange(i)\n\n"
+        "    cp.ones(2)\n    with mp.Pool(2) as pool:\n        pool.map(work, range(2))\n"
+    )
+    assert main(["lint", "--output-format", "json", "script.py"]) == 1
+    (finding,) = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "GD101" and finding["fix"] is None
+    main(["lint", "--output-format", "full", "script.py"])
+    assert "help: Define `work` at the top level of the script, above the" in capsys.readouterr().out
+
+
 def test_json_carries_the_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     main(["lint", "--output-format", "json", "train.py"])
     fixes = [f["fix"] for f in json.loads(capsys.readouterr().out) if f["fix"]]

@@ -156,6 +156,56 @@ def test_github(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "line=" not in line.split("::")[1]  # a line of the file would point into its JSON
 
 
+# -- the same notebook switched to spawn: its cell-defined worker is GD108 -------------------
+
+SPAWN_CASE = FIXTURES / "spawn_pool_cell_worker.ipynb"
+
+
+def test_gd101_in_a_notebook_moves_the_worker_before_offering_spawn(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["lint", "--no-cache", "--output-format", "json", "nb.ipynb"])
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["fix"] is None  # a spawn context would not reach `work`
+    main(["lint", "--no-cache", "--output-format", "full", "nb.ipynb"])
+    assert ("help: Move `work` into a module next to the notebook (e.g. `workers.py`) and import it from "
+            'there; then use the spawn start method: multiprocessing.get_context("spawn")') in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fmt", ["concise", "full", "json", "sarif", "github"])
+def test_a_cell_defined_spawn_worker_in_every_format(fmt: str, project: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(SPAWN_CASE, project / "nb.ipynb")
+    assert main(["lint", "--no-cache", "--output-format", fmt, "nb.ipynb"]) == 1
+    out = capsys.readouterr().out
+    if fmt == "concise":
+        assert out.startswith("nb.ipynb:cell 4:4:11: GD108 Pool sends `square` (a task) to spawn workers; ")
+        assert "AttributeError: Can't get attribute 'square' on <module '__main__' (built-in)>" in out
+    elif fmt == "full":
+        assert "--> nb.ipynb:cell 4:4:11\n" in out and "--> nb.ipynb:cell 3:1:5\n" in out
+        assert "help: Move `square` into a module next to the notebook" in out
+    elif fmt == "json":
+        [finding] = json.loads(out)
+        assert (finding["code"], finding["cell"], finding["location"]) == ("GD108", 4, {"row": 4, "column": 11})
+        assert [(r["cell"], r["location"]["row"]) for r in finding["related"]] == [(3, 1)]
+    elif fmt == "sarif":
+        [result] = json.loads(out)["runs"][0]["results"]
+        assert result["ruleId"] == "GD108" and result["locations"][0]["properties"] == {"cell": 4}
+    else:
+        assert out.startswith("::error file=nb.ipynb,title=GD108 worker-function-not-importable::cell 4:4:11: ")
+
+
+def test_the_readme_example_is_what_gpudoctor_prints(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    root = FIXTURES.parents[1]
+    readme = (root / "README.md").read_text()
+    command = ("$ gpudoctor lint fixtures/notebooks/cuda_init_then_pool.ipynb "
+               "fixtures/notebooks/spawn_pool_cell_worker.ipynb")
+    shown = readme.split(command + "\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(root)
+    main(["lint", "--no-cache", *command.split()[3:]])
+    assert capsys.readouterr().out == shown
+
+
 # -- noqa, fixes, discovery, cache, bad input -------------------------------------------------
 
 def test_an_unused_noqa_in_a_cell_is_reported_at_the_cell(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,7 +93,7 @@ class ClassModel:
             elif isinstance(atom, Instance):
                 bound = (one(atom),)
         self.note_method_tree(cls, node)
-        return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound)
+        return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound, scope=cls.scope)
 
     def _prime(self, cls: ClassRef) -> None:
         """Walk ``__init__`` once so ``self.x`` set there is known to other methods.

@@ -3,11 +3,25 @@ enclosing functions a nested def uses), a ``class`` binds its class with its pro
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from gpudoctor.lint.analysis.calls import Args
 from gpudoctor.lint.analysis.imports import ImportWalker
-from gpudoctor.lint.analysis.values import Atom, ClassRef, Compiled, Compiler, FuncRef, ModRef, one, ordered
+from gpudoctor.lint.analysis.values import (
+    LOCAL_SCOPE,
+    MAIN_BLOCK_SCOPE,
+    MODULE_SCOPE,
+    Atom,
+    ClassRef,
+    Compiled,
+    Compiler,
+    FuncRef,
+    ModRef,
+    one,
+    ordered,
+)
 from gpudoctor.lint.knowledge.processes import COMPILER, kind_of
 from gpudoctor.lint.knowledge.registry import KERNEL_DECORATORS, canonical
 
@@ -39,14 +53,26 @@ class DefinitionWalker(ImportWalker):
                     kernel = KERNEL_DECORATORS[canonical(atom.qualname)]
         self.module.parsed.note_tree(node, self.tree)
         closure = () if self.module_level else self.captured(node)
-        func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure)
+        scope = self.definition_scope()
+        func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure, scope=scope)
         value = one(func)
         for decorator in reversed(node.decorators):
             value = self.decorated(decorator, value)
+        if node.decorators and scope != LOCAL_SCOPE:
+            # A decorator's wrapper is reached by the decorated function's name (functools.wraps
+            # gives it that name, which is how pickle finds it): it is where that name is.
+            value = frozenset(replace(a, scope=scope) if isinstance(a, FuncRef) and a.scope != scope else a
+                              for a in value)
         self.assign(node.name.value, value)
         if self.module_level:
             self.module.functions.append(func)
         return False
+
+    def definition_scope(self) -> str:
+        """Where a ``def`` or ``class`` statement being walked defines its name."""
+        if not self.module_level:
+            return LOCAL_SCOPE
+        return MAIN_BLOCK_SCOPE if self.ctx.main_block else MODULE_SCOPE
 
     def captured(self, node: cst.FunctionDef) -> tuple[tuple[str, Value], ...]:
         """The functions of the enclosing scope a nested def refers to (its closure, as bound
@@ -95,7 +121,7 @@ class DefinitionWalker(ImportWalker):
                 elif isinstance(atom, ClassRef):
                     project_bases.append(atom)
         self.module.parsed.note_tree(node, self.tree)
-        cls = ClassRef(self.module.path, node.name.value, node, tuple(bases))
+        cls = ClassRef(self.module.path, node.name.value, node, tuple(bases), self.definition_scope())
         self.analyzer.register_class(cls, project_bases)
         self.assign(node.name.value, one(cls))
         if self.module_level:

@@ -69,6 +69,15 @@ class ModuleObj:
     path: str
 
 
+# Where a function or class is defined, which decides whether another process can load it
+# by name (pickle sends functions and classes as "module.qualname"): at the top level of
+# its module; in the ``if __name__ == "__main__":`` block of the script (a spawned process
+# imports the script without running that block); inside a function or method.
+MODULE_SCOPE = "module"
+MAIN_BLOCK_SCOPE = "main-block"
+LOCAL_SCOPE = "local"
+
+
 @dataclass(frozen=True)
 class FuncRef:
     """A function, method or lambda of the checked project."""
@@ -79,6 +88,7 @@ class FuncRef:
     bound: tuple[frozenset[Atom], ...] = ()  # partial() / bound self
     cuda_kernel: str | None = None  # the framework whose kernel decorator it carries (registry.KERNEL_DECORATORS)
     closure: tuple[tuple[str, frozenset[Atom]], ...] = ()  # enclosing names a nested def uses
+    scope: str = MODULE_SCOPE  # where it is defined (not part of its identity)
 
     def __hash__(self) -> int:
         return hash((self.module, self.qualname, id(self.node), self.bound, self.closure))
@@ -99,6 +109,7 @@ class ClassRef:
     qualname: str
     node: cst.ClassDef
     bases: tuple[str, ...]
+    scope: str = MODULE_SCOPE  # where it is defined (not part of its identity)
 
     def __hash__(self) -> int:
         return hash((self.module, self.qualname))

@@ -3,8 +3,9 @@
 The fix is unsafe, as in ruff's sense: spawn re-imports the main module in every worker
 and pickles the task functions and arguments. It is refused where it would break the
 program for sure: a start that runs while the module is being imported (spawn would
-then start processes recursively, GD104) and a task function that cannot be pickled (a
-lambda or a nested function).
+then start processes recursively, GD104) and a function a spawned worker cannot load (a
+lambda, a nested function, one defined in a notebook cell or in the ``__main__`` block:
+GD108).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import libcst as cst
 from gpudoctor.lint.analysis.events import Event, Start
 from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.module_state import ModuleState
+from gpudoctor.lint.analysis.pickling import unloadable
 from gpudoctor.lint.analysis.source import LazySite, ParsedModule
 from gpudoctor.lint.analysis.values import ModRef
 from gpudoctor.lint.findings import Edit, Fix
@@ -24,17 +26,9 @@ MP_MODULES = frozenset({"multiprocessing", *(prefix.rstrip(".") for prefix, _ in
 TITLE = 'Use the spawn start method: multiprocessing.get_context("spawn")'
 
 
-def _picklable(flow: Flow | None, state: ModuleState) -> bool:
-    if flow is None:
-        return True
-    top_level = {id(f.node) for f in state.functions}
-    for spec in flow.specs:
-        node = spec.func.node
-        if isinstance(node, cst.Lambda):
-            return False
-        if id(node) not in top_level and "." not in spec.func.qualname:
-            return False  # a nested function: spawn cannot pickle it
-    return True
+def _loadable(flow: Flow | None) -> bool:
+    """Can spawned workers load every function the child runs (see analysis.pickling)?"""
+    return flow is None or all(unloadable(spec.func) is None for spec in flow.specs)
 
 
 def _is_mp_module(expr: cst.BaseExpression, state: ModuleState) -> bool:
@@ -110,7 +104,7 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
         return None
     state = state_of.get(target.path)
     node = target.node  # the fix rewrites exactly the node that was analysed
-    if state is None or not isinstance(node, cst.Call) or not _picklable(child, state):
+    if state is None or not isinstance(node, cst.Call) or not _loadable(child):
         return None
     rewritten = _rewrite(node, start, state, state.parsed)  # the import goes at the top of the module
     if rewritten is None:

@@ -49,6 +49,7 @@ QUEUE = "queue"
 PIPE = "pipe"
 OS_FORK = "os-fork"
 SPAWN_LAUNCHER = "spawn-launcher"  # torch.multiprocessing.spawn / start_processes
+SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
 THREAD = "thread"  # a Thread object; starts at .start()
 THREAD_POOL = "thread-pool"  # threads start with the pool
 DATALOADER = "dataloader"

@@ -122,6 +122,34 @@ SPAWN_HINTS = {
 }
 
 
+# The step that makes a function loadable by a spawned worker, per reason it is not
+# (analysis.pickling): GD108's fix, and the first half of a "use spawn" fix where the
+# child runs such a function (spawn alone would trade a fork crash for a pickling one).
+LOADING_STEPS = {
+    "notebook": "Move `{name}` into a module next to the notebook (e.g. `workers.py`) and import it from there",
+    "main-block": 'Define `{name}` at the top level of the script, above the `if __name__ == "__main__":` block',
+    "local": "Define `{name}` at the top level of a module (pass what it uses from the enclosing function as "
+             "arguments, or bind them with functools.partial)",
+    "lambda": "Replace the lambda with a function defined at the top level of a module (functools.partial "
+              "binds arguments)",
+}
+
+
+def spawn_hint(kind: str, child: Flow | None, default: str | None) -> str | None:
+    """The hint of a finding whose way out is the spawn start method: ``SPAWN_HINTS`` for
+    the kind (or ``default``), preceded by the step that lets spawned workers load what the
+    child runs, when it needs one."""
+    from gpudoctor.lint.analysis.pickling import shown_name, unloadable
+
+    hint = SPAWN_HINTS.get(kind, default)
+    for spec in child.specs if child is not None else ():
+        why = unloadable(spec.func)
+        if why is not None and hint:
+            step = LOADING_STEPS[why].format(name=shown_name(spec.func))
+            return f"{step}; then {hint[0].lower()}{hint[1:]}"
+    return SPAWN_HINTS.get(kind)
+
+
 def what_runs(site: object) -> str:
     """"import" when code ran because a module was imported at ``site``, else "call"."""
     from gpudoctor.lint.analysis.source import LazySite

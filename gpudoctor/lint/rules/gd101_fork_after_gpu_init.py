@@ -9,7 +9,7 @@ from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_obje
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
-from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display, line_of, what_runs
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, spawn_hint, what_runs
 
 WHAT = {
     P.POOL: "the Pool forks its worker processes",
@@ -309,11 +309,11 @@ class ForkAfterGpuInit(Rule):
             if use is None and not received:
                 continue
             if method == "fork":
-                yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event))
+                yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event), child)
             else:
                 yield self._served(effect, child, init, use, received, ctx.spawn_fix(flow, event))
 
-    def _finding(self, start: Start, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
+    def _finding(self, start: Start, init_event, use_event, received: list[str], fix, child: Flow) -> Finding:  # type: ignore[no-untyped-def]
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
@@ -327,7 +327,8 @@ class ForkAfterGpuInit(Rule):
             related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:
             related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
-        return self.finding(start.site, message, tuple(related), fix=fix, hint=SPAWN_HINTS.get(start.kind))
+        return self.finding(start.site, message, tuple(related), fix=fix,
+                            hint=spawn_hint(start.kind, child, self.fix_title))
 
     def _served(self, start: Start, child: Flow, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
         """A forkserver worker: the server initialized the GPU while importing the main

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import SPAWN_HINTS, CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, spawn_hint
 
 KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process",
          P.JOBLIB: 'joblib\'s Parallel(backend="multiprocessing")'}
@@ -177,5 +177,5 @@ class ImplicitForkStartMethod(Rule):
                 "before starting them",
                 related,
                 fix=ctx.spawn_fix(flow, event),
-                hint=SPAWN_HINTS.get(effect.kind),
+                hint=spawn_hint(effect.kind, child, self.fix_title),
             )

@@ -1,0 +1,246 @@
+"""GD108: a worker process is sent a function it cannot load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
+from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
+from gpudoctor.lint.analysis.values import FuncRef, ModRef
+from gpudoctor.lint.findings import ERROR, Finding, Related, Site
+from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of
+
+# What each kind of start is called in a message, and what its workers do when they cannot
+# load what they were sent (observed on CPython 3.11: a Pool replaces each dead worker and
+# the lost tasks' results never arrive; an executor marks itself broken).
+STARTS = {
+    P.POOL: ("Pool", "the pool's results never arrive"),
+    P.EXECUTOR: ("ProcessPoolExecutor", "the executor breaks (BrokenProcessPool)"),
+    P.PROCESS: ("Process", "the process exits with code 1"),
+    P.SPAWN_LAUNCHER: (P.SPAWN_LAUNCHER_NAME, "every process exits with code 1"),
+    P.DATALOADER: ("DataLoader", "the loader fails (a worker exited unexpectedly)"),
+}
+ROLES = {
+    "target": "its target", "task": "a task", "initializer": "the initializer", "dataset": "the Dataset",
+    "collate_fn": "collate_fn", "worker_init_fn": "worker_init_fn",
+}
+WHY = {
+    NOTEBOOK: "`{name}` is defined in a notebook cell, which a {worker} cannot import: each worker fails with "
+              "AttributeError: Can't get attribute '{name}' on <module '__main__' (built-in)>, and {consequence}",
+    MAIN_BLOCK: '`{name}` is defined in the `if __name__ == "__main__":` block, which a {worker} does not run: '
+                "each worker fails with AttributeError: Can't get attribute '{name}' on <module '__mp_main__'>, "
+                "and {consequence}",
+    "local": "`{name}` is defined inside a function, so pickle cannot send it by name: sending it fails "
+             "with \"Can't pickle local object '...<locals>.{name}'\"",
+    "lambda": "pickle cannot send a lambda: sending it fails with \"PicklingError: Can't pickle <function "
+              "<lambda>>\"",
+}
+# Process pools built by these modules pickle functions by value (dill), not by name.
+BY_VALUE_PICKLERS = frozenset({"multiprocess", "pathos"})
+
+
+class WorkerFunctionNotImportable(Rule):
+    """## What it does
+    Flags a function sent to worker processes that the workers cannot load: the
+    target of a `Process`, the tasks and initializer of a `Pool` or
+    `ProcessPoolExecutor`, the function of `torch.multiprocessing.spawn`, the
+    Dataset, `collate_fn` and `worker_init_fn` of a `DataLoader` with workers. It is
+    reported when the function is
+    - defined in a Jupyter notebook cell, and the workers are started with spawn or
+      forkserver (explicitly, or because that is the target's default: forkserver
+      on Linux from Python 3.14, spawn on macOS and Windows);
+    - defined in the script's `if __name__ == "__main__":` block, with spawn or
+      forkserver;
+    - a lambda or a function defined inside another function, with spawn or
+      forkserver, or as a pool's task under any start method (tasks are always
+      pickled).
+    Pools of `multiprocess` and `pathos`, which pickle functions by value, are not
+    checked.
+
+    ## Why is this bad?
+    Python sends a function to another process by name: the worker imports the
+    function's module and looks the name up. A spawned worker starts a fresh
+    interpreter, and a notebook's cells live in the kernel's `__main__`, which is
+    not a file it can import: every worker dies with `AttributeError: Can't get
+    attribute 'work' on <module '__main__' (built-in)>` — a `Pool` then waits
+    forever. A script's `__main__` block does not run in the worker either. A
+    lambda or a nested function has no importable name at all. In a notebook, the
+    usual fix for a fork after GPU initialization ("use spawn") runs straight into
+    this: move the function into a module first.
+
+    ## Example
+    ```python
+    | import multiprocessing as mp
+    |
+    | if __name__ == "__main__":
+    |     def work(i):
+    |         return i * i
+    |
+    |     with mp.get_context("spawn").Pool(4) as pool:
+    |         pool.map(work, range(8))
+    ```
+
+    Use instead:
+    ```python
+    | import multiprocessing as mp
+    |
+    | def work(i):
+    |     return i * i
+    |
+    | if __name__ == "__main__":
+    |     with mp.get_context("spawn").Pool(4) as pool:
+    |         pool.map(work, range(8))
+    ```
+
+    In a notebook, put `work` in a module next to it (`workers.py`) and
+    `from workers import work` in a cell.
+
+    ## References
+    - [Python: the spawn and forkserver start methods](https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)
+    - [Python: what can be pickled](https://docs.python.org/3/library/pickle.html#what-can-be-pickled-and-unpickled)
+    """
+
+    code = "GD108"
+    name = "worker-function-not-importable"
+    severity = ERROR
+    summary = "A worker process is sent a function it cannot import"
+    fix_title = "Define the function at the top level of a module the workers can import"
+    shown_at_callers = False
+    INVALID = (
+        """\
+        | import multiprocessing as mp
+        |
+        | if __name__ == "__main__":
+        |     def work(i):
+        |         return i * i
+        |
+        |     with mp.get_context("spawn").Pool(4) as pool:
+        |         # ruleid: GD108
+        |         pool.map(work, range(8))
+        """,
+        """\
+        | import multiprocessing as mp
+        |
+        | def main():
+        |     def step(i):
+        |         print(i)
+        |
+        |     # ruleid: GD108
+        |     p = mp.get_context("spawn").Process(target=step, args=(1,))
+        |     p.start()
+        |     p.join()
+        |
+        | if __name__ == "__main__":
+        |     main()
+        """,
+        """\
+        | from multiprocessing import Pool
+        |
+        | if __name__ == "__main__":
+        |     with Pool(2) as pool:
+        |         # ruleid: GD108
+        |         print(pool.map(lambda x: x + 1, range(4)))
+        """,
+    )
+    VALID = (
+        """\
+        | import multiprocessing as mp
+        |
+        | def work(i):
+        |     return i * i
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(4) as pool:
+        |         pool.map(work, range(8))
+        """,
+        """\
+        | import multiprocessing as mp
+        |
+        | def main():
+        |     def step(i):
+        |         print(i)
+        |
+        |     # a forked child inherits the function: nothing is pickled
+        |     p = mp.get_context("fork").Process(target=step, args=(1,))
+        |     p.start()
+        |     p.join()
+        """,
+        """\
+        | import multiprocess as mp
+        |
+        | if __name__ == "__main__":
+        |     with mp.get_context("spawn").Pool(2) as pool:
+        |         pool.map(lambda x: x + 1, range(4))
+        """,
+    )
+
+    def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        seen: set[tuple[object, str]] = set()
+        for flow, index, event, _ in ctx.points():
+            effect = event.effect
+            if isinstance(effect, Start) and effect.kind in STARTS:
+                site = effect.site if effect.kind != P.PROCESS else (effect.started or effect.site)
+                kind, method, children = effect.kind, effect.method, effect.children
+            elif isinstance(effect, Task) and effect.pool.kind in STARTS:
+                site, kind, method, children = effect.site, effect.pool.kind, effect.pool.method, effect.children
+            elif isinstance(effect, DataLoaderStart) and effect.workers:
+                site, kind, method, children = effect.site, P.DATALOADER, effect.method, effect.children
+            else:
+                continue
+            if not children:
+                continue
+            resolved, explicit = ctx.builder.resolve_method(method, ctx.builder.parent_state(flow, index))
+            if _pickles_by_value(ctx, site):
+                continue
+            for child in children:
+                why = unloadable(child.func)
+                if why is None or (resolved == "fork" and not (child.role == "task" and why in UNPICKLABLE)):
+                    continue
+                name = shown_name(child.func)
+                if (site, name) in seen:
+                    continue
+                seen.add((site, name))
+                yield self._finding(ctx, site, kind, child, why, resolved, explicit)
+
+    def _finding(self, ctx: CheckContext, site: Site, kind: str, child: Child, why: str,
+                 method: str, explicit: bool) -> Finding:
+        what, consequence = STARTS[kind]
+        name = shown_name(child.func)
+        shown = "a lambda" if why == "lambda" else f"the Dataset `{name}`" if child.role == "dataset" else f"`{name}`"
+        role = "" if child.role == "dataset" else f" ({ROLES.get(child.role, child.role)})"
+        if method == "fork":  # only a pool's tasks are pickled under fork
+            to = "to its workers (a pool pickles its tasks whatever the start method)"
+        else:
+            to = f"to {method} workers" if explicit else f"to workers started with {method}, the default here"
+        worker = "spawned worker" if method == "spawn" else f"{method} worker"
+        reason = WHY[why].format(name=name, worker=worker, consequence=consequence)
+        message = f"{what} sends {shown}{role} {to}; {reason}"
+        related: tuple[Related, ...] = ()
+        defined = _definition(ctx, child.func)
+        if defined is not None and why != "lambda":
+            related = (Related(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
+        return self.finding(site, message, related, hint=LOADING_STEPS[why].format(name=name))
+
+
+def _definition(ctx: CheckContext, func: FuncRef) -> Site | None:
+    """Where ``func`` (or its class, for a method) is defined."""
+    from gpudoctor.lint.analysis.source import ParseFailure
+
+    state = ctx.analyzer.module(Path(func.module))
+    if isinstance(state, ParseFailure):
+        return None
+    node = getattr(func.node, "name", None) or func.node
+    return state.parsed.tree_of(func.node).site(node)
+
+
+def _pickles_by_value(ctx: CheckContext, site: Site) -> bool:
+    """Does the module of ``site`` use a multiprocessing replacement that pickles by value?"""
+    from gpudoctor.lint.analysis.source import ParseFailure
+
+    state = ctx.analyzer.module(Path(site.path))
+    if isinstance(state, ParseFailure):
+        return False
+    return any(isinstance(atom, ModRef) and atom.qualname.split(".")[0] in BY_VALUE_PICKLERS
+               for value in state.env.values() for atom in value)
