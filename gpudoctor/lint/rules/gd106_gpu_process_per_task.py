@@ -239,11 +239,10 @@ class GpuProcessPerTask(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
+        for site in ctx.process_starts():
+            effect, flow, index, event, child = site.start, site.flow, site.index, site.event, site.child
             if not isinstance(effect, Start) or effect.kind != P.PROCESS:
                 continue
-            child = ctx.builder.child_of(flow, event)
             use = first_gpu_use(child) if child is not None else None
             if use is None:
                 continue

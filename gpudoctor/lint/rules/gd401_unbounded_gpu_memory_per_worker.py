@@ -259,17 +259,14 @@ class UnboundedGpuMemoryPerWorker(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
+        for site in ctx.process_starts():
+            effect, child = site.start, site.child
             if not isinstance(effect, Start):
                 continue
-            workers = _concurrent_workers(ctx, flow, index, effect)
-            if workers == 0:
+            workers = _concurrent_workers(ctx, site.flow, site.index, effect)
+            if workers == 0 or child is None:
                 continue
-            child = ctx.builder.child_of(flow, event)
-            if child is None:
-                continue
-            hit = self._greedy_init(child, ctx.builder.parent_state(flow, index))
+            hit = self._greedy_init(child, site.parent)
             if hit is None:
                 continue
             init = hit.effect
