@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start
-from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
+from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
 from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
 from gpudoctor.lint.knowledge import processes as P
@@ -116,7 +116,7 @@ class CheckContext:
 
         if self._import_time is None:
             self._import_time = frozenset(
-                e.effect.site for f in self.flows if f.kind == "module" for e in f.events
+                e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
                 if isinstance(e.effect, Start) and e.ctx.import_time)
         path = getattr(getattr(site.event.effect, "site", None), "path", None)
         state = self._state(path) if path else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.notebook import is_notebook
@@ -118,7 +119,7 @@ class ProcessStartWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        modules = {id(flow) for flow in ctx.flows if flow.kind == "module"}
+        modules = {id(flow) for flow in ctx.flows if flow.kind == FlowKind.MODULE}
         for site in ctx.process_starts():
             effect, method = site.start, site.method
             if id(site.flow) not in modules or not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
