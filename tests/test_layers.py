@@ -58,3 +58,15 @@ def test_libcst_is_not_imported_when_nothing_needs_parsing(tmp_path: Path) -> No
             "print('LIBCST', 'libcst' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plain.py")], capture_output=True, text=True)
     assert run.stdout.strip().endswith("LIBCST False"), run.stdout + run.stderr
+
+
+def test_rules_read_the_analysis_through_the_check_context_only() -> None:
+    # A rule reads flows, events and states, and asks CheckContext for the rest
+    # (process_starts, method_at, spawn_fix, definition_site, ...): never the analyzer or
+    # the flow builder, so that either can change without touching a rule.
+    import re
+
+    reaching = re.compile(r"\bctx\._|\bFlowBuilder\b|\bAnalyzer\b|analysis\.(analyzer|project|walker)\b")
+    offending = [f"{path.name}:{row}" for path in (ROOT / "gpudoctor" / "lint" / "rules").glob("gd*.py")
+                 for row, line in enumerate(path.read_text().splitlines(), start=1) if reaching.search(line)]
+    assert offending == []

@@ -54,7 +54,7 @@ from gpudoctor.lint.knowledge.registry import (
     framework_of_module,
     initializing_import,
 )
-from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api
+from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
 from gpudoctor.lint.settings import SUPPORTED_MINORS
 
 Value = frozenset
@@ -147,7 +147,7 @@ class CallEvaluator(ExprEvaluator):
             return UNKNOWN
         # Using a device object needs the runtime in this process (in a child: unpickling
         # it, or inheriting it through fork, is not enough to make CUDA usable).
-        self.emit(Init(atom.framework, "runtime", f".{name}() on a device object", self.site(node)))
+        self.emit(Init(atom.framework, InitLevel.RUNTIME, f".{name}() on a device object", self.site(node)))
         if name in HOST_RESULT_METHODS:
             return UNKNOWN
         if name == "to":
@@ -162,7 +162,7 @@ class CallEvaluator(ExprEvaluator):
         target = args.get(0, "device") or UNKNOWN
         if CUDA_PLACEMENT and (name == "cuda" or (name == "to" and is_cuda(target))):
             framework = CUDA_PLACEMENT[0]
-            self.emit(Init(framework, "runtime", f".{name}()", self.site(node)))
+            self.emit(Init(framework, InitLevel.RUNTIME, f".{name}()", self.site(node)))
             return one(GpuObj(framework, self.site(node)))
         return UNKNOWN
 
@@ -172,7 +172,7 @@ class CallEvaluator(ExprEvaluator):
             if isinstance(atom, ModRef):
                 out |= self.call_qualname(atom.qualname, args, node)
             elif isinstance(atom, FuncRef) and atom.cuda_kernel:
-                self.emit(Init(atom.cuda_kernel, "runtime", "CUDA kernel launch", self.site(node)))
+                self.emit(Init(atom.cuda_kernel, InitLevel.RUNTIME, "CUDA kernel launch", self.site(node)))
             elif isinstance(atom, FuncRef):
                 out |= self.inline(atom, args, node)
             elif isinstance(atom, ClassRef):
@@ -201,7 +201,7 @@ class CallEvaluator(ExprEvaluator):
                 continue
             api = initializing_import(name)
             if api is not None:
-                out.append((name, Event(Init(api.framework, "runtime", f"import {name}", site))))
+                out.append((name, Event(Init(api.framework, InitLevel.RUNTIME, f"import {name}", site))))
             effects = self.analyzer.import_effects(self.module.path, name)
             out.extend((name, e) for e in splice(effects, Context(), site, linted)
                        if isinstance(e.effect, (Init, EnvWrite)))
@@ -262,7 +262,7 @@ class CallEvaluator(ExprEvaluator):
                 is_cuda(self.env.get(DEFAULT_DEVICE, UNKNOWN)):
             # No device given: the default device set earlier (in this thread) is used.
             framework = DEFAULT_DEVICE_FACTORIES[qualname]
-            self.emit(Init(framework, "runtime", f"{qualname} on the default device (CUDA)", self.site(node)))
+            self.emit(Init(framework, InitLevel.RUNTIME, f"{qualname} on the default device (CUDA)", self.site(node)))
             return one(GpuObj(framework, self.site(node)))
         api = api_table().lookup(qualname)
         if api is not None and (api.effect not in INIT_EFFECTS | {TF_CONFIG} or not self.applies(api, args, node)):
@@ -274,14 +274,14 @@ class CallEvaluator(ExprEvaluator):
         if api is None:
             framework = framework_of_module(qualname) if "." in qualname else None
             if framework is not None and framework in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
-                self.emit(Init(framework, "runtime", f'{qualname}(device="cuda")', self.site(node)))
+                self.emit(Init(framework, InitLevel.RUNTIME, f'{qualname}(device="cuda")', self.site(node)))
                 return one(GpuObj(framework, self.site(node)))
             return UNKNOWN
         framework = self.backend_of(qualname, api.framework)
         if api.effect == TF_CONFIG:
             self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0, framework))
             return UNKNOWN
-        self.emit(Init(framework, api.level or "runtime", qualname, self.site(node), INIT_UNLESS.get(qualname)))
+        self.emit(Init(framework, api.level or InitLevel.RUNTIME, qualname, self.site(node), INIT_UNLESS.get(qualname)))
         if api.effect == GPU_OBJECT:
             return one(GpuObj(framework, self.site(node)))
         # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.

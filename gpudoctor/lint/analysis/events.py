@@ -10,14 +10,16 @@ from dataclasses import dataclass, field
 
 from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
 from gpudoctor.lint.findings import Site
+from gpudoctor.lint.knowledge.processes import ProcessKind
+from gpudoctor.lint.knowledge.table import InitLevel
 
 
 @dataclass(frozen=True)
 class Init:
-    """A GPU framework was initialized (``level`` "driver" or "runtime")."""
+    """A GPU framework was initialized (so far: ``level``)."""
 
     framework: str
-    level: str
+    level: InitLevel
     api: str
     site: Site
     # (variable, value): no init happens when ``os.environ`` holds that value at the call
@@ -39,7 +41,7 @@ class Child:
 class Start:
     """Processes start here (a pool is built, ``.start()``, ``os.fork()``, a launcher)."""
 
-    kind: str  # knowledge.processes kind
+    kind: ProcessKind
     method: str | None  # None: the platform default
     site: Site
     children: tuple[Child, ...] = ()

@@ -37,6 +37,7 @@ from gpudoctor.lint.analysis.values import (
 )
 from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge.registry import WATCHED_VARIABLES, api_table
+from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
@@ -228,7 +229,7 @@ class ExprEvaluator:
             out = {a for a in out if not (isinstance(a, ModRef) and api_table().lookup(a.qualname))}
         return frozenset(out)
 
-    def emit_init(self, framework: str, level: str, api: str, node: cst.CSTNode) -> None:
+    def emit_init(self, framework: str, level: InitLevel, api: str, node: cst.CSTNode) -> None:
         from gpudoctor.lint.analysis.events import Init
 
         self.emit(Init(framework, level, api, self.site(node)))
@@ -298,7 +299,7 @@ class ExprEvaluator:
         devices = gpu_objects(left, 0) + gpu_objects(right, 0)
         if devices:
             framework = devices[0].framework
-            self.emit_init(framework, "runtime", "an operation on a device object", node)
+            self.emit_init(framework, InitLevel.RUNTIME, "an operation on a device object", node)
             return one(GpuObj(framework, self.site(node)))
         lefts = [a for a in left if isinstance(a, Str)]
         rights = [a for a in right if isinstance(a, Str)]

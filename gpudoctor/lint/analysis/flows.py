@@ -39,6 +39,8 @@ from gpudoctor.lint.analysis.events import (
 from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects, ordered
 from gpudoctor.lint.findings import Site
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge.names import StrEnum
+from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
@@ -155,7 +157,7 @@ class State:
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
 
-    def init_of(self, framework: str, level: str | None = None) -> Event | None:
+    def init_of(self, framework: str, level: InitLevel | None = None) -> Event | None:
         for event in self.inits:
             effect = event.effect
             assert isinstance(effect, Init)
@@ -237,11 +239,19 @@ class State:
         return None
 
 
+class FlowKind(StrEnum):
+    """Where a flow starts."""
+
+    MODULE = "module"  # the linted module run as a script
+    FUNCTION = "function"  # a function of it analysed on its own (an entry point)
+    CHILD = "child"  # a process started by another flow
+
+
 @dataclass
 class Flow:
     """One process's events from an entry point, with the state before each event."""
 
-    kind: str  # "module", "function" or "child"
+    kind: FlowKind
     events: list[Event]
     entry: State
     origin: ModuleState
@@ -317,7 +327,7 @@ class FlowBuilder:
 
     def module_flow(self, state: ModuleState) -> Flow:
         """The module run as a script, with its child flows."""
-        flow = Flow("module", state.events, State(), state)
+        flow = Flow(FlowKind.MODULE, state.events, State(), state)
         self._expand(flow)
         return flow
 
@@ -341,7 +351,7 @@ class FlowBuilder:
             if id(func.node) in self.analyzer.reached:
                 continue
             events, _ = self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
-            flow = Flow("function", events, State(), state)
+            flow = Flow(FlowKind.FUNCTION, events, State(), state)
             self._expand(flow)
             flows.append(flow)
         return flows
@@ -390,7 +400,7 @@ class FlowBuilder:
         assert isinstance(effect, Start)
         if effect.kind == P.OS_FORK:
             rest = [e for e in flow.events[index + 1:] if effect.site not in e.ctx.fork_parent]
-            return Flow("child", rest, state, flow.origin, depth=flow.depth + 1, start=event,
+            return Flow(FlowKind.CHILD, rest, state, flow.origin, depth=flow.depth + 1, start=event,
                         method="fork")
         children = list(effect.children)
         if effect.pool is not None:
@@ -424,7 +434,7 @@ class FlowBuilder:
             # joblib's multiprocessing backend runs its tasks in the calling process when
             # that is a daemonic worker: no pool, nothing sent.
             server, again, own = (_without_joblib_pools(part) for part in (server, again, own))
-        return Flow("child", [*server, *again, *own], entry, flow.origin, daemonic=daemonic,
+        return Flow(FlowKind.CHILD, [*server, *again, *own], entry, flow.origin, daemonic=daemonic,
                     depth=flow.depth + 1, start=event, method=resolved, specs=children,
                     prelude=len(server) + len(again), served=len(server), preload=preload)
 
@@ -443,7 +453,7 @@ class FlowBuilder:
         names = P.DEFAULT_PRELOAD if preload is None else preload.effect.modules  # type: ignore[union-attr]
         if names is None:
             return [], False
-        main = (self.preloads_main and P.MAIN_MODULE in names and flow.kind == "module" and flow.depth == 0
+        main = (self.preloads_main and P.MAIN_MODULE in names and flow.kind == FlowKind.MODULE and flow.depth == 0
                 and not event.ctx.import_time and self._script(flow.origin))
         # (a module the main block imports runs there, not when the server imports the script)
         events = [e for e in flow.origin.import_events if not e.ctx.main_block] if main else []

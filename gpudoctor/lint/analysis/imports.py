@@ -8,6 +8,7 @@ from gpudoctor.lint.analysis.calls import CallEvaluator
 from gpudoctor.lint.analysis.events import Imported, Init
 from gpudoctor.lint.analysis.values import ModRef, one
 from gpudoctor.lint.knowledge.registry import IMPORT_READERS, framework_of_module, initializing_import
+from gpudoctor.lint.knowledge.table import InitLevel
 
 IMPORT_READ_MODULES = frozenset(IMPORT_READERS.values())
 
@@ -62,4 +63,4 @@ class ImportWalker(CallEvaluator):
     def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
         api = initializing_import(dotted)
         if api is not None:
-            self.emit(Init(api.framework, "runtime", f"import {dotted}", self.site(node)))
+            self.emit(Init(api.framework, InitLevel.RUNTIME, f"import {dotted}", self.site(node)))

@@ -50,6 +50,7 @@ from gpudoctor.lint.analysis.values import (
 )
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS
+from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.calls import Args, CallEvaluator
@@ -75,7 +76,7 @@ def _int(value: Value | None) -> int | None:
     return ints[0] if len(ints) == 1 else None
 
 
-def api(ev: CallEvaluator, kind: str, args: Args, node: cst.Call, method: str | None = None) -> Value:
+def api(ev: CallEvaluator, kind: P.ProcessKind, args: Args, node: cst.Call, method: str | None = None) -> Value:
     """Model a call to a process/thread API of kind ``kind``."""
     site = ev.site(node)
     if kind == P.POOL:
@@ -285,7 +286,7 @@ def call_deferred(atom: Deferred, args: Args) -> Value:
     return one(Deferred(atom.funcs, tuple(args.positional), rest))
 
 
-def _pool(ev: CallEvaluator, kind: str, method: str | None, args: Args, node: cst.Call, *,
+def _pool(ev: CallEvaluator, kind: P.ProcessKind, method: str | None, args: Args, node: cst.Call, *,
           workers: Value | None, initializer: Value | None, initargs: Value | None) -> Value:
     site = ev.site(node)
     inits = _funcs(initializer)
@@ -356,11 +357,11 @@ def iterate_loaders(ev: CallEvaluator, value: Value, node: cst.CSTNode, *, lasti
         if not loader.pin_memory:
             continue
         what = f"iterating a DataLoader with pin_memory=True: {P.DATALOADER_PIN_CHECK}()"
-        ev.emit(Init(DATALOADER_FRAMEWORK, "driver", what, site, INIT_UNLESS.get(P.DATALOADER_PIN_CHECK)))
+        ev.emit(Init(DATALOADER_FRAMEWORK, InitLevel.DRIVER, what, site, INIT_UNLESS.get(P.DATALOADER_PIN_CHECK)))
         if not loader.workers:
             continue
         what = f"iterating a DataLoader with pin_memory=True and workers: {P.DATALOADER_PIN_DEVICE}()"
-        ev.emit(Init(DATALOADER_FRAMEWORK, "runtime", what, site))
+        ev.emit(Init(DATALOADER_FRAMEWORK, InitLevel.RUNTIME, what, site))
         if loader.persistent or lasting:
             ev.emit(ThreadStart(site, P.THREAD_STARTS[P.DATALOADER], loader.site))
             if not loader.persistent:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Site
+from gpudoctor.lint.knowledge.processes import ProcessKind
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -134,7 +135,7 @@ class MpContext:
 class PoolObj:
     """A process pool or executor; identified by its constructor site."""
 
-    kind: str  # knowledge.processes.POOL or EXECUTOR
+    kind: ProcessKind  # POOL, EXECUTOR or THREAD_POOL
     method: str | None
     site: Site
     initializer: tuple[FuncRef, ...]

@@ -31,6 +31,7 @@ from gpudoctor.lint.analysis.values import (
 )
 from gpudoctor.lint.knowledge.processes import JOBLIB, THREAD_POOL
 from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, DEVICE_TYPES, WATCHED_VARIABLES, canonical
+from gpudoctor.lint.knowledge.table import InitLevel
 
 Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
@@ -463,8 +464,8 @@ class Walker(DefinitionWalker):
         callee = self.eval_quiet(expr.func)
         for atom in ordered(callee):
             if isinstance(atom, ModRef) and canonical(atom.qualname) in DEVICE_CONTEXTS:
-                self.emit(Init(DEVICE_CONTEXTS[canonical(atom.qualname)], "runtime", f"{atom.qualname}.__enter__",
-                               self.site(expr)))
+                self.emit(Init(DEVICE_CONTEXTS[canonical(atom.qualname)], InitLevel.RUNTIME,
+                               f"{atom.qualname}.__enter__", self.site(expr)))
 
     def enter_device(self, expr: cst.BaseExpression) -> Value | None:
         """``with torch.device(d):`` makes ``d`` the default device in the block

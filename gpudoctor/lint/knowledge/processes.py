@@ -40,29 +40,58 @@ joblib, read in its source (joblib/parallel.py, _parallel_backends.py and pool.p
 
 from __future__ import annotations
 
-POOL = "pool"  # multiprocessing.Pool: daemonic workers, forked when the pool is built
-EXECUTOR = "executor"  # ProcessPoolExecutor: workers start on the first submit/map
-PROCESS = "process"  # a Process object; the child starts at .start()
-CONTEXT = "context"  # get_context(method)
-SET_METHOD = "set-method"
-QUEUE = "queue"
-PIPE = "pipe"
-OS_FORK = "os-fork"
-SPAWN_LAUNCHER = "spawn-launcher"  # torch.multiprocessing.spawn / start_processes
-SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
-THREAD = "thread"  # a Thread object; starts at .start()
-THREAD_POOL = "thread-pool"  # threads start with the pool
-DATALOADER = "dataloader"
-DEFAULT_DEVICE = "default-device"  # torch.set_default_device
-COMPILER = "compiler"  # torch.compile: calling what it returns starts threads (see below)
-SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
-JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built when it is called
-DELAYED = "delayed"  # joblib.delayed: a call recorded, to run in a worker
-JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
-JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
-PROCESS_GROUP = "process-group"  # torch.distributed.init_process_group: starts threads (below)
+from gpudoctor.lint.knowledge.names import StrEnum
 
-APIS: dict[str, str] = {
+
+class ProcessKind(StrEnum):
+    """What a process, thread or parallelism API is, to the analysis."""
+
+    POOL = "pool"  # multiprocessing.Pool: daemonic workers, forked when the pool is built
+    EXECUTOR = "executor"  # ProcessPoolExecutor: workers start on the first submit/map
+    PROCESS = "process"  # a Process object; the child starts at .start()
+    CONTEXT = "context"  # get_context(method)
+    SET_METHOD = "set-method"
+    QUEUE = "queue"
+    PIPE = "pipe"
+    OS_FORK = "os-fork"
+    SPAWN_LAUNCHER = "spawn-launcher"  # torch.multiprocessing.spawn / start_processes
+    THREAD = "thread"  # a Thread object; starts at .start()
+    THREAD_POOL = "thread-pool"  # threads start with the pool
+    DATALOADER = "dataloader"
+    DEFAULT_DEVICE = "default-device"  # torch.set_default_device
+    COMPILER = "compiler"  # torch.compile: calling what it returns starts threads (see below)
+    SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
+    JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built when it is called
+    DELAYED = "delayed"  # joblib.delayed: a call recorded, to run in a worker
+    JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
+    JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
+    PROCESS_GROUP = "process-group"  # torch.distributed.init_process_group: starts threads (below)
+
+
+# The kinds by their short names, as the rest of the linter writes them (``P.POOL``).
+POOL = ProcessKind.POOL
+EXECUTOR = ProcessKind.EXECUTOR
+PROCESS = ProcessKind.PROCESS
+CONTEXT = ProcessKind.CONTEXT
+SET_METHOD = ProcessKind.SET_METHOD
+QUEUE = ProcessKind.QUEUE
+PIPE = ProcessKind.PIPE
+OS_FORK = ProcessKind.OS_FORK
+SPAWN_LAUNCHER = ProcessKind.SPAWN_LAUNCHER
+THREAD = ProcessKind.THREAD
+THREAD_POOL = ProcessKind.THREAD_POOL
+DATALOADER = ProcessKind.DATALOADER
+DEFAULT_DEVICE = ProcessKind.DEFAULT_DEVICE
+COMPILER = ProcessKind.COMPILER
+SET_PRELOAD = ProcessKind.SET_PRELOAD
+JOBLIB = ProcessKind.JOBLIB
+DELAYED = ProcessKind.DELAYED
+JOBLIB_CONFIG = ProcessKind.JOBLIB_CONFIG
+JOBLIB_BACKEND = ProcessKind.JOBLIB_BACKEND
+PROCESS_GROUP = ProcessKind.PROCESS_GROUP
+SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
+
+APIS: dict[str, ProcessKind] = {
     "multiprocessing.Pool": POOL,
     "multiprocessing.pool.Pool": POOL,
     "multiprocessing.Process": PROCESS,
@@ -234,6 +263,6 @@ def canonical(qualname: str) -> str:
     return qualname
 
 
-def kind_of(qualname: str) -> str | None:
+def kind_of(qualname: str) -> ProcessKind | None:
     """Return the process/thread kind of an API, if it is one."""
     return APIS.get(canonical(qualname))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpudoctor.lint.knowledge.names import StrEnum
+
 # Effects of calling (or, for ATTRIBUTE entries, reading) an API.
 DRIVER_INIT = "driver-init"  # cuInit ran: a forked child can no longer use CUDA
 RUNTIME_INIT = "runtime-init"  # the framework built its context/allocator/thread pools
@@ -19,6 +21,13 @@ INERT = "inert"  # explicitly no effect (an exception to a broad pattern)
 TF_CONFIG = "tf-config"  # TensorFlow device configuration: must precede runtime init
 
 INIT_EFFECTS = frozenset({DRIVER_INIT, RUNTIME_INIT, GPU_OBJECT})
+
+
+class InitLevel(StrEnum):
+    """How far an initializing API took its framework."""
+
+    DRIVER = "driver"  # the CUDA driver is initialized (cuInit): a forked child cannot use CUDA
+    RUNTIME = "runtime"  # the framework's context, allocator or thread pools exist too
 
 # Conditions under which an entry's effect happens (``Api.when``, ``Api.keys``); when they
 # do not hold the call is inert, and so is any call passing the literal ``enabled=False``.
@@ -44,12 +53,12 @@ class Api:
     returns: str | None = None
 
     @property
-    def level(self) -> str | None:
-        """Return "driver" or "runtime" for initializing entries, else None."""
+    def level(self) -> InitLevel | None:
+        """How far an initializing entry takes its framework; None for the others."""
         if self.effect == DRIVER_INIT:
-            return "driver"
+            return InitLevel.DRIVER
         if self.effect in (RUNTIME_INIT, GPU_OBJECT):
-            return "runtime"
+            return InitLevel.RUNTIME
         return None
 
 

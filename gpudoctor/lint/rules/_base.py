@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from gpudoctor.lint.analysis.events import Event, Join
-from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, State
+from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start
+from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
+from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import DISPLAY
@@ -19,18 +20,42 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.module_state import ModuleState
 
 
+@dataclass(frozen=True, eq=False)
+class StartSite:
+    """A process start as a rule reads it: where it is, the state of the process that
+    starts the workers when it creates them, the start method in force, and what the
+    started processes run."""
+
+    flow: Flow
+    index: int  # of the start in ``flow.points``
+    event: Event
+    parent: State  # for an executor: at its first task, when its workers are created
+    method: str  # "fork", "spawn" or "forkserver"
+    explicit: bool  # chosen by the code (an argument, a context, set_start_method), not the default
+    child: Flow | None  # the started processes' flow; None where it is not known
+
+    @property
+    def start(self) -> Start | DataLoaderStart:
+        effect = self.event.effect
+        assert isinstance(effect, (Start, DataLoaderStart))
+        return effect
+
+
 @dataclass
 class CheckContext:
-    """What a rule reads: the flows of one module, and the helpers that interpret them."""
+    """What a rule reads: the flows of one module, its process starts, and the few facts
+    about the project a rule may ask for. Rules never reach the analyzer or the flow
+    builder themselves (a test checks it): what they need is a method here."""
 
     module: ModuleState
     flows: list[Flow]
-    builder: FlowBuilder
-    analyzer: Analyzer
+    _builder: FlowBuilder
+    _analyzer: Analyzer
     # Computed once per module, on first use: rules ask them for every process start, and
     # recomputing them per start made a module of many starts quadratic.
     _joins: dict[int, dict[tuple[object, object, bool], int]] = field(default_factory=dict)
     _import_time: frozenset[object] | None = None
+    _starts: list[StartSite] | None = None
 
     def joined_later(self, flow: Flow, index: int, started: object, loop: object,
                      threads: bool | None = None) -> bool:
@@ -57,33 +82,73 @@ class CheckContext:
             for index, (event, state) in enumerate(flow.points):
                 yield flow, index, event, state
 
-    def spawn_fix(self, flow: Flow, event: Event) -> Fix | None:
-        """The unsafe fix that switches this process start to spawn, where it is safe to offer."""
-        from pathlib import Path
+    def process_starts(self) -> list[StartSite]:
+        """Every process start (``Start`` and ``DataLoaderStart`` events) of every flow, in
+        the order of ``points()``."""
+        if self._starts is None:
+            self._starts = []
+            for flow, index, event, state in self.points():
+                effect = event.effect
+                if isinstance(effect, Start):
+                    parent = self._builder.parent_state(flow, index)
+                elif isinstance(effect, DataLoaderStart):
+                    parent = state
+                else:
+                    continue
+                method, explicit = self._builder.resolve_method(effect.method, parent)
+                self._starts.append(StartSite(flow, index, event, parent, method, explicit,
+                                              self._builder.child_of(flow, event)))
+        return self._starts
 
-        from gpudoctor.lint.analysis.events import Start
+    def method_at(self, method: str | None, state: State) -> tuple[str, bool]:
+        """The start method in force for something created with ``method`` (None: the
+        default) in ``state``, and whether the code chose it."""
+        return self._builder.resolve_method(method, state)
+
+    @property
+    def forkserver_preloads_main(self) -> bool:
+        """Does the target's forkserver run the main script's top level before forking?"""
+        return self._builder.preloads_main
+
+    def spawn_fix(self, site: StartSite) -> Fix | None:
+        """The unsafe fix that switches this process start to spawn, where it is safe to offer."""
         from gpudoctor.lint.fixes.spawn_context import spawn_fix
 
         if self._import_time is None:
             self._import_time = frozenset(
-                e.effect.site for f in self.flows if f.kind == "module" for e in f.events
+                e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
                 if isinstance(e.effect, Start) and e.ctx.import_time)
-        import_time = set(self._import_time)
-        effect = event.effect
-        path = getattr(getattr(effect, "site", None), "path", None)
-        from gpudoctor.lint.analysis.module_state import ModuleState
-
-        state = self.analyzer.module(Path(path)) if path else None
-        states = {path: state} if isinstance(state, ModuleState) else {}
-        return spawn_fix(event, self.builder.child_of(flow, event), states, import_time)
+        path = getattr(getattr(site.event.effect, "site", None), "path", None)
+        state = self._state(path) if path else None
+        states = {path: state} if state is not None else {}
+        return spawn_fix(site.event, site.child, states, set(self._import_time))
 
     def frameworks_of(self, path: str) -> set[str]:
+        state = self._state(path)
+        return set() if state is None else state.frameworks
+
+    def imports_any(self, path: str, roots: frozenset[str]) -> bool:
+        """Does the module at ``path`` bind a name to a module under one of ``roots``?"""
+        state = self._state(path)
+        return state is not None and any(
+            isinstance(atom, ModRef) and atom.qualname.split(".")[0] in roots
+            for value in state.env.values() for atom in value)
+
+    def definition_site(self, func: FuncRef) -> Site | None:
+        """Where ``func`` is defined (its name, for a ``def``)."""
+        state = self._state(func.module)
+        if state is None:
+            return None
+        node = getattr(func.node, "name", None) or func.node
+        return state.parsed.tree_of(func.node).site(node)
+
+    def _state(self, path: str) -> ModuleState | None:
         from pathlib import Path
 
-        from gpudoctor.lint.analysis.source import ParseFailure
+        from gpudoctor.lint.analysis.module_state import ModuleState
 
-        state = self.analyzer.module(Path(path))
-        return set() if isinstance(state, ParseFailure) else state.frameworks
+        state = self._analyzer.module(Path(path))
+        return state if isinstance(state, ModuleState) else None
 
 
 def display(framework: str) -> str:

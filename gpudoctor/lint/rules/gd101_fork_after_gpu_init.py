@@ -287,14 +287,9 @@ class ForkAfterGpuInit(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
-            if not isinstance(effect, Start) or effect.kind not in WHAT:
-                continue
-            parent = ctx.builder.parent_state(flow, index)
-            method, _ = ctx.builder.resolve_method(effect.method, parent)
-            child = ctx.builder.child_of(flow, event)
-            if child is None:
+        for site in ctx.process_starts():
+            effect, parent, method, child = site.start, site.parent, site.method, site.child
+            if not isinstance(effect, Start) or effect.kind not in WHAT or child is None:
                 continue
             if method == "fork":
                 init = parent.first_init()
@@ -309,9 +304,9 @@ class ForkAfterGpuInit(Rule):
             if use is None and not received:
                 continue
             if method == "fork":
-                yield self._finding(effect, init, use, received, ctx.spawn_fix(flow, event), child)
+                yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child)
             else:
-                yield self._served(effect, child, init, use, received, ctx.spawn_fix(flow, event))
+                yield self._served(effect, child, init, use, received, ctx.spawn_fix(site))
 
     def _finding(self, start: Start, init_event, use_event, received: list[str], fix, child: Flow) -> Finding:  # type: ignore[no-untyped-def]
         init = init_event.effect

@@ -222,13 +222,9 @@ class ForkAfterThreadStart(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
-            if not isinstance(effect, Start) or effect.kind not in FORKING:
-                continue
-            parent = ctx.builder.parent_state(flow, index)
-            method, _ = ctx.builder.resolve_method(effect.method, parent)
-            if method != "fork":
+        for site in ctx.process_starts():
+            effect, parent, flow, index = site.start, site.parent, site.flow, site.index
+            if not isinstance(effect, Start) or effect.kind not in FORKING or site.method != "fork":
                 continue
             # (threads started in another branch of an if chain than the start's are not
             # running there, even where the workers start later, at an executor's first task)

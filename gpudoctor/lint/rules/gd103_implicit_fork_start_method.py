@@ -142,22 +142,17 @@ class ImplicitForkStartMethod(Rule):
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         starts = []
         chosen: dict[object, set[str]] = {}  # start site -> methods chosen explicitly there
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
-            if not isinstance(effect, Start) or effect.kind not in KINDS:
+        for site in ctx.process_starts():
+            if not isinstance(site.start, Start) or site.start.kind not in KINDS:
                 continue
-            method, explicit = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
-            if explicit:
-                chosen.setdefault(effect.site, set()).add(method)
+            if site.explicit:
+                chosen.setdefault(site.start.site, set()).add(site.method)
             else:
-                starts.append((flow, event, method))
-        for flow, event, method in starts:
-            effect = event.effect
+                starts.append(site)
+        for site in starts:
+            effect, child = site.start, site.child
             assert isinstance(effect, Start)
-            if method != "fork":
-                continue
-            child = ctx.builder.child_of(flow, event)
-            if child is None:
+            if site.method != "fork" or child is None:
                 continue
             use = first_gpu_use(child)
             received = received_gpu_objects(child)
@@ -176,6 +171,6 @@ class ImplicitForkStartMethod(Rule):
                 f"{display(used)}; they break as soon as this process initializes {display(used)} "
                 "before starting them",
                 related,
-                fix=ctx.spawn_fix(flow, event),
+                fix=ctx.spawn_fix(site),
                 hint=spawn_hint(effect.kind, child, self.fix_title),
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.notebook import is_notebook
@@ -118,21 +119,17 @@ class ProcessStartWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow in ctx.flows:
-            if flow.kind != "module":
-                continue
-            for index, (event, _) in enumerate(flow.points):
-                effect = event.effect
-                if not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
-                    # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
-                    continue
-                if not event.ctx.import_time or is_notebook(effect.site.path):
-                    continue  # (a notebook is never run again in a child: see the docs)
-                method, _ = ctx.builder.resolve_method(effect.method, ctx.builder.parent_state(flow, index))
-                if method in ("spawn", "forkserver"):
-                    who = "the forkserver" if method == "forkserver" and ctx.builder.preloads_main else "each child"
-                    yield self.finding(
-                        effect.site,
-                        f"processes are started with {method} while the module is being imported; "
-                        f"{who} re-imports the main module and starts processes again",
-                    )
+        modules = {id(flow) for flow in ctx.flows if flow.kind == FlowKind.MODULE}
+        for site in ctx.process_starts():
+            effect, method = site.start, site.method
+            if id(site.flow) not in modules or not isinstance(effect, Start) or effect.kind in (P.OS_FORK, P.JOBLIB):
+                continue  # (joblib run again in a spawned worker, a daemonic one, runs its tasks there)
+            if not site.event.ctx.import_time or is_notebook(effect.site.path):
+                continue  # (a notebook is never run again in a child: see the docs)
+            if method in ("spawn", "forkserver"):
+                who = "the forkserver" if method == "forkserver" and ctx.forkserver_preloads_main else "each child"
+                yield self.finding(
+                    effect.site,
+                    f"processes are started with {method} while the module is being imported; "
+                    f"{who} re-imports the main module and starts processes again",
+                )

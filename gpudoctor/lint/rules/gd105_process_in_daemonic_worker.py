@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import CheckContext, Rule
@@ -158,7 +159,7 @@ class ProcessInDaemonicWorker(Rule):
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         for flow in ctx.all_flows():
-            if flow.kind != "child" or not flow.daemonic or flow.start is None:
+            if flow.kind != FlowKind.CHILD or not flow.daemonic or flow.start is None:
                 continue
             for event, _ in flow.points[flow.prelude:]:
                 effect = event.effect

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, Start
-from gpudoctor.lint.analysis.flows import first_gpu_use
+from gpudoctor.lint.analysis.flows import FlowKind, first_gpu_use
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
@@ -239,15 +239,14 @@ class GpuProcessPerTask(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
+        for site in ctx.process_starts():
+            effect, flow, index, event, child = site.start, site.flow, site.index, site.event, site.child
             if not isinstance(effect, Start) or effect.kind != P.PROCESS:
                 continue
-            child = ctx.builder.child_of(flow, event)
             use = first_gpu_use(child) if child is not None else None
             if use is None:
                 continue
-            per_task = flow.kind == "child" and flow.start is not None \
+            per_task = flow.kind == FlowKind.CHILD and flow.start is not None \
                 and flow.start.effect.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)  # type: ignore[union-attr]
             loop = event.ctx.loop
             per_item = loop is not None and ctx.joined_later(flow, index, effect.started, loop, threads=False)

@@ -122,14 +122,10 @@ class GpuWorkInDataloaderWorker(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, _, event, state in ctx.points():
-            effect = event.effect
-            if not isinstance(effect, DataLoaderStart) or not effect.workers:
+        for site in ctx.process_starts():
+            effect, state, child = site.start, site.parent, site.child
+            if not isinstance(effect, DataLoaderStart) or not effect.workers or site.method != "fork":
                 continue
-            method, _ = ctx.builder.resolve_method(effect.method, state)
-            if method != "fork":
-                continue
-            child = ctx.builder.child_of(flow, event)
             use = first_gpu_use(child, DATALOADER_FRAMEWORK) if child is not None else None
             if use is not None:
                 init = use.effect

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
 from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
-from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Related, Site
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of
@@ -178,7 +176,8 @@ class WorkerFunctionNotImportable(Rule):
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         seen: set[tuple[object, str]] = set()
-        for flow, index, event, _ in ctx.points():
+        starts = {id(site.event): site for site in ctx.process_starts()}
+        for _, _, event, state in ctx.points():
             effect = event.effect
             if isinstance(effect, Start) and effect.kind in STARTS:
                 site = effect.site if effect.kind != P.PROCESS else (effect.started or effect.site)
@@ -191,8 +190,9 @@ class WorkerFunctionNotImportable(Rule):
                 continue
             if not children:
                 continue
-            resolved, explicit = ctx.builder.resolve_method(method, ctx.builder.parent_state(flow, index))
-            if _pickles_by_value(ctx, site):
+            start = starts.get(id(event))
+            resolved, explicit = (start.method, start.explicit) if start else ctx.method_at(method, state)
+            if ctx.imports_any(site.path, BY_VALUE_PICKLERS):
                 continue
             for child in children:
                 why = unloadable(child.func)
@@ -218,29 +218,7 @@ class WorkerFunctionNotImportable(Rule):
         reason = WHY[why].format(name=name, worker=worker, consequence=consequence)
         message = f"{what} sends {shown}{role} {to}; {reason}"
         related: tuple[Related, ...] = ()
-        defined = _definition(ctx, child.func)
+        defined = ctx.definition_site(child.func)
         if defined is not None and why != "lambda":
             related = (Related(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
         return self.finding(site, message, related, hint=LOADING_STEPS[why].format(name=name))
-
-
-def _definition(ctx: CheckContext, func: FuncRef) -> Site | None:
-    """Where ``func`` (or its class, for a method) is defined."""
-    from gpudoctor.lint.analysis.source import ParseFailure
-
-    state = ctx.analyzer.module(Path(func.module))
-    if isinstance(state, ParseFailure):
-        return None
-    node = getattr(func.node, "name", None) or func.node
-    return state.parsed.tree_of(func.node).site(node)
-
-
-def _pickles_by_value(ctx: CheckContext, site: Site) -> bool:
-    """Does the module of ``site`` use a multiprocessing replacement that pickles by value?"""
-    from gpudoctor.lint.analysis.source import ParseFailure
-
-    state = ctx.analyzer.module(Path(site.path))
-    if isinstance(state, ParseFailure):
-        return False
-    return any(isinstance(atom, ModRef) and atom.qualname.split(".")[0] in BY_VALUE_PICKLERS
-               for value in state.env.values() for atom in value)

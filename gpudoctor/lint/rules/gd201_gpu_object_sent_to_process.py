@@ -172,7 +172,7 @@ class GpuObjectSentToProcess(Rule):
             effect = event.effect
             if not isinstance(effect, Send):
                 continue
-            method, _ = ctx.builder.resolve_method(effect.method, state)
+            method, _ = ctx.method_at(effect.method, state)
             fork = method == "fork"
             found = [o for o in gpu_objects(effect.value) if self._reported(o, effect, fork)]
             if not found:

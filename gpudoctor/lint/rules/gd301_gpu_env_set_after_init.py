@@ -9,6 +9,7 @@ from gpudoctor.lint.analysis.flows import State
 from gpudoctor.lint.analysis.values import SavedEnv
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
+from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
 
 
@@ -26,7 +27,7 @@ def too_late(var: str, state: State) -> Event | None:
         # CUDA_* are read by the driver at cuInit; the others by their framework when it
         # builds its runtime (torch.cuda.is_available() alone does not read the allocator
         # settings, the first CUDA allocation does).
-        if reader is None or (init.framework == reader and init.level == "runtime"):
+        if reader is None or (init.framework == reader and init.level == InitLevel.RUNTIME):
             return event
     return None
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
+from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, what_runs
 
 
@@ -167,7 +168,7 @@ class TfDeviceConfigAfterInit(Rule):
             if not isinstance(effect, TfConfig):
                 continue
             framework = effect.framework or CONFIG_FRAMEWORK
-            init_event = state.init_of(framework, "runtime")
+            init_event = state.init_of(framework, InitLevel.RUNTIME)
             if init_event is None:
                 continue
             init = init_event.effect

@@ -10,6 +10,7 @@ from gpudoctor.lint.analysis.values import strings
 from gpudoctor.lint.findings import WARNING, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
+from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import CheckContext, Rule, display
 
 # The frameworks that reserve (nearly) all GPU memory by default, and how (their records'
@@ -259,17 +260,14 @@ class UnboundedGpuMemoryPerWorker(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for flow, index, event, _ in ctx.points():
-            effect = event.effect
+        for site in ctx.process_starts():
+            effect, child = site.start, site.child
             if not isinstance(effect, Start):
                 continue
-            workers = _concurrent_workers(ctx, flow, index, effect)
-            if workers == 0:
+            workers = _concurrent_workers(ctx, site.flow, site.index, effect)
+            if workers == 0 or child is None:
                 continue
-            child = ctx.builder.child_of(flow, event)
-            if child is None:
-                continue
-            hit = self._greedy_init(child, ctx.builder.parent_state(flow, index))
+            hit = self._greedy_init(child, site.parent)
             if hit is None:
                 continue
             init = hit.effect
@@ -288,7 +286,7 @@ class UnboundedGpuMemoryPerWorker(Rule):
             effect = event.effect
             if isinstance(effect, Init) and index < child.served:
                 continue  # the forkserver's, once: not each worker's (a forked worker is GD101's)
-            if isinstance(effect, Init) and effect.framework in GREEDY and effect.level == "runtime":
+            if isinstance(effect, Init) and effect.framework in GREEDY and effect.level == InitLevel.RUNTIME:
                 in_child = [e for e in seen if e not in parent.env]
                 capped = any(_caps(e, effect.framework, False) for e in parent.env) or any(
                     _caps(e, effect.framework, True) for e in in_child)
