@@ -194,6 +194,16 @@ def test_a_cell_defined_spawn_worker_in_every_format(fmt: str, project: Path,
         assert out.startswith("::error file=nb.ipynb,title=GD108 worker-function-not-importable::cell 4:4:11: ")
 
 
+def test_from_python_3_14_the_default_pool_cannot_reach_a_cell_function(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # forkserver is the Linux default from 3.14: the README notebook's fork crash becomes GD108.
+    assert main(["lint", "--no-cache", "--target-version", "py314", "nb.ipynb"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("nb.ipynb:cell 4:3:11: GD108 Pool sends `work` (a task) to workers started with "
+                          "forkserver, the target's default; ")
+    assert "GD101" not in out
+
+
 def test_the_readme_example_is_what_gpudoctor_prints(capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     root = FIXTURES.parents[1]

@@ -213,7 +213,7 @@ class WorkerFunctionNotImportable(Rule):
         if method == "fork":  # only a pool's tasks are pickled under fork
             to = "to its workers (a pool pickles its tasks whatever the start method)"
         else:
-            to = f"to {method} workers" if explicit else f"to workers started with {method}, the default here"
+            to = f"to {method} workers" if explicit else f"to workers started with {method}, the target's default"
         worker = "spawned worker" if method == "spawn" else f"{method} worker"
         reason = WHY[why].format(name=name, worker=worker, consequence=consequence)
         message = f"{what} sends {shown}{role} {to}; {reason}"
