@@ -36,14 +36,14 @@ class Appearance:
 class CellLedger:
     """The runtimes seen so far, each with the cell it appeared in."""
 
-    def __init__(self, loaded_at: int | None, read: Callable[[], tuple[str, ...]] = live_state.runtimes,
-                 threads: Callable[[], int | None] = live_state.native_threads) -> None:
-        self._read = read
-        self._threads = threads
+    def __init__(self, loaded_at: int | None, read: Callable[[], tuple[str, ...]] | None = None,
+                 threads: Callable[[], int | None] | None = None) -> None:
+        self._read = read or live_state.runtimes
+        self._threads = threads or live_state.native_threads
         self.loaded_at = loaded_at
-        self.threads_at_load = threads()
+        self.threads_at_load = self._threads()
         self.seen: dict[str, Appearance] = {
-            runtime: Appearance(runtime, BEFORE_LOAD, loaded_at) for runtime in read()}
+            runtime: Appearance(runtime, BEFORE_LOAD, loaded_at) for runtime in self._read()}
         self._between: list[str] = []  # appeared while no cell ran, not yet given a cell
         self._threads_before: int | None = None
 

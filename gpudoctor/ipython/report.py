@@ -80,7 +80,7 @@ def _read(runtime: str, cells: Mapping[str, Initializing], loaded_at: int | None
         found = cells.get(framework)
     else:
         found = min(cells.values(), key=lambda c: c.cell, default=None)
-    before = f"before %load_ext gpudoctor (cell [{loaded_at}])" if loaded_at else "before gpudoctor was loaded"
+    before = f"before gpudoctor was loaded (cell [{loaded_at}])" if loaded_at else "before gpudoctor was loaded"
     if found is None:
         return Origin(None, before, note="no executed cell shows how: a call gpudoctor cannot follow "
                                          "(inside a library, say)")
@@ -105,7 +105,8 @@ def kernel_report(state: live_state.LiveState, found: Mapping[str, Origin], thre
         for runtime in state.runtimes:
             origin = found.get(runtime, Origin(None, "(where is unknown)"))
             seen = "; ".join(filter(None, [live_state.evidence(runtime), origin.evidence]))
-            lines.append(f"  {_names([runtime])}: initialized {origin.where} ({seen})")
+            name = _names([runtime])
+            lines.append(f"  {name[:1].upper()}{name[1:]}: initialized {origin.where} ({seen})")
             if origin.note:
                 lines.append(f"      {origin.note}")
     else:
@@ -153,8 +154,8 @@ def verdict(state: live_state.LiveState, found: Mapping[str, Origin], idle: Sequ
             lines.append(f"{_names([runtime])} was initialized{where}: a forked worker that uses "
                          f"{record.display} will {record.consequence}.")
         else:
-            lines.append(f"{_names([runtime])}{where}: a forked worker that uses CUDA will fail, since the "
-                         "driver's state does not survive fork.")
+            lines.append(f"The CUDA driver was initialized{where}: a forked worker that uses CUDA will fail, "
+                         "since the driver's state does not survive fork.")
     lines += [FIX_FORK, NOTEBOOK_WORKERS]
     return lines
 

@@ -19,8 +19,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("IPython", reason="the extension's tests need IPython (the jupyter extra)")
-
 STAND_IN_TENSORFLOW = '''\
 """A stand-in for TensorFlow: its first op makes the eager context gpudoctor looks for."""
 import sys

@@ -18,6 +18,8 @@ from gpudoctor.ipython import executed_cells, live_state
 from gpudoctor.probe.explain import FIX_FORK
 from tests.ipython.conftest import run
 
+pytest.importorskip("IPython", reason="the extension's tests need IPython (the jupyter extra)")
+
 pytestmark = pytest.mark.usefixtures("stand_in_tensorflow")
 
 # A pool the cell only starts when asked to: the linter reads it (it cannot know the
@@ -78,7 +80,7 @@ def test_a_runtime_initialized_before_the_extension_is_found_in_the_executed_cel
     run(shell, "%load_ext gpudoctor")
     out, _ = _magic(shell, capsys, "")
     assert "TensorFlow: initialized in cell [3] (its eager context exists)" in out
-    assert ("before %load_ext gpudoctor (cell [4]); the executed cells show it: tensorflow.ones in cell [3], "
+    assert ("before gpudoctor was loaded (cell [4]); the executed cells show it: tensorflow.ones in cell [3], "
             "written in cell [2]") in out
     assert "TensorFlow was initialized in cell [3]" in out
 
@@ -89,7 +91,7 @@ def test_a_runtime_no_executed_cell_explains_is_said_so(shell: Any, capsys: pyte
     run(shell, 'getattr(tf, "on" + "es")((2, 2))')  # a call the analysis cannot resolve
     run(shell, "%load_ext gpudoctor")
     out, _ = _magic(shell, capsys, "")
-    assert "TensorFlow: initialized before %load_ext gpudoctor (cell [3])" in out
+    assert "TensorFlow: initialized before gpudoctor was loaded (cell [3])" in out
     assert "no executed cell shows how" in out
     assert "TensorFlow was initialized: a forked worker" in out  # no cell named
 
@@ -102,6 +104,21 @@ def test_an_imported_framework_is_not_an_initialized_one(shell: Any, capsys: pyt
     assert "GPU runtimes initialized now: none" in out
     assert "Imported, not initialized: TensorFlow" in out
     assert "Verdict: a fork now copies no initialized GPU runtime, but TensorFlow is imported" in out
+
+
+@pytest.mark.usefixtures("forking")
+def test_the_cuda_driver_alone_is_named_with_its_cell(shell: Any, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the probe reports once a library ran cuInit (no framework runtime of its own).
+    initialized: list[str] = []
+    monkeypatch.setattr(live_state, "runtimes", lambda: tuple(initialized))
+    run(shell, "%load_ext gpudoctor")
+    shell.user_ns["cuinit"] = lambda: initialized.append("cuda-driver")
+    run(shell, "cuinit()")
+    out, _ = _magic(shell, capsys, "")
+    assert "The CUDA driver (cuInit had run): initialized in cell [2] (libcuda is loaded and cuInit ran)" in out
+    assert ("The CUDA driver was initialized in cell [2]: a forked worker that uses CUDA will fail, since the "
+            "driver's state does not survive fork.") in out
 
 
 def test_with_spawn_chosen_the_pool_inherits_nothing(shell: Any, capsys: pytest.CaptureFixture[str],

@@ -187,6 +187,7 @@ TENSORFLOW_FORK = [
 
 
 @pytest.mark.tensorflow
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
 def test_a_fork_after_a_tensorflow_op_hangs_and_gpudoctor_names_the_cell(kernel_spec: str, tmp_path: Path) -> None:
     notebook = _notebook(TENSORFLOW_FORK)
@@ -229,7 +230,7 @@ def test_a_fork_after_a_tensorflow_op_hangs_and_gpudoctor_names_the_cell(kernel_
     assert lint.endswith("Found 1 problem in the 7 executed cells, read in the order the kernel ran them.\n")
     # Loaded again after the fact: the executed cells show which one did it.
     again = _text(cells[8], "stdout")
-    assert "TensorFlow: initialized in cell [3] (its eager context exists)\n      before %load_ext gpudoctor " \
+    assert "TensorFlow: initialized in cell [3] (its eager context exists)\n      before gpudoctor was loaded " \
            "(cell [8]); the executed cells show it: tensorflow.ones in cell [3]" in again
     assert "TensorFlow was initialized in cell [3]" in again
 
