@@ -260,10 +260,10 @@ def test_a_spawn_worker_defined_in_a_cell_cannot_be_found(kernel_spec: str, tmp_
     _execute(notebook, kernel_spec, tmp_path, body)
     lint = _text(notebook.cells[3], "stdout")
     assert "GD000" not in lint and "error" not in _text(notebook.cells[3], "stderr")
+    assert lint.startswith("cell [3] line 2: GD108 [error] Pool sends `square` (a task) to spawn workers")
     assert lint.endswith("in the 4 executed cells, read in the order the kernel ran them.\n")
 
 
-@pytest.mark.xfail(strict=False, reason="GD108 (a spawn worker a child cannot import) lands separately")
 def test_a_spawn_worker_defined_in_a_cell_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The notebook of the test above, as saved: the linter reads the worker's definition
     # in a cell and the spawn pool that sends it.
@@ -272,5 +272,5 @@ def test_a_spawn_worker_defined_in_a_cell_is_reported(tmp_path: Path, capsys: py
     code = main(["lint", "--no-cache", str(path)])
     out = capsys.readouterr().out
     assert code == 1 and "GD000" not in out
-    assert ": GD108 " in out
+    assert ": GD108 Pool sends `square` (a task) to spawn workers; `square` is defined in a notebook cell" in out
 
