@@ -290,6 +290,8 @@ def _neutralise(lines: list[str]) -> tuple[list[str], str | None]:
         if depth == 0 and quote is None and not joined and line[:comment].strip():
             block_indent = statement_indent
             opens = line[:comment].rstrip().endswith(":")
+    # A magic or shell escape continued by a backslash on the cell's last line is not left
+    # open: IPython passes the backslash on with the command, and the cell runs.
     left_open = ("a string left open" if quote is not None else "a bracket left open" if depth
-                 else "a line continued by a backslash" if joined or escape_joined else None)
+                 else "a line continued by a backslash" if joined else None)
     return out, left_open

@@ -225,6 +225,14 @@ def test_a_cell_left_open_is_gd000_at_its_end(project: Path, capsys: pytest.Capt
         "nb.ipynb:cell 1:3:1: GD000 cannot parse: cell 1: a bracket left open at the end of the cell")
 
 
+def test_an_escape_continued_at_the_end_of_a_cell_is_not_left_open() -> None:
+    """IPython runs ``!cmd \\`` on a cell's last line (the backslash goes to the shell)."""
+    found = _program("!echo a \\\n  b \\", "%env A=1 \\")
+    assert found.problem is None
+    assert found.program.split("\n")[:3] == ["pass", "", "pass"]
+    assert _program("x = 1 + \\").problem is not None  # Python continued past the cell fails
+
+
 def test_pre_commit_hooks_take_notebooks() -> None:
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert text.count("types_or: [python, pyi, jupyter]") == 2
