@@ -29,7 +29,7 @@ import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 SUFFIX = ".ipynb"
 
@@ -106,10 +106,15 @@ def describe(path: str, row: int) -> str | None:
     return None if where is None else f"cell {where[0]}, line {where[1]}"
 
 
-@lru_cache(maxsize=64)
+@cache
 def read(raw: bytes) -> Notebook:
     """The program of a notebook's bytes; NotANotebook when they are not an nbformat 4
-    notebook (with the reason, fit to show a user)."""
+    notebook (with the reason, fit to show a user).
+
+    Remembered for the process, without a bound: a run reads each notebook twice, for its
+    analysis and again to put its findings at their cells, and with a bound smaller than
+    the notebooks of a run every second read missed (each notebook's JSON and cells read
+    twice). The run's project holds every file's bytes anyway; this adds their programs."""
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

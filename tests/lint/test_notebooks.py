@@ -233,6 +233,16 @@ def test_an_escape_continued_at_the_end_of_a_cell_is_not_left_open() -> None:
     assert _program("x = 1 + \\").problem is not None  # Python continued past the cell fails
 
 
+def test_a_run_reads_each_notebook_once(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """More notebooks in one run than a bounded cache held: the analysis and the placing of findings share one read."""
+    for index in range(66):
+        (project / f"nb{index}.ipynb").write_text(_notebook(f"import multiprocessing as mp\nx = {index}\n"))
+    notebook.read.cache_clear()
+    main(["lint", "--no-cache", "--jobs", "1", "."])
+    capsys.readouterr()
+    assert notebook.read.cache_info().misses == 67  # the 66 and nb.ipynb
+
+
 def test_pre_commit_hooks_take_notebooks() -> None:
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert text.count("types_or: [python, pyi, jupyter]") == 2
