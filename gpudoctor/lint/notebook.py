@@ -29,7 +29,7 @@ import json
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 SUFFIX = ".ipynb"
 
@@ -106,10 +106,15 @@ def describe(path: str, row: int) -> str | None:
     return None if where is None else f"cell {where[0]}, line {where[1]}"
 
 
-@lru_cache(maxsize=64)
+@cache
 def read(raw: bytes) -> Notebook:
     """The program of a notebook's bytes; NotANotebook when they are not an nbformat 4
-    notebook (with the reason, fit to show a user)."""
+    notebook (with the reason, fit to show a user).
+
+    Remembered for the process, without a bound: a run reads each notebook twice, for its
+    analysis and again to put its findings at their cells, and with a bound smaller than
+    the notebooks of a run every second read missed (each notebook's JSON and cells read
+    twice). The run's project holds every file's bytes anyway; this adds their programs."""
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -290,6 +295,8 @@ def _neutralise(lines: list[str]) -> tuple[list[str], str | None]:
         if depth == 0 and quote is None and not joined and line[:comment].strip():
             block_indent = statement_indent
             opens = line[:comment].rstrip().endswith(":")
+    # A magic or shell escape continued by a backslash on the cell's last line is not left
+    # open: IPython passes the backslash on with the command, and the cell runs.
     left_open = ("a string left open" if quote is not None else "a bracket left open" if depth
-                 else "a line continued by a backslash" if joined or escape_joined else None)
+                 else "a line continued by a backslash" if joined else None)
     return out, left_open

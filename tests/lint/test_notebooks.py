@@ -285,6 +285,24 @@ def test_a_cell_left_open_is_gd000_at_its_end(project: Path, capsys: pytest.Capt
         "nb.ipynb:cell 1:3:1: GD000 cannot parse: cell 1: a bracket left open at the end of the cell")
 
 
+def test_an_escape_continued_at_the_end_of_a_cell_is_not_left_open() -> None:
+    """IPython runs ``!cmd \\`` on a cell's last line (the backslash goes to the shell)."""
+    found = _program("!echo a \\\n  b \\", "%env A=1 \\")
+    assert found.problem is None
+    assert found.program.split("\n")[:3] == ["pass", "", "pass"]
+    assert _program("x = 1 + \\").problem is not None  # Python continued past the cell fails
+
+
+def test_a_run_reads_each_notebook_once(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """More notebooks in one run than a bounded cache held: the analysis and the placing of findings share one read."""
+    for index in range(66):
+        (project / f"nb{index}.ipynb").write_text(_notebook(f"import multiprocessing as mp\nx = {index}\n"))
+    notebook.read.cache_clear()
+    main(["lint", "--no-cache", "--jobs", "1", "."])
+    capsys.readouterr()
+    assert notebook.read.cache_info().misses == 67  # the 66 and nb.ipynb
+
+
 def test_pre_commit_hooks_take_notebooks() -> None:
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert text.count("types_or: [python, pyi, jupyter]") == 2
