@@ -127,11 +127,12 @@ class CheckContext:
         state = self._state(path)
         return set() if state is None else state.frameworks
 
-    def imports_any(self, path: str, roots: frozenset[str]) -> bool:
-        """Does the module at ``path`` bind a name to a module under one of ``roots``?"""
+    def imports_any(self, path: str, names: frozenset[str]) -> bool:
+        """Does the module at ``path`` bind a name to one of ``names`` (qualified names of
+        modules or of what they define), or to something under one of them?"""
         state = self._state(path)
         return state is not None and any(
-            isinstance(atom, ModRef) and atom.qualname.split(".")[0] in roots
+            isinstance(atom, ModRef) and any(atom.qualname == n or atom.qualname.startswith(n + ".") for n in names)
             for value in state.env.values() for atom in value)
 
     def definition_site(self, func: FuncRef) -> Site | None:

@@ -35,8 +35,12 @@ WHY = {
     "lambda": "pickle cannot send a lambda: sending it fails with \"PicklingError: Can't pickle <function "
               "<lambda>>\"",
 }
-# Process pools built by these modules pickle functions by value (dill), not by name.
-BY_VALUE_PICKLERS = frozenset({"multiprocess", "pathos"})
+# A module that imports one of these may send functions by value, not by name: the pools of
+# multiprocess and pathos pickle with dill; a module that imports cloudpickle or dill, or
+# multiprocessing's ForkingPickler, may install them in multiprocessing's pickler (the
+# notebook workaround ``ForkingPickler.reducer_override = ...``).
+BY_VALUE_PICKLERS = frozenset({"multiprocess", "pathos", "cloudpickle", "dill",
+                               "multiprocessing.reduction.ForkingPickler"})
 
 
 class WorkerFunctionNotImportable(Rule):
@@ -54,8 +58,10 @@ class WorkerFunctionNotImportable(Rule):
     - a lambda or a function defined inside another function, with spawn or
       forkserver, or as a pool's task under any start method (tasks are always
       pickled).
-    Pools of `multiprocess` and `pathos`, which pickle functions by value, are not
-    checked.
+    Not reported in a module that sends functions by value: one using `multiprocess`
+    or `pathos` (they pickle with dill), or importing cloudpickle, dill or
+    multiprocessing's `ForkingPickler` (to install a by-value reducer). Such a patch
+    made in another module is not seen.
 
     ## Why is this bad?
     Python sends a function to another process by name: the worker imports the
