@@ -205,10 +205,10 @@ class Cache:
         """Write both stores, keeping the entries of files that still exist (if anything changed)."""
         if self.folder is None or self.base is None:
             return
-        if not self._changed and not project.new_facts:
+        if not self._changed and not project.gate.new_facts:
             return
         facts = dict(self.facts)
-        facts.update({str(p): e for p, e in project.new_facts.items()})
+        facts.update({str(p): e for p, e in project.gate.new_facts.items()})
         facts = {p: e for p, e in facts.items() if os.path.exists(p)}
         results = {p: e for p, e in self.results.items() if os.path.exists(p)}
         try:

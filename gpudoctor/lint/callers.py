@@ -71,7 +71,7 @@ def plan(project: Project, named: Iterable[Path], linted: list[Path],
             if path in found:
                 continue
             found[path] = hops
-            if reach.runs.get(path) and path not in linted_set and project.may_matter(path):
+            if reach.runs.get(path) and path not in linted_set and project.gate.may_matter(path):
                 size += project.size(path)
                 if size > limits.max_context_chars and context:
                     full = True
@@ -89,7 +89,7 @@ def plan(project: Project, named: Iterable[Path], linted: list[Path],
         for path in reach.step(last):
             found.setdefault(path, hops + 1)
     importers = [*analysed, *(p for p in found if p not in linted_set and p not in chosen
-                             and project.may_matter(p))]
+                             and project.gate.may_matter(p))]
     called = used_names(project, analysed, importers)
     if full:
         # The search stopped short: some callers of what leads to the named files may be
@@ -148,7 +148,7 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
             # A package that hands on a function of one of its modules: the use is of that one.
             names = [member] if member is not None else list(attributes_read(text, bound))
             for name in names:
-                found = project.source_of(whole, name)
+                found = project.gate.source_of(whole, name)
                 if found is not None and found[0] in out and found[0] != importer:
                     out[found[0]].add(found[1])
     return {path: frozenset(names) for path, names in out.items()}

@@ -145,7 +145,7 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
         _prestart()
     folders: list[Path] = []
     if project_files is None:
-        if not any(project.may_matter(path) or project.facts(path).follow for path in files):
+        if not any(project.gate.may_matter(path) or project.gate.facts(path).follow for path in files):
             # No named file can have a finding, of its own or as a module another file's
             # analysis walks (and reports unparseable, GD000): no callers to look for.
             return [], [], {}, 0
@@ -160,7 +160,7 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
         if prestart:
             _prestart()
     with project.tracking() as touched:
-        linted = list(dict.fromkeys(project.real(path) for path in files if project.may_matter(path)))
+        linted = list(dict.fromkeys(project.real(path) for path in files if project.gate.may_matter(path)))
         context, called, left_out = callers.plan(project, files, linted, project_files)
         if context or not {project.real(p) for p in project_files} <= {project.real(p) for p in files}:
             touched.dirs.update(project.real(f) for f in folders)  # a new file may import a named one
@@ -208,7 +208,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
     # The largest first: a worker that took a large file last would finish long after the other.
     ordered = sorted(todo, key=lambda p: -sizes[p])
     outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
-                               {str(p): sorted(names) for p, names in called.items()}, project.all_facts(),
+                               {str(p): sorted(names) for p, names in called.items()}, project.gate.all_facts(),
                                project.all_scans(), preloads_main, limits=project.limits)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"

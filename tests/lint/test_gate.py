@@ -81,7 +81,7 @@ def _project(tmp_path: Path, pool_module: str) -> Project:
 def test_an_importer_of_a_package_module_that_starts_processes_is_linted(tmp_path: Path) -> None:
     project = _project(tmp_path, "import multiprocessing as mp\n\ndef run_all(f, xs):\n"
                                  "    with mp.Pool(2) as p:\n        return p.map(f, xs)\n")
-    assert project.may_matter(tmp_path / "train.py")
+    assert project.gate.may_matter(tmp_path / "train.py")
 
 
 def test_not_when_the_package_module_only_sets_a_gpu_variable(tmp_path: Path) -> None:
@@ -89,13 +89,13 @@ def test_not_when_the_package_module_only_sets_a_gpu_variable(tmp_path: Path) ->
     at import is followed when it is imported by name (``import workers.pool``)."""
     project = _project(tmp_path, "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n\n"
                                  "def run_all(f, xs):\n    return [f(x) for x in xs]\n")
-    assert not project.may_matter(tmp_path / "train.py")
+    assert not project.gate.may_matter(tmp_path / "train.py")
 
 
 def test_not_when_the_member_is_a_name_not_a_module(tmp_path: Path) -> None:
     project = _project(tmp_path, "import multiprocessing as mp\n")
     (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom workers import helper\n")
-    assert not project.may_matter(tmp_path / "train.py")
+    assert not project.gate.may_matter(tmp_path / "train.py")
 
 
 def test_members_whatever_the_line_endings() -> None:
@@ -167,7 +167,7 @@ def test_an_importer_of_a_function_a_package_hands_on(tmp_path: Path, init: str,
     """``from jobs import make_pool``, where the package's ``__init__`` imports it from one
     of its modules: the importer is linted when that function starts processes."""
     project = _handing_project(tmp_path, init, imported)
-    assert project.may_matter(tmp_path / "train.py") is linted
+    assert project.gate.may_matter(tmp_path / "train.py") is linted
 
 
 def test_a_package_that_hands_on_its_own_name_does_not_loop(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ def test_a_package_that_hands_on_its_own_name_does_not_loop(tmp_path: Path) -> N
     (tmp_path / "a" / "__init__.py").write_text("from b import *\n")
     (tmp_path / "b" / "__init__.py").write_text("from a import *\n")
     (tmp_path / "train.py").write_text("import tensorflow as tf\nfrom a import make_pool\n")
-    assert not Project(tmp_path).may_matter(tmp_path / "train.py")
+    assert not Project(tmp_path).gate.may_matter(tmp_path / "train.py")
 
 
 def test_a_function_handed_on_makes_its_caller_an_entry_point(tmp_path: Path) -> None:
@@ -209,7 +209,7 @@ def test_an_importer_of_a_package_that_reads_a_handed_on_function(tmp_path: Path
                                                                    linted: bool) -> None:
     project = _handing_project(tmp_path, "from .impl.pools import make_pool, shard\n", "shard")
     (tmp_path / "train.py").write_text("import tensorflow as tf\n" + source)
-    assert project.may_matter(tmp_path / "train.py") is linted
+    assert project.gate.may_matter(tmp_path / "train.py") is linted
 
 
 def test_a_function_reading_a_handed_on_function_is_an_entry_point(tmp_path: Path) -> None:

@@ -252,7 +252,7 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
     statement alone are optimizations: the findings (message and positions included) of
     every fixture and every rule example are the same without them."""
     from gpudoctor.lint.analysis import prescan as prescan_module
-    from gpudoctor.lint.analysis import project as project_module
+    from gpudoctor.lint.analysis import project_gate as project_gate_module
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.selection import build_selection
@@ -281,7 +281,7 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
     cases = all_cases()
     fast = everything(cases)
     monkeypatch.setattr(prescan_module.Prescan, "elidable", lambda self: [])
-    monkeypatch.setattr(project_module.Project, "_acts", lambda self, path: True)
+    monkeypatch.setattr(project_gate_module.ProjectGate, "_acts", lambda self, path: True)
     from gpudoctor.lint.analysis import source as source_module
 
     monkeypatch.setattr(source_module.ParsedModule, "_resolve_in_statement", lambda self, node, anchor: None)

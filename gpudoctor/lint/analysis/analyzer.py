@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 Value = frozenset
 
 
-class Analyzer(ClassModel):
+class Analyzer:
     """Walks modules and functions on demand and remembers every result.
 
     Following imports is what finds a pool built in a helper module, but on a large code
@@ -67,7 +67,7 @@ class Analyzer(ClassModel):
         # Per call: its events, its return value, and the default device it leaves.
         self._summaries: dict[tuple[object, ...], tuple[list[Event], Value, Value]] = {}
         self._stack: list[tuple[object, ...]] = []
-        ClassModel.__init__(self)
+        self.classes = ClassModel(self)  # the project classes this analysis met
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
@@ -83,7 +83,7 @@ class Analyzer(ClassModel):
             return found
         if key in self.linted:
             return self.walk_own(key)[0]
-        if self._spent() or not self.project.worth_following(key):
+        if self._spent() or not self.project.gate.worth_following(key):
             # Not analysed: names from it stay unknown (no effect assumed).
             failure = self._modules[key] = ParseFailure(str(key), "not analysed", 1, 0)
             return failure
@@ -102,7 +102,7 @@ class Analyzer(ClassModel):
         self.failures.extend(f for f in walked.failures if f not in self.failures)
         self.reached |= walked.reached
         for cls, bases in walked.classes.items():
-            self.class_bases.setdefault(cls, bases)
+            self.classes.class_bases.setdefault(cls, bases)
         return walked.state
 
     def _spent(self) -> bool:

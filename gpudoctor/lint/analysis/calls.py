@@ -225,7 +225,7 @@ class CallEvaluator(ExprEvaluator):
 
     def instantiate(self, cls: ClassRef, args: Args, node: cst.Call) -> Value:
         instance = Instance(cls)
-        init = self.analyzer.member(instance, "__init__")
+        init = self.analyzer.classes.member(instance, "__init__")
         for atom in ordered(init):
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
@@ -235,7 +235,7 @@ class CallEvaluator(ExprEvaluator):
 
     def call_method_of(self, instance: Instance, name: str, node: cst.CSTNode) -> None:
         """Run a special method Python calls on its own (``__post_init__``, ``__enter__``)."""
-        for atom in ordered(self.analyzer.member(instance, name)):
+        for atom in ordered(self.analyzer.classes.member(instance, name)):
             if isinstance(atom, FuncRef):
                 self.inline(atom, Args(), node)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
@@ -16,20 +16,25 @@ if TYPE_CHECKING:
 Value = frozenset
 
 
-class ClassModel:
-    """What the analysis knows of each class; part of the Analyzer."""
+class Caller(Protocol):
+    """What the class model needs of the analysis that owns it (the Analyzer)."""
 
-    def __init__(self) -> None:
+    def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
+             keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]: ...
+
+    def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
+        """Remember which parsed tree a method is in (see ParsedModule.tree_of)."""
+
+
+class ClassModel:
+    """What one analysis knows of each class: project bases, members, bound methods. The
+    analysis that owns it (``caller``) walks ``__init__`` for it on first use."""
+
+    def __init__(self, caller: Caller) -> None:
+        self._caller = caller
         self._members: dict[ClassRef, dict[str, Value]] = {}
         self.class_bases: dict[ClassRef, list[ClassRef]] = {}
         self._primed: set[ClassRef] = set()
-
-    def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
-             keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]:
-        raise NotImplementedError  # the Analyzer's
-
-    def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
-        """The Analyzer remembers which parsed tree a method is in (see ParsedModule.tree_of)."""
 
     def register_class(self, cls: ClassRef, project_bases: list[ClassRef]) -> None:
         self.class_bases[cls] = project_bases
@@ -92,7 +97,7 @@ class ClassModel:
                 bound = (one(cls),)
             elif isinstance(atom, Instance):
                 bound = (one(atom),)
-        self.note_method_tree(cls, node)
+        self._caller.note_method_tree(cls, node)
         return FuncRef(cls.module, f"{cls.qualname}.{node.name.value}", node, bound, scope=cls.scope)
 
     def _prime(self, cls: ClassRef) -> None:
@@ -106,5 +111,5 @@ class ClassModel:
         self._primed.add(cls)
         for atom in ordered(self.member(Instance(cls), "__init__")):
             if isinstance(atom, FuncRef):
-                self.call(atom, (), UNKNOWN, {}, entry=True)
+                self._caller.call(atom, (), UNKNOWN, {}, entry=True)
 

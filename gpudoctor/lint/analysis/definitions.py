@@ -122,7 +122,7 @@ class DefinitionWalker(ImportWalker):
                     project_bases.append(atom)
         self.module.parsed.note_tree(node, self.tree)
         cls = ClassRef(self.module.path, node.name.value, node, tuple(bases), self.definition_scope())
-        self.analyzer.register_class(cls, project_bases)
+        self.analyzer.classes.register_class(cls, project_bases)
         self.assign(node.name.value, one(cls))
         if self.module_level:
             self.module.classes.append(cls)

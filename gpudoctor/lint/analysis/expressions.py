@@ -207,7 +207,7 @@ class ExprEvaluator:
             elif isinstance(atom, GpuObj) and attr not in HOST_ATTRIBUTES:
                 out.add(atom)
             elif isinstance(atom, (Instance, ClassRef)):
-                out.update(self.analyzer.member(atom, attr))
+                out.update(self.analyzer.classes.member(atom, attr))
         return frozenset(out) | self.module_members(base, attr)
 
     def module_members(self, base: Value, attr: str) -> Value:
@@ -368,7 +368,7 @@ class ExprEvaluator:
                     for atom in owner))
             for atom in ordered(owner):
                 if isinstance(atom, Instance):
-                    self.analyzer.store_member(atom.cls, target.attr.value, value)
+                    self.analyzer.classes.store_member(atom.cls, target.attr.value, value)
         elif isinstance(target, cst.Subscript):
             self.assign_subscript(target, value)
 

@@ -359,7 +359,7 @@ class FlowBuilder:
     def _entry_functions(self, state: ModuleState) -> Iterator[FuncRef]:
         yield from state.functions
         for cls in state.classes:
-            for atom in ordered(self.analyzer.member(Instance(cls), "__init__") | _methods(self, cls)):
+            for atom in ordered(self.analyzer.classes.member(Instance(cls), "__init__") | _methods(self, cls)):
                 if isinstance(atom, FuncRef):
                     yield atom
 
@@ -478,7 +478,7 @@ def _methods(builder: FlowBuilder, cls: object) -> frozenset:
     out = set()
     for statement in cls.node.body.body:  # type: ignore[attr-defined]
         if isinstance(statement, cst.FunctionDef) and statement.name.value != "__init__":
-            out |= builder.analyzer.member(Instance(cls), statement.name.value)  # type: ignore[arg-type]
+            out |= builder.analyzer.classes.member(Instance(cls), statement.name.value)  # type: ignore[arg-type]
     return frozenset(out)
 
 

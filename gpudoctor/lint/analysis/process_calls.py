@@ -318,7 +318,7 @@ def _dataloader(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
     for atom in ordered(args.get(0, "dataset") or UNKNOWN):
         if isinstance(atom, Instance):
             for name in P.DATASET_METHODS:
-                for func in _funcs(ev.analyzer.member(atom, name)):
+                for func in _funcs(ev.analyzer.classes.member(atom, name)):
                     children.append(Child(func, (), UNKNOWN, "dataset"))
     for role, index in (("collate_fn", 6), ("worker_init_fn", 10)):
         for func in _funcs(args.get(index, role)):
@@ -440,10 +440,10 @@ def method(ev: CallEvaluator, atom: Atom, name: str, args: Args, node: cst.Call)
 def start_instance(ev: CallEvaluator, atom: Instance, node: cst.Call) -> Value:
     """``.start()`` on an instance of a project class: a Process or Thread subclass."""
     site = ev.site(node)
-    run = _funcs(ev.analyzer.member(atom, "run"))
-    if ev.analyzer.subclass_of(atom.cls, P.PROCESS_BASES):
+    run = _funcs(ev.analyzer.classes.member(atom, "run"))
+    if ev.analyzer.classes.subclass_of(atom.cls, P.PROCESS_BASES):
         ev.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
-    elif ev.analyzer.subclass_of(atom.cls, P.THREAD_BASES):
+    elif ev.analyzer.classes.subclass_of(atom.cls, P.THREAD_BASES):
         ev.emit(ThreadStart(site, "threading.Thread"))
         for func in run:
             ev.inline_child(Child(func, (), UNKNOWN, "thread"), node)

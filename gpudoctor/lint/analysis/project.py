@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 
-class Project(ProjectGate):
+class Project:
     """Files under one root, each read, scanned and parsed at most once, and the budgets
     (``limits``) of the analyses made in it."""
 
@@ -31,7 +31,8 @@ class Project(ProjectGate):
                  contents: dict[Path, bytes] | None = None,
                  known_scans: dict[str, tuple[str, Prescan]] | None = None,
                  limits: Limits = DEFAULT_LIMITS) -> None:
-        ProjectGate.__init__(self, known_facts, limits)
+        self.limits = limits  # the run's budgets, read by every part of the analysis
+        self.gate = ProjectGate(self, known_facts)  # which files can matter
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
@@ -133,6 +134,11 @@ class Project(ProjectGate):
             if outer is not None:
                 self.note_touched(touched)
 
+    @property
+    def touched(self) -> Touched | None:
+        """What the analysis being tracked (``tracking``) has read so far; None outside one."""
+        return self._touched
+
     def note_touched(self, touched: Touched) -> None:
         """Count what an earlier block read as read now (its result is being reused)."""
         if self._touched is not None:
@@ -195,13 +201,13 @@ class Project(ProjectGate):
         out = set()
         packages = set()
         for bound, target in self.import_targets(path, scan):
-            if target != path and self.starts(target):
+            if target != path and self.gate.starts(target):
                 out.add(bound)
             elif target.name == "__init__.py":
                 packages.add(bound)
         if packages - out:  # ``bound.function`` that a package hands on
-            out.update(name for name, module in self._attribute_members(path)
-                       if name in packages and self.facts(module).spawns)
+            out.update(name for name, module in self.gate.attribute_members(path)
+                       if name in packages and self.gate.facts(module).spawns)
         return frozenset(out)
 
     def import_targets(self, path: Path, scan: Prescan) -> Iterator[tuple[str, Path]]:
@@ -211,7 +217,7 @@ class Project(ProjectGate):
             if member is not None:
                 dotted = f"{module}.{member}" if module else member
                 # the submodule ``member``, or the module the package takes ``member`` from
-                targets.append(self.resolve(path, dotted, level) or self._member(path, dotted, level))
+                targets.append(self.resolve(path, dotted, level) or self.gate.member_path(path, dotted, level))
             for target in targets:
                 if target is not None:
                     yield bound, target

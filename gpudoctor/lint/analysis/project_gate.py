@@ -1,11 +1,13 @@
 """Which files of the project can matter: the gate's facts per file, and what a linted or
-imported file reaches through its imports (part of Project; the text tests are gate.py's)."""
+imported file reaches through its imports (a Project's ``gate``; the text tests are
+gate.py's)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.gate import (
     ACTS,
@@ -24,7 +26,9 @@ from gpudoctor.lint.analysis.gate import (
     reexports,
 )
 from gpudoctor.lint.analysis.reading import ParseFailure
-from gpudoctor.lint.limits import Limits
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.project import Project
 
 
 @dataclass
@@ -36,11 +40,11 @@ class Touched:
 
 
 class ProjectGate:
-    """The gate's part of Project: facts by file (cached by digest), and the decisions made
-    from them. Its methods run on a Project."""
+    """A project's gate: facts by file (cached by digest), and the decisions made from
+    them. It reads the files through its project."""
 
-    def __init__(self, known_facts: dict[str, tuple[str, Facts]] | None, limits: Limits) -> None:
-        self.limits = limits  # the run's budgets, read by every part of the analysis
+    def __init__(self, project: Project, known_facts: dict[str, tuple[str, Facts]] | None) -> None:
+        self.project = project
         self._facts: dict[Path, Facts] = {}
         self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache
         self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
@@ -51,10 +55,10 @@ class ProjectGate:
         self._leads: dict[tuple[Path, int], tuple[bool, Touched]] = {}
 
     def facts(self, path: Path) -> Facts:
-        path = self.real(path)
+        path = self.project.real(path)
         found = self._facts.get(path)
         if found is None:
-            digest = self.digest(path)
+            digest = self.project.digest(path)
             known = self._known_facts.get(str(path))
             if known is not None and known[0] == digest:
                 found = known[1]
@@ -62,8 +66,8 @@ class ProjectGate:
                 found = self._compute_facts(path)
                 self.new_facts[path] = (digest, found)
             self._facts[path] = found
-        elif self._touched is not None:
-            self._touched.files.add(path)
+        elif self.project.touched is not None:
+            self.project.touched.files.add(path)
         return found
 
     def all_facts(self) -> dict[str, tuple[str, Facts]]:
@@ -73,7 +77,7 @@ class ProjectGate:
         return known
 
     def _compute_facts(self, path: Path) -> Facts:
-        text = self.text(path)
+        text = self.project.text(path)
         if isinstance(text, ParseFailure):
             return UNREADABLE
         words = mentioned_words(text)
@@ -98,43 +102,43 @@ class ProjectGate:
         ignores strings and comments and thread pools. Everything else is never parsed by
         libcst.
         """
-        path = self.real(path)
+        path = self.project.real(path)
         if path not in self._gate:
             facts = self.facts(path)
             if facts.acts:
                 self._gate[path] = True
             else:
                 targets = [target for name, level in facts.imports
-                           if (target := self.resolve(path, name, level)) is not None and target != path]
+                           if (target := self.project.resolve(path, name, level)) is not None and target != path]
                 members = [target for name, level in facts.members
-                           if (target := self._member(path, name, level)) is not None and target != path]
+                           if (target := self.member_path(path, name, level)) is not None and target != path]
                 starts = any(self.facts(t).starts for t in targets) or any(self.facts(m).spawns for m in members)
                 if starts:
                     self._gate[path] = facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members)
                 else:  # ``pkg.function`` after ``import pkg``: read only when the GPU is used
                     self._gate[path] = any(t.name == "__init__.py" for t in targets) and \
                         (facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members)) and \
-                        any(self.facts(m).spawns for _, m in self._attribute_members(path))
+                        any(self.facts(m).spawns for _, m in self.attribute_members(path))
         return self._gate[path]
 
-    def _attribute_members(self, path: Path) -> list[tuple[str, Path]]:
+    def attribute_members(self, path: Path) -> list[tuple[str, Path]]:
         """(bound name, module) for each name read as ``pkg.name`` after ``import pkg``: the
         module it may come from (see _member), for the project packages ``path`` imports."""
-        text = self.text(path)
+        text = self.project.text(path)
         if isinstance(text, ParseFailure):
             return []
         out = []
         for package, bound in plain_imports(text):
-            init = self.resolve(path, package)
+            init = self.project.resolve(path, package)
             if init is None or init.name != "__init__.py":
                 continue
             for name in attributes_read(text, bound):
-                found = self._member(path, f"{package}.{name}", 0)
+                found = self.member_path(path, f"{package}.{name}", 0)
                 if found is not None and found != path:
                     out.append((bound, found))
         return out
 
-    def _member(self, importer: Path, dotted: str, level: int) -> Path | None:
+    def member_path(self, importer: Path, dotted: str, level: int) -> Path | None:
         """The module ``pkg/name.py`` (or package) that ``from pkg import name`` may run, if
         ``pkg`` is a project package that has one; looked up in the listing of ``pkg``'s
         folder (the package itself is resolved, and cached, for the import's own sake).
@@ -145,17 +149,17 @@ class ProjectGate:
         own that does (read from its CPython prescan), or a class of it (when the module
         starts processes anywhere). Other names (constants, aliases) are not followed."""
         base, _, name = dotted.rpartition(".")
-        package = self.resolve(importer, base, level) if base or level else None
+        package = self.project.resolve(importer, base, level) if base or level else None
         if package is None:
             # A namespace package (a folder without __init__.py) of the project: the module
             # itself resolves. Tried only when the folder is there, not for every import of
             # a third-party package.
-            if base and not level and self.modules.has_folder(importer, base.split(".")[0]):
-                return self.resolve(importer, dotted, level)
+            if base and not level and self.project.modules.has_folder(importer, base.split(".")[0]):
+                return self.project.resolve(importer, dotted, level)
             return None
         if package.name != "__init__.py":
             return None
-        found = self.modules.submodule(package.parent, name, self._touched.dirs if self._touched else None)
+        found = self.project.modules.submodule(package.parent, name, self._dirs_read())
         return found if found is not None else self._handed_on(package, name)
 
     def _handed_on(self, package: Path, name: str) -> Path | None:
@@ -163,9 +167,9 @@ class ProjectGate:
         it read."""
         known = self._handed.get((package, name))
         if known is not None:
-            self.note_touched(known[1])
+            self.project.note_touched(known[1])
             return known[0]
-        with self.tracking() as touched:
+        with self.project.tracking() as touched:
             found = self._handed_on_now(package, name)
         self._handed[(package, name)] = (found, touched)
         return found
@@ -175,24 +179,24 @@ class ProjectGate:
         if found is None or not self.facts(found[0]).spawns:
             return None
         source, original = found
-        scan = self.prescan(source)
+        scan = self.project.prescan(source)
         if scan is None:  # CPython cannot parse it: libcst will say more
             return source
         if any(u.name == original for u in scan.units if not u.method):
             return source if any(u.name == original for u in scan.entry_points() if not u.method) else None
-        text = self.text(source)
+        text = self.project.text(source)
         return source if isinstance(text, str) and re.search(rf"^class[ \t]+{original}\b", text, re.M) else None
 
     def source_of(self, package: Path, name: str) -> tuple[Path, str] | None:
         """The project module, and the name there, that package ``__init__`` ``package``
         hands on as ``name`` (None: its own name, or not from a project module)."""
-        return self._source_of(self.real(package), name, 0)
+        return self._source_of(self.project.real(package), name, 0)
 
     def _source_of(self, package: Path, name: str, depth: int) -> tuple[Path, str] | None:
         """The project module, and the name there, that a package ``__init__`` binds to
         ``name`` by an import of its own; followed through subpackages' ``__init__``."""
-        text = self.text(package)  # read each time: the reading is recorded as a dependency
-        if isinstance(text, ParseFailure) or depth >= self.limits.hand_on_depth:
+        text = self.project.text(package)  # read each time: the reading is recorded as a dependency
+        if isinstance(text, ParseFailure) or depth >= self.project.limits.hand_on_depth:
             return None
         found = self._reexports.get(package)
         if found is None:
@@ -201,28 +205,28 @@ class ProjectGate:
         if name in named:
             dotted, level = named[name]
             base, _, original = dotted.rpartition(".")
-            source = self.resolve(package, base, level) if base or level else None
+            source = self.project.resolve(package, base, level) if base or level else None
             if source is None or source == package:
                 return None
             if source.name != "__init__.py":
                 return source, original
-            if self.modules.submodule(source.parent, original, self._touched.dirs if self._touched else None):
+            if self.project.modules.submodule(source.parent, original, self._dirs_read()):
                 return None  # a module, not a name defined in one
             return self._source_of(source, original, depth + 1)
         for base, level in stars:
-            source = self.resolve(package, base, level) if base or level else None
+            source = self.project.resolve(package, base, level) if base or level else None
             if source is None or source == package:
                 continue
             if source.name == "__init__.py":
                 inner = self._source_of(source, name, depth + 1)
                 if inner is not None:
                     return inner
-            elif not isinstance(source_text := self.text(source), ParseFailure) and name in source_text:
+            elif not isinstance(source_text := self.project.text(source), ParseFailure) and name in source_text:
                 return source, name
         return None
 
     def _acts(self, path: Path) -> bool:
-        scan = self.prescan(path)
+        scan = self.project.prescan(path)
         return scan is None or scan.acts  # None: libcst decides, or reports GD000
 
     def worth_following(self, path: Path) -> bool:
@@ -232,7 +236,8 @@ class ProjectGate:
         ``__init__`` also if a module of its own package that it imports does (importing
         the package runs that module's top level).
         """
-        return self._through_package(path, "follow") or self._leads_on(self.real(path), self.limits.lead_depth)
+        project = self.project
+        return self._through_package(path, "follow") or self._leads_on(project.real(path), project.limits.lead_depth)
 
     def _leads_on(self, path: Path, depth: int) -> bool:
         """Does the module import a project module worth following, at most ``depth``
@@ -241,15 +246,16 @@ class ProjectGate:
         a later use counts the files and folders it read."""
         known = self._leads.get((path, depth))
         if known is not None:
-            self.note_touched(known[1])
+            self.project.note_touched(known[1])
             return known[0]
         self._leads[(path, depth)] = (False, Touched(set(), set()))  # in an import cycle: no
-        with self.tracking() as touched:
+        project = self.project
+        with project.tracking() as touched:
             facts = self.facts(path)
-            targets = [t for name, level in facts.imports if (t := self.resolve(path, name, level)) is not None]
-            targets += [t for name, level in facts.members if (t := self._member(path, name, level)) is not None]
+            targets = [t for name, level in facts.imports if (t := project.resolve(path, name, level)) is not None]
+            targets += [t for name, level in facts.members if (t := self.member_path(path, name, level)) is not None]
             found = any(t != path and (self._through_package(t, "follow") or
-                                       (depth > 1 and self._leads_on(self.real(t), depth - 1))) for t in targets)
+                                       (depth > 1 and self._leads_on(project.real(t), depth - 1))) for t in targets)
         self._leads[(path, depth)] = (found, touched)
         return found
 
@@ -259,23 +265,29 @@ class ProjectGate:
         Computed once per package; a later use counts the files and folders it read."""
         known = self._own.get(package)
         if known is not None:
-            self.note_touched(known[1])
+            self.project.note_touched(known[1])
             return known[0]
         out: list[Path] = []
-        with self.tracking() as touched:
+        with self.project.tracking() as touched:
             todo, seen = [(package, text)], {package}
             while todo:
                 init, source = todo.pop()
                 for name, level in import_candidates(source):
-                    target = self.resolve(init, name, level)
+                    target = self.project.resolve(init, name, level)
                     if target is None or target in seen or not target.is_relative_to(package.parent):
                         continue
                     seen.add(target)
                     out.append(target)
-                    if target.name == "__init__.py" and not isinstance(inner := self.text(target), ParseFailure):
+                    inner = self.project.text(target) if target.name == "__init__.py" else None
+                    if inner is not None and not isinstance(inner, ParseFailure):
                         todo.append((target, inner))
         self._own[package] = (out, touched)
         return out
+
+    def _dirs_read(self) -> set[Path] | None:
+        """Where the tracked analysis records the folders it listed (None: not tracked)."""
+        touched = self.project.touched
+        return touched.dirs if touched is not None else None
 
     def starts(self, path: Path) -> bool:
         """Does this module, once imported, start processes or configure the GPU?"""
@@ -287,11 +299,11 @@ class ProjectGate:
         return self._through_package(path, "uses_gpu")
 
     def _through_package(self, path: Path, fact: str) -> bool:
-        path = self.real(path)
+        path = self.project.real(path)
         if getattr(self.facts(path), fact):
             return True
         if path.name != "__init__.py":
             return False
-        text = self.text(path)
+        text = self.project.text(path)
         return not isinstance(text, ParseFailure) and any(
             getattr(self.facts(target), fact) for target in self._own_modules(path, text))

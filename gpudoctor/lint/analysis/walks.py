@@ -145,7 +145,7 @@ class ModuleStore:
             failures = (state, *failures)
         meter = analyzer.meter
         walked = Walked(state, frozenset(analyzer.closure | {path}), touched, failures,
-                        frozenset(analyzer.reached), dict(analyzer.class_bases),
+                        frozenset(analyzer.reached), dict(analyzer.classes.class_bases),
                         meter.peak, meter.height, meter.work, meter.tripped)
         return walked, entry
 
