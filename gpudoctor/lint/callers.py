@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpudoctor.lint.notebook import is_notebook
+
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
 
@@ -305,6 +307,13 @@ class _Reach:
         from gpudoctor.lint.analysis.gate import imported_words
 
         words = self._words.get(path, _UNREAD)
+        if words is _UNREAD and is_notebook(path) and len(stems) <= _FEW_STEMS and all(s.isascii() for s in stems):
+            # A notebook is JSON, which writes an ASCII name as it is: one whose bytes hold
+            # none of the stems is passed over without reading its cells (a notebook is
+            # never a package module, so it has no relative import to consider).
+            data = self.project.data(path)
+            if not isinstance(data, bytes) or not any(stem.encode() in data for stem in stems):
+                return False
         if words is _UNREAD:
             text = self.project.text(path)
             if not isinstance(text, str):
