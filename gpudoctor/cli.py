@@ -13,14 +13,10 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import __version__
 from gpudoctor.errors import GpudoctorError, Terminated
+from gpudoctor.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, exit_for_signal
 
 if TYPE_CHECKING:
     import argparse
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import signal
 
         print(f"gpudoctor: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
-        return 128 + exc.signum
+        return exit_for_signal(exc.signum)
     except BrokenPipeError:
         if not _stdout_closed():
             raise  # a pipe of gpudoctor's own broke: not the reader of its output leaving

@@ -21,8 +21,8 @@ def assert_lint_clean(paths: str | os.PathLike[str] | Iterable[str | os.PathLike
     __tracebackhide__ = True  # pytest shows the findings, not this function's source
     from gpudoctor.lint.discovery import discover
     from gpudoctor.lint.engine import lint_paths
-    from gpudoctor.lint.reporters import get_reporter
-    from gpudoctor.lint.runner import build_settings
+    from gpudoctor.lint.inputs import build_settings
+    from gpudoctor.lint.reporters import ReportOptions, render
 
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     names = [os.fspath(p) for p in given]
@@ -32,6 +32,6 @@ def assert_lint_clean(paths: str | os.PathLike[str] | Iterable[str | os.PathLike
     result = lint_paths(discover(names), settings)
     problems = list(result.internal_errors)
     if result.findings:
-        problems.insert(0, get_reporter("concise")(result.findings).rstrip("\n"))
+        problems.insert(0, render(result.findings, ReportOptions("concise")).rstrip("\n"))
     if problems:
         raise AssertionError("gpudoctor lint found problems:\n" + "\n".join(problems))

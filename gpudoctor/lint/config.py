@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.lint.options import PLATFORMS, TARGET_VERSIONS
 from gpudoctor.lint.patterns import check as check_patterns
+from gpudoctor.lint.targets import PLATFORMS, TARGET_VERSIONS
 
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = (*LIST_KEYS, "per-file-ignores", "target-version", "platform")

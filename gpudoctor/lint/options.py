@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-TARGET_VERSIONS = ("py310", "py311", "py312", "py313", "py314")
-PLATFORMS = ("linux", "darwin", "win32")
+from gpudoctor.lint.targets import PLATFORMS, TARGET_VERSIONS
+
 OUTPUT_FORMATS = ("concise", "full", "json", "sarif", "github")
 
 

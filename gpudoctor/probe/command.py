@@ -9,9 +9,7 @@ import sys
 from typing import Any
 
 from gpudoctor.errors import GpudoctorError
-
-EXIT_OK = 0
-EXIT_PROBLEM = 1
+from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM, exit_for_signal
 
 
 def _console() -> Any:
@@ -31,6 +29,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     from gpudoctor.probe import diagnose, render_run
     from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.supervise import Limits, Supervisor
+    from gpudoctor.probe.verdicts import StopReason, Verdict
 
     html = None
     if args.html:
@@ -67,9 +66,9 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
             _console().print(f"HTML report: {html}")
     # A signal to gpudoctor (even one that came while it dumped the stacks of a hang) is
     # what ended the run for the user: the shell's convention for it.
-    if run.stop_reason == "interrupted" or run.signal_received is not None:
-        return 128 + (run.signal_received or signal.SIGINT)
-    return EXIT_OK if result.verdict == "ok" else EXIT_PROBLEM
+    if run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None:
+        return exit_for_signal(run.signal_received or signal.SIGINT)
+    return EXIT_OK if result.verdict == Verdict.OK else EXIT_PROBLEM
 
 
 def run(args: argparse.Namespace) -> int:

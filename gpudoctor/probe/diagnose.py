@@ -1,58 +1,26 @@
 """Turn a supervised run's evidence into verdicts: per process, and for the command.
 
-Verdicts: ``ok``, ``hung``, ``stopped`` (held by SIGSTOP or a tracer: not a deadlock),
-``escaped`` (the command as a whole: a process of its tree outlived gpudoctor's SIGKILL),
-``crashed``, ``oom``, ``killed``, and ``unknown`` for a process whose own parent reaped it
-before its exit status could be observed; the command as a whole can also be ``failed``
-(exited non-zero without a crash, hang or OOM to blame).
+The verdicts are ``Verdict``'s (verdicts.py): ``ok``, ``hung``, ``stopped`` (held by
+SIGSTOP or a tracer: not a deadlock), ``crashed``, ``oom``, ``killed``, and ``unknown``
+for a process whose own parent reaped it before its exit status could be observed; the
+command as a whole can also be ``failed`` (exited non-zero without a crash, hang or OOM
+to blame) or ``escaped`` (a process of its tree outlived gpudoctor's SIGKILL).
 """
 
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
 
 from gpudoctor.probe import error_strings, events, explain, stacks
+from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
 from gpudoctor.probe.supervise import ProcessRun, RunRecord
+from gpudoctor.probe.verdicts import StopReason, Verdict
+
+__all__ = ["Diagnosis", "ProcessVerdict", "diagnose"]
 
 # Signals a process dies of when it crashed on its own (as opposed to being stopped).
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
-
-
-@dataclass(frozen=True)
-class ProcessVerdict:
-    """One process of the tree, judged."""
-
-    pid: int
-    ppid: int | None
-    cmdline: tuple[str, ...]
-    start: str  # "root", "fork", "spawn", "exec", "unknown"
-    verdict: str
-    exit_code: int | None
-    threads_at_fork: int | None
-    runtimes_at_fork: tuple[str, ...]
-    forked_at: float | None
-    stalled_for: float
-    wchan: str | None
-    blocked_in: str | None
-    stack: str | None
-    stack_source: str | None
-    rss_peak: int | None
-    gpu_memory_peak: dict[int, int | None]
-    explanation: str
-    fatal_error: str | None = None  # faulthandler's "Fatal Python error: ..." line
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """The command's verdict, its explanation in plain words, and the judged processes."""
-
-    verdict: str
-    exit_code: int | None
-    explanation: str
-    processes: tuple[ProcessVerdict, ...]
-    matches: tuple[Match, ...]
 
 
 def _fatal(text: str | None) -> str | None:
@@ -64,90 +32,91 @@ def _fatal(text: str | None) -> str | None:
     return f"{first}, at {where}" if where else first
 
 
-def _sigkill(run: RunRecord) -> tuple[str, str]:
+def _sigkill(run: RunRecord) -> tuple[Verdict, str]:
     """Judge a SIGKILL gpudoctor did not send, with the cgroup's OOM kill counter if readable."""
     lead = "killed by SIGKILL (exit -9), not by gpudoctor"
     if run.oom_kills:
-        return "oom", (f"{lead}: most likely the kernel's OOM killer, since this cgroup's OOM kill "
+        return Verdict.OOM, (f"{lead}: most likely the kernel's OOM killer, since this cgroup's OOM kill "
                        f"counter rose by {run.oom_kills} during the run")
     if run.oom_kills == 0:
-        return "killed", (f"{lead}: possibly the kernel's OOM killer (it sends SIGKILL when memory "
+        return Verdict.KILLED, (f"{lead}: possibly the kernel's OOM killer (it sends SIGKILL when memory "
                           "runs out), though this cgroup's OOM kill counter did not move")
-    return "killed", (f"{lead}: possibly the kernel's OOM killer, which sends SIGKILL when host "
+    return Verdict.KILLED, (f"{lead}: possibly the kernel's OOM killer, which sends SIGKILL when host "
                       "memory runs out")
 
 
 def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen: bool,
-           fatal: str | None, python_exit: bool) -> tuple[str, str]:
+           fatal: str | None, python_exit: bool) -> tuple[Verdict, str]:
     """Return (verdict, one-sentence reason) for one process.
 
     ``fatal`` summarizes a fatal-error report faulthandler left; ``python_exit`` says
     the process recorded an exit through Python's own shutdown (so not a signal).
     """
     if track is not None and track.alive_at_stop:
-        if run.stop_reason == "exited":  # the command ended by itself: a leftover, not the cause
-            return "killed", "left running after the command exited, killed by gpudoctor"
+        if run.stop_reason == StopReason.EXITED:  # the command ended by itself: a leftover, not the cause
+            return Verdict.KILLED, "left running after the command exited, killed by gpudoctor"
         if track.state in ("stopped", "tracing-stop"):
-            return "stopped", explain.held(track)
-        if run.stop_reason == "stopped":  # waiting, most likely on a process that was held
-            return "killed", (f"waiting with no CPU progress for {track.stalled_for:.1f} s while the tree "
+            return Verdict.STOPPED, explain.held(track)
+        if run.stop_reason == StopReason.STOPPED:  # waiting, most likely on a process that was held
+            return Verdict.KILLED, (f"waiting with no CPU progress for {track.stalled_for:.1f} s while the tree "
                               "was held stopped, killed by gpudoctor")
         if track.stalled_for >= run.limits.hang_after:
-            return "hung", explain.stall(track)
-        if run.stop_reason == "memory-limit":
-            return "oom", "running when the tree's host memory passed --memory-limit"
-        return "killed", f"still running (not hung) when gpudoctor stopped the tree ({run.stop_reason})"
+            return Verdict.HUNG, explain.stall(track)
+        if run.stop_reason == StopReason.MEMORY_LIMIT:
+            return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
+        return Verdict.KILLED, f"still running (not hung) when gpudoctor stopped the tree ({run.stop_reason})"
     if code is None:
         unseen = "its own parent reaped it, so its exit status was not observed"
         if fatal:
-            return "crashed", f"died of a fatal error: {fatal} ({unseen})"
+            return Verdict.CRASHED, f"died of a fatal error: {fatal} ({unseen})"
         if track is not None and track.killed_by_supervisor:
-            return "killed", f"killed by gpudoctor ({unseen})"
+            return Verdict.KILLED, f"killed by gpudoctor ({unseen})"
         if python_exit:
-            return "unknown", f"exited through Python's shutdown, not by a signal, but {unseen}"
-        return "unknown", f"exit status not observed: {unseen}"
+            return Verdict.UNKNOWN, f"exited through Python's shutdown, not by a signal, but {unseen}"
+        return Verdict.UNKNOWN, f"exit status not observed: {unseen}"
     if code == 0:
-        return "ok", "exited with status 0"
+        return Verdict.OK, "exited with status 0"
     if code < 0:
         name = explain.signal_name(-code)
         if track is not None and track.killed_by_supervisor:
-            return "killed", f"killed by gpudoctor ({name})"
+            return Verdict.KILLED, f"killed by gpudoctor ({name})"
         if -code in _CRASH_SIGNALS or fatal:
             extra = " — a fatal native error (TensorFlow's 'F' log lines abort)" if code == -6 else ""
             extra += f"; {fatal}" if fatal else ""
-            return "crashed", f"died of {name} (exit {code}){extra}"
+            return Verdict.CRASHED, f"died of {name} (exit {code}){extra}"
         if code == -9:
             return _sigkill(run)
-        return "killed", f"terminated by {name} (exit {code})"
+        return Verdict.KILLED, f"terminated by {name} (exit {code})"
     if oom_seen:
-        return "oom", f"exited with status {code} after an out-of-memory error"
-    return "crashed", f"exited with status {code}"
+        return Verdict.OOM, f"exited with status {code} after an out-of-memory error"
+    return Verdict.CRASHED, f"exited with status {code}"
 
 
-def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) -> str:
+def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) -> Verdict:
     verdicts = {p.verdict for p in judged}
     root = next((p for p in judged if p.start == "root"), None)
     root_code = run.exit_code
     if run.escaped:
-        return "escaped"
-    if run.stop_reason == "stopped":
-        return "stopped"
-    if run.stop_reason == "hung" or "hung" in verdicts:
-        return "hung"
-    if run.stop_reason == "memory-limit" or "oom" in verdicts:
-        return "oom"
-    if run.stop_reason in ("timeout", "interrupted", "process-limit"):
-        return "killed"
-    if root is not None and root.verdict in ("crashed", "killed") and (root_code or 0) < 0:
+        return Verdict.ESCAPED
+    if run.stop_reason == StopReason.STOPPED:
+        return Verdict.STOPPED
+    if run.stop_reason == StopReason.HUNG or Verdict.HUNG in verdicts:
+        return Verdict.HUNG
+    if run.stop_reason == StopReason.MEMORY_LIMIT or Verdict.OOM in verdicts:
+        return Verdict.OOM
+    if run.stop_reason in (StopReason.TIMEOUT, StopReason.INTERRUPTED, StopReason.PROCESS_LIMIT):
+        return Verdict.KILLED
+    if root is not None and root.verdict in (Verdict.CRASHED, Verdict.KILLED) and (root_code or 0) < 0:
         return root.verdict
     # A worker that exited non-zero was handled by its parent (the root's status says
     # how well); one that died of a crash signal is a crash whatever the root did.
-    if any(p.verdict == "crashed" and ((p.exit_code or 0) < 0 or p.fatal_error)
+    if any(p.verdict == Verdict.CRASHED and ((p.exit_code or 0) < 0 or p.fatal_error)
            for p in judged if p.start != "root"):
-        return "crashed"
+        return Verdict.CRASHED
     if root_code:
-        return "crashed" if any(m.pattern.category == "fork-after-init" for m in causes) else "failed"
-    return "ok"
+        forked_after_init = any(m.pattern.category == error_strings.FORK_AFTER_INIT for m in causes)
+        return Verdict.CRASHED if forked_after_init else Verdict.FAILED
+    return Verdict.OK
 
 
 def diagnose(run: RunRecord) -> Diagnosis:
@@ -170,10 +139,11 @@ def diagnose(run: RunRecord) -> Diagnosis:
         fatal = _fatal(run.fatal_errors.get(pid))
         python_exit = pid in recorded and recorded[pid] is None
         verdict, reason = _judge(run, track, code, oom_seen, fatal, python_exit)
-        if verdict == "killed" and code == -signal.SIGTERM and pid != run.root_pid and \
-                run.stop_reason == "exited" and (track is None or not track.killed_by_supervisor):
+        if verdict == Verdict.KILLED and code == -signal.SIGTERM and pid != run.root_pid and \
+                run.stop_reason == StopReason.EXITED and (track is None or not track.killed_by_supervisor):
             # How multiprocessing.Pool and ProcessPoolExecutor shut their workers down.
-            verdict, reason = "ok", "stopped with SIGTERM by its parent (how a process pool shuts down its workers)"
+            verdict = Verdict.OK
+            reason = "stopped with SIGTERM by its parent (how a process pool shuts down its workers)"
         stack = run.stacks.get(pid)
         if stack is None and pid in run.fatal_errors:
             stack = stacks.Stack(run.fatal_errors[pid], "faulthandler", None)
@@ -205,4 +175,6 @@ def diagnose(run: RunRecord) -> Diagnosis:
         ))
     verdict = _overall(run, judged, causes)
     text = explain.explain(run, verdict, judged, matches)
-    return Diagnosis(verdict, run.exit_code, text, tuple(judged), tuple(matches))
+    found = tuple(ErrorMatch(m.pattern.row, m.pattern.framework, m.pattern.kind, m.pattern.category, m.line)
+                  for m in matches)
+    return Diagnosis(verdict, run.exit_code, text, tuple(judged), found, StopReason(run.stop_reason))

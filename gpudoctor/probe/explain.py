@@ -6,12 +6,14 @@ import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudoctor import hazards
 from gpudoctor.probe import explain_oom
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.verdicts import StopReason, Verdict
 
 if TYPE_CHECKING:
-    from gpudoctor.probe.diagnose import ProcessVerdict
+    from gpudoctor.probe.diagnosis import ProcessVerdict
     from gpudoctor.probe.supervise import ProcessRun, RunRecord
 
 _RUNTIME_NAMES = {
@@ -23,15 +25,6 @@ _RUNTIME_NAMES = {
     "cuda-context": "a current CUDA context",
 }
 
-FIX_FORK = ('Fix: start the workers with the spawn start method '
-            '(multiprocessing.get_context("spawn")), or initialize the GPU framework only '
-            'inside the workers, never in the parent before it forks. The forkserver method '
-            'helps only while nothing at the main script\'s top level initializes the GPU: '
-            'from Python 3.13.8 and 3.14.1 the forkserver runs that top level before it '
-            'forks each worker.')
-FIX_THREADS = ('Fix: start the workers with the spawn or forkserver start method '
-               '(multiprocessing.get_context("spawn")), or fork before starting threads '
-               '(or join them first).')
 # The command line CPython gives the forkserver process (multiprocessing/forkserver.py).
 _FORKSERVER_MARK = "from multiprocessing.forkserver import main"
 
@@ -42,12 +35,9 @@ def is_forkserver(process: ProcessVerdict) -> bool:
     return process.start != "fork" and any(_FORKSERVER_MARK in part for part in process.cmdline)
 
 
-def _fix_forkserver(server: int | None) -> str:
-    return (f"Fix: the workers come from the forkserver (pid {server}), which had the GPU "
-            "initialized before it forked them: it runs the main script's top level (Python "
-            "3.13.8 and 3.14.1 on) and imports the modules given to set_forkserver_preload. "
-            'Move the GPU initialization under `if __name__ == "__main__":` or into the '
-            'workers, or start them with the spawn start method.')
+def _fix_forkserver(server: int | None) -> list[str]:
+    return [f"The workers come from the forkserver (pid {server}), which had the GPU initialized before it "
+            f"forked them. {hazards.FORKSERVER_AFTER_INIT.why}", hazards.FORKSERVER_AFTER_INIT.fix_line]
 
 
 def signal_name(number: int) -> str:
@@ -93,7 +83,7 @@ def held(track: ProcessRun) -> str:
 
 
 def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
-    held_ones = [p for p in judged if p.verdict == "stopped"]
+    held_ones = [p for p in judged if p.verdict == Verdict.STOPPED]
     return [f"Stopped, not hung: {len(held_ones)} process(es) held stopped (SIGSTOP or ptrace): "
             f"{_pids(held_ones)}; nothing else in the tree moved for --hang-after "
             f"{run.limits.hang_after:g} s. A stopped process waits for SIGCONT or its debugger; it is "
@@ -101,7 +91,7 @@ def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
 
 
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
-    hung = [p for p in judged if p.verdict == "hung"]
+    hung = [p for p in judged if p.verdict == Verdict.HUNG]
     forked = [p for p in hung if p.start == "fork"]
     lines = [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
              f"{run.limits.hang_after:g} s: {_pids(hung)}."]
@@ -123,10 +113,10 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
         server = "the forkserver, " if parent in servers else ""
         lines.append(f"{_pids(children)} were forked{when} from {server}pid {parent}, which had "
                      f"{had} at the fork.")
-        if runtimes or threads[-1:] > [1]:
-            lines.append("A fork child is a copy of the parent's memory with only the thread "
-                         "that called fork: the runtime's thread pools (and any lock another "
-                         "thread held) are gone, so work handed to them never completes.")
+        if runtimes:
+            lines.append(hazards.FORK_AFTER_INIT.why)
+        elif threads[-1:] > [1]:
+            lines.append(hazards.MULTITHREADED_FORK.why)
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})
     blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in})
     for where in blocked[:3]:
@@ -136,9 +126,9 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
         lines.append(f"{_pids(waiting)} wait(s) for them (e.g. Pool.map waiting for results).")
     initialized = [p for p in forked if p.runtimes_at_fork]
     if initialized:
-        lines.append(_fork_fix(initialized, judged))
+        lines += _fork_fix(initialized, judged)
     elif any((p.threads_at_fork or 0) > 1 for p in forked):
-        lines.append(FIX_THREADS)
+        lines.append(hazards.MULTITHREADED_FORK.fix_line)
     return lines
 
 
@@ -179,18 +169,18 @@ def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
     p = forked[0]
     return [f"{len(forked)} process(es) were forked from a parent with "
             f"{runtime_names(p.runtimes_at_fork)} initialized (e.g. pid {p.pid} from {p.ppid}).",
-            _fork_fix(forked, judged)]
+            *_fork_fix(forked, judged)]
 
 
-def _fork_fix(forked: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> str:
+def _fork_fix(forked: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> list[str]:
     """The fix for children forked from an initialized parent: a forkserver that did the
     initialization gets its own (spawn-or-forkserver advice would be wrong there)."""
     by_pid = {p.pid: p for p in judged}
     servers = [p.ppid for p in forked if p.ppid in by_pid and is_forkserver(by_pid[p.ppid])]
-    return _fix_forkserver(servers[0]) if servers else FIX_FORK
+    return _fix_forkserver(servers[0]) if servers else [hazards.FORK_AFTER_INIT.fix_line]
 
 
-def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
+def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
             matches: Sequence[Match]) -> str:
     """Return the whole explanation: the verdict's reason first, evidence after."""
     lines: list[str] = []
@@ -198,23 +188,23 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {_pids_of(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
-    if verdict == "stopped":
+    if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
-    elif verdict == "hung":
+    elif verdict == Verdict.HUNG:
         lines += _hung(run, judged)
-    elif run.stop_reason == "memory-limit":
+    elif run.stop_reason == StopReason.MEMORY_LIMIT:
         total = sum(p.rss_peak or 0 for p in judged)
         lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
                      f"{format_size(run.limits.memory_limit)} (sum of peaks {format_size(total)}); "
                      "gpudoctor stopped it.")
-    elif run.stop_reason == "process-limit":
+    elif run.stop_reason == StopReason.PROCESS_LIMIT:
         lines.append(f"Fork bomb: the tree grew past --max-processes {run.limits.max_processes} "
                      "live processes; gpudoctor stopped all of them.")
-    elif run.stop_reason == "timeout":
+    elif run.stop_reason == StopReason.TIMEOUT:
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s; no process had made "
                      f"no progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot call "
                      "it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
-    elif run.stop_reason == "interrupted":
+    elif run.stop_reason == StopReason.INTERRUPTED:
         name = signal_name(run.signal_received or signal.SIGINT)
         when = run.signal_at if run.signal_at is not None else run.duration
         lines.append(f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped.")
@@ -222,25 +212,25 @@ def explain(run: RunRecord, verdict: str, judged: Sequence[ProcessVerdict],
         lines.append(f"The command {root.explanation}.")
     # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
     bad = [p for p in judged if p.start != "root" and (
-        p.verdict in ("crashed", "oom") or (p.verdict == "killed" and p.exit_code == -9))]
+        p.verdict in (Verdict.CRASHED, Verdict.OOM) or (p.verdict == Verdict.KILLED and p.exit_code == -9))]
     for p in bad[:5]:
         lines.append(f"pid {p.pid} ({p.start}) {p.explanation}.")
     lines += _matched(matches, CAUSE, "Cause: ")
-    if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != "hung":
+    if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG:
         lines += _forks_from_initialized(judged)
-    elif verdict == "ok" and any(p.start == "fork" and p.runtimes_at_fork for p in judged):
+    elif verdict == Verdict.OK and any(p.start == "fork" and p.runtimes_at_fork for p in judged):
         # It worked this time: say that it was luck, with the evidence.
         found = _forks_from_initialized(judged)
-        lines += [f"Warning: {found[0]} This run finished, but a child that uses the GPU "
-                  "runtime it inherited can hang or fail (gpudoctor lint reports it as GD101).",
-                  found[1]]
-    if verdict == "oom" or any(m.pattern.category == GPU_OOM for m in matches):
+        lines += [f"Warning: {found[0]} This run finished, but a child that uses the GPU runtime it "
+                  f"inherited can hang or fail (gpudoctor lint reports it as {hazards.FORK_AFTER_INIT.rule}).",
+                  *found[1:]]
+    if verdict == Verdict.OOM or any(m.pattern.category == GPU_OOM for m in matches):
         lines += _memory(run)
         lines += explain_oom.one_holds_all(run, judged)
     lines += _matched(matches, WARNING, "Warning: ")
     lines += _matched(matches, CONTEXT, "Context (not the cause): ")
     lines += [f"Note: {note}" for note in run.notes]
-    if verdict == "failed" and not any(m.pattern.kind == CAUSE for m in matches):
+    if verdict == Verdict.FAILED and not any(m.pattern.kind == CAUSE for m in matches):
         last = [line for line in run.stderr.strip().splitlines() if line.strip()]
         if last:
             lines.append(f"Last line of stderr: {last[-1].strip()[:300]}")

@@ -11,22 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudoctor.hazards import GPU_MEMORY_GRAB_ALL
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.verdicts import Verdict
 
 if TYPE_CHECKING:
-    from gpudoctor.probe.diagnose import ProcessVerdict
+    from gpudoctor.probe.diagnosis import ProcessVerdict
     from gpudoctor.probe.supervise import RunRecord
 
 # A process that holds this share of a device leaves too little for a second one.
 _MOST = 0.7
-
-_FIX = ("Fix: TensorFlow reserves nearly all free GPU memory when it initializes and JAX "
-        "preallocates 75%, so only the first worker per GPU gets any. Turn on memory growth in "
-        "each worker before its first op (tf.config.experimental.set_memory_growth, or "
-        "TF_FORCE_GPU_ALLOW_GROWTH=true in the workers' environment), cap each worker "
-        "(set_logical_device_configuration with a memory_limit; XLA_PYTHON_CLIENT_PREALLOCATE=false "
-        "or XLA_PYTHON_CLIENT_MEM_FRACTION for JAX), or give each worker its own GPU "
-        "(CUDA_VISIBLE_DEVICES set before the worker starts).")
 
 
 def one_holds_all(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
@@ -40,7 +34,7 @@ def one_holds_all(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
             continue
         top, most = max(held.items(), key=lambda item: item[1])
         # A root that used no GPU failed because its workers did: not one of them.
-        failed = [p for p in judged if p.verdict == "oom" and p.pid != top
+        failed = [p for p in judged if p.verdict == Verdict.OOM and p.pid != top
                   and (p.start != "root" or p.pid in held)]
         if most < _MOST * total or not failed:
             continue
@@ -48,5 +42,5 @@ def one_holds_all(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
                      f"({100 * most / total:.0f}%) while {len(failed)} other process(es) of this command "
                      f"ran out of GPU memory: {', '.join(str(p.pid) for p in failed)}.")
     if lines:
-        lines.append(_FIX)
+        lines += [GPU_MEMORY_GRAB_ALL.why, GPU_MEMORY_GRAB_ALL.fix_line]
     return lines

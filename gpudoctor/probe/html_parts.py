@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from gpudoctor.probe.diagnosis import ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
 
 
@@ -74,42 +75,47 @@ def processes(run: dict[str, Any]) -> str:
             "<th>threads at fork</th><th>runtimes at fork</th><th>peak RSS</th><th>peak GPU</th>"
             "<th>why</th></tr>")
     rows = []
-    for p in run.get("processes", []):
-        gpu = ", ".join(f"GPU {d}: {format_size(b)}" for d, b in (p.get("gpu_memory_peak") or {}).items())
-        why = e(p.get("explanation"))
-        if p.get("blocked_in"):
-            why += f'<br><span class="dim">blocked in {e(p["blocked_in"])}</span>'
-        command = " ".join(p.get("cmdline") or [])
+    for p in _processes(run):
+        gpu = ", ".join(f"GPU {d}: {format_size(b)}" for d, b in p.gpu_memory_peak.items())
+        why = e(p.explanation)
+        if p.blocked_in:
+            why += f'<br><span class="dim">blocked in {e(p.blocked_in)}</span>'
+        command = " ".join(p.cmdline)
         rows.append(
-            f'<tr><td title="{e(command)}">{e(p["pid"])}</td><td>{e(p.get("ppid"))}</td>'
-            f"<td>{e(p.get('start'))}</td><td>{badge(p.get('verdict', ''))}</td>"
-            f"<td>{e(p.get('exit_code'))}</td><td>{e(p.get('threads_at_fork'))}</td>"
-            f"<td>{e(', '.join(p.get('runtimes_at_fork') or []))}</td>"
-            f"<td class=\"nowrap\">{e(format_size(p.get('rss_peak') or None))}</td><td class=\"nowrap\">{e(gpu)}</td>"
+            f'<tr><td title="{e(command)}">{e(p.pid)}</td><td>{e(p.ppid)}</td>'
+            f"<td>{e(p.start)}</td><td>{badge(p.verdict)}</td>"
+            f"<td>{e(p.exit_code)}</td><td>{e(p.threads_at_fork)}</td>"
+            f"<td>{e(', '.join(p.runtimes_at_fork))}</td>"
+            f"<td class=\"nowrap\">{e(format_size(p.rss_peak or None))}</td><td class=\"nowrap\">{e(gpu)}</td>"
             f"<td>{why}</td></tr>")
     return f'<table class="grid">{head}{"".join(rows)}</table>'
 
 
+def _processes(run: dict[str, Any]) -> list[ProcessVerdict]:
+    """The judged processes of a run's document (a command's, or a scenario variant's)."""
+    return [ProcessVerdict.from_json(p) for p in run.get("processes") or ()]
+
+
 def stacks(run: dict[str, Any]) -> str:
     """Return the captured stacks, one collapsible block per process."""
-    found = [p for p in run.get("processes", []) if p.get("stack")]
+    found = [p for p in _processes(run) if p.stack]
     if not found:
         return ""
     blocks = []
     for p in found:
-        where = f" — blocked in {e(p['blocked_in'])}" if p.get("blocked_in") else ""
-        blocks.append(f"<details><summary>pid {e(p['pid'])} ({e(p.get('start'))}, "
-                      f"{e(p.get('stack_source'))}){where}</summary><pre>{e(p['stack'])}</pre></details>")
+        where = f" — blocked in {e(p.blocked_in)}" if p.blocked_in else ""
+        blocks.append(f"<details><summary>pid {e(p.pid)} ({e(p.start)}, "
+                      f"{e(p.stack_source)}){where}</summary><pre>{e(p.stack)}</pre></details>")
     return "<h3>Stacks</h3>" + "".join(blocks)
 
 
 def matches(run: dict[str, Any]) -> str:
     """Return the known error strings found in the run's output."""
-    found = run.get("matches", [])
+    found = [ErrorMatch.from_json(m) for m in run.get("matches") or ()]
     if not found:
         return ""
-    items = "".join(f"<li><b>{e(m.get('kind'))}</b> ({e(m.get('framework'))}, "
-                    f"docs/error-strings.md #{e(m.get('row') or '-')}): <code>{e(m.get('line'))}</code></li>"
+    items = "".join(f"<li><b>{e(m.kind)}</b> ({e(m.framework)}, "
+                    f"docs/error-strings.md #{e(m.row or '-')}): <code>{e(m.line)}</code></li>"
                     for m in found[:20])
     return f"<h3>Known error strings in the output</h3><ul>{items}</ul>"
 

@@ -139,15 +139,18 @@ def scenarios_page(document: dict[str, Any]) -> str:
 
 def command_page(document: dict[str, Any]) -> str:
     """Return the page of ``gpudoctor probe -- COMMAND``: the machine, the verdict, the evidence."""
+    from gpudoctor.probe.diagnosis import Diagnosis
+
     machine, run = document["machine"], document["run"]
+    diagnosis = Diagnosis.from_json(run)
     command = " ".join(run.get("command", []))
     summary = ('<table class="grid" id="verdicts"><tr><th>command</th><th>verdict</th><th>exit code</th>'
                "<th>stopped because</th><th>duration</th></tr>"
-               f"<tr><td><code>{e(command)}</code></td><td>{badge(run['verdict'])}</td>"
-               f"<td>{e(run.get('exit_code'))}</td><td>{e(run.get('stop_reason'))}</td>"
+               f"<tr><td><code>{e(command)}</code></td><td>{badge(diagnosis.verdict)}</td>"
+               f"<td>{e(diagnosis.exit_code)}</td><td>{e(diagnosis.stop_reason)}</td>"
                f"<td>{float(run.get('duration') or 0):.1f} s</td></tr></table>")
     body = (f'<section id="machine"><h2>Machine</h2>{html_parts.machine(machine)}</section>'
-            f'<section class="run"><h2>Verdict {badge(run["verdict"])}</h2>{summary}'
+            f'<section class="run"><h2>Verdict {badge(diagnosis.verdict)}</h2>{summary}'
             f"{html_parts.run_body(run, 'run0', _gpu_note(machine))}</section>")
     # Paths make a title unreadable: the names say which program it was.
     short = " ".join(Path(a).name if os.sep in a else a for a in run.get("command", []))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from gpudoctor.probe import events, stacks
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.tree import Track
+from gpudoctor.probe.verdicts import StopReason
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class RunRecord:
     """Everything one supervised run produced, for the diagnosis."""
 
     command: tuple[str, ...]
-    stop_reason: str  # "exited", "timeout", "hung", "stopped", "interrupted", "memory-limit", "process-limit"
+    stop_reason: StopReason
     signal_received: int | None
     root_pid: int
     exit_code: int | None

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.probe.command_text import short_command
-from gpudoctor.probe.diagnose import Diagnosis
+from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.supervise import RunRecord
 from gpudoctor.probe.units import format_size
 
@@ -19,31 +19,18 @@ _STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed
 
 
 def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
-    """Return the document ``gpudoctor probe --json -- COMMAND`` prints."""
+    """Return the document ``gpudoctor probe --json -- COMMAND`` prints: the diagnosis
+    (``Diagnosis.from_json`` reads it back) and the run's evidence."""
+    judged = diagnosis.to_json()
     return {
         "command": list(run.command),
-        "verdict": diagnosis.verdict,
-        "exit_code": diagnosis.exit_code,
-        "explanation": diagnosis.explanation,
-        "stop_reason": run.stop_reason,
+        "verdict": judged["verdict"],
+        "exit_code": judged["exit_code"],
+        "explanation": judged["explanation"],
+        "stop_reason": judged["stop_reason"],
         "duration": run.duration,
-        "processes": [
-            {
-                **{k: v for k, v in asdict(p).items() if k != "gpu_memory_peak"},
-                "gpu_memory_peak": {str(d): b for d, b in p.gpu_memory_peak.items()},
-            }
-            for p in diagnosis.processes
-        ],
-        "matches": [
-            {
-                "row": m.pattern.row,
-                "framework": m.pattern.framework,
-                "kind": m.pattern.kind,
-                "category": m.pattern.category,
-                "line": m.line,
-            }
-            for m in diagnosis.matches
-        ],
+        "processes": judged["processes"],
+        "matches": judged["matches"],
         "events": run.events,
         "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
         "notes": list(run.notes),

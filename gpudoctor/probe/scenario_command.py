@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM, exit_for_signal
 from gpudoctor.probe import scenarios
 from gpudoctor.probe.options import HANG_AFTER_SCENARIO
 from gpudoctor.probe.scenario_run import Settings, VariantResult
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
     from gpudoctor.probe.machine import MachineReport
 
-EXIT_OK = 0
-EXIT_PROBLEM = 1
 
 # A scenario that leaks memory must not take the machine down with it.
 _MEMORY_BUDGET = 8 << 30
@@ -149,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = None if chosen is None else run_all(chosen, report, args, console)
     except _Interrupted as stop:
-        return 128 + stop.signum
+        return exit_for_signal(stop.signum)
     doc = document(report, results)
     if args.json:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")

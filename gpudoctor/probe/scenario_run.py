@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.error_strings import CAUSE
 from gpudoctor.probe.frameworks import Framework
 from gpudoctor.probe.nvml import NvmlReport
 from gpudoctor.probe.scenarios import Scenario
+from gpudoctor.probe.verdicts import StopReason, Verdict
 
 
 @dataclass(frozen=True)
@@ -87,44 +89,42 @@ def skipped(scenario: Scenario, variant: str, reason: str) -> VariantResult:
                          f"Skipped: {reason}.", 0.0, None)
 
 
-def _status(document: dict[str, Any]) -> str:
-    verdict = document["verdict"]
-    if verdict in ("ok", "hung", "oom", "crashed"):
-        return verdict
-    if document["stop_reason"] == "timeout":
+def _status(diagnosis: Diagnosis) -> str:
+    if diagnosis.verdict in (Verdict.OK, Verdict.HUNG, Verdict.OOM, Verdict.CRASHED):
+        return diagnosis.verdict.value
+    if diagnosis.stop_reason == StopReason.TIMEOUT:
         return "error"
     return "crashed"  # "failed" (non-zero exit) and "killed" (by a signal of its own)
 
 
-def _last_error(stderr_matches: list[dict[str, Any]], explanation: str) -> str | None:
-    causes = [m["line"] for m in stderr_matches if m["kind"] == CAUSE]
+def _last_error(diagnosis: Diagnosis) -> str | None:
+    causes = [m.line for m in diagnosis.matches if m.kind == CAUSE]
     if causes:
-        return str(causes[0])
-    last = [line for line in explanation.splitlines() if line.startswith("Last line of stderr: ")]
+        return causes[0]
+    last = [line for line in diagnosis.explanation.splitlines() if line.startswith("Last line of stderr: ")]
     return last[0].removeprefix("Last line of stderr: ") if last else None
 
 
-def _reason(status: str, document: dict[str, Any], settings: Settings) -> str:
+def _reason(status: str, diagnosis: Diagnosis, duration: float, settings: Settings) -> str:
     """Say in one line why the variant ended with ``status``."""
-    processes = document["processes"]
     if status == "ok":
-        return f"exited with status 0 after {document['duration']:.1f} s"
-    if status == "error" and document["stop_reason"] == "timeout":
+        return f"exited with status 0 after {duration:.1f} s"
+    if status == "error" and diagnosis.stop_reason == StopReason.TIMEOUT:
         return (f"still running after --scenario-timeout {settings.timeout:g} s; no process had made "
                 f"no progress for {settings.hang_after:g} s, so it was not judged hung")
     if status == "hung":
-        hung = [p for p in processes if p["verdict"] == "hung"]
-        forked = [p for p in hung if p["start"] == "fork"]
+        hung = diagnosis.processes_with(Verdict.HUNG)
+        forked = [p for p in hung if p.start == "fork"]
         text = f"{len(hung)} process(es) waited {settings.hang_after:g} s with no CPU progress"
         if forked:
             text += f", {len(forked)} of them fork children"
-        where = next((p["blocked_in"] for p in forked + hung if p["blocked_in"]), None)
+        where = next((p.blocked_in for p in forked + hung if p.blocked_in), None)
         return text + (f"; blocked in {where}" if where else "")
-    error = _last_error(document["matches"], document["explanation"])
+    error = _last_error(diagnosis)
     if error:
         return error
-    root = next((p for p in processes if p["start"] == "root"), None)
-    return str(root["explanation"]) if root else document["verdict"]
+    root = diagnosis.root
+    return root.explanation if root else diagnosis.verdict.value
 
 
 def _broken_install(reason: str) -> bool:
@@ -132,13 +132,13 @@ def _broken_install(reason: str) -> bool:
     return reason.startswith(("ModuleNotFoundError", "ImportError"))
 
 
-def _explanation(scenario: Scenario, variant: str, status: str, document: dict[str, Any]) -> str:
+def _explanation(scenario: Scenario, variant: str, status: str, diagnosis: Diagnosis) -> str:
     expected = scenario.expected(variant)
     verdict = ("as the scenario expects" if status in expected
                else f"not what the scenario expects ({' or '.join(expected)})")
     lead = (f"{variant.capitalize()} variant of {scenario.name} ({scenario.rule} "
             f"{scenario.rule_name}): {scenario.describe(variant)}. Result: {status}, {verdict}.")
-    return lead + "\n" + document["explanation"]
+    return lead + "\n" + diagnosis.explanation
 
 
 def run_variant(scenario: Scenario, variant: str, settings: Settings) -> VariantResult:
@@ -161,18 +161,19 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings) -> Variant
     # The scenario's output is evidence for the diagnosis, not for the terminal.
     supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None)
     run = supervisor.run()
-    document = render_run.to_json(run, diagnose.diagnose(run))
+    diagnosis = diagnose.diagnose(run)
+    document = render_run.to_json(run, diagnosis)
     duration = round(time.monotonic() - started, 2)
     # A signal that came while the tree was being stopped still means: stop everything.
-    if run.stop_reason == "interrupted" or run.signal_received is not None:
+    if run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None:
         return VariantResult(scenario, variant, "error", "interrupted", "Interrupted.", duration,
                              document, run.signal_received)
-    status = _status(document)
-    reason = _reason(status, document, settings)
+    status = _status(diagnosis)
+    reason = _reason(status, diagnosis, run.duration, settings)
     if status == "crashed" and _broken_install(reason):
         status = "error"
     return VariantResult(scenario, variant, status, reason,
-                         _explanation(scenario, variant, status, document), duration, document)
+                         _explanation(scenario, variant, status, diagnosis), duration, document)
 
 
 def to_json(result: VariantResult) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, freeze
 from gpudoctor.probe.sampler import Peaks, Sampler
 from gpudoctor.probe.tree import Tree
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.verdicts import StopReason
 
 __all__ = ["Limits", "ProcessRun", "RunRecord", "Supervisor"]
 
@@ -130,7 +131,7 @@ class Supervisor:
         captures: list[Capture] = []
         sampler: Sampler | None = None
         dumps: dict[int, stacks.Stack] = {}
-        reason = "interrupted"  # if the watch itself fails, clean up as for Ctrl-C
+        reason = StopReason.INTERRUPTED  # if the watch itself fails, clean up as for Ctrl-C
         stalled: dict[int, float] = {}
         try:  # from here on, whatever fails, the finally stops the tree
             for pipe, echo in zip((process.stdout, process.stderr), self._echo, strict=True):
@@ -142,12 +143,12 @@ class Supervisor:
             reason = self._watch(tree, live, start)
             now = time.monotonic()
             stalled = {p: tree.tracks[p].idle_for(now) for p in live[0]}
-            if reason not in ("exited", "process-limit"):  # a fork bomb gets no time to grow
+            if reason not in (StopReason.EXITED, StopReason.PROCESS_LIMIT):  # a fork bomb gets no time to grow
                 stopped = {p for p in live[0] if tree.tracks[p].stopped_since is not None}
                 dumps = self._dump_stacks(live[0], start_epoch, stopped)
         finally:
             try:
-                self._stop_tree(tree, live[0], 0.0 if reason == "process-limit" else None)
+                self._stop_tree(tree, live[0], 0.0 if reason == StopReason.PROCESS_LIMIT else None)
             finally:
                 if sampler is not None:
                     sampler.stop()
@@ -156,7 +157,7 @@ class Supervisor:
                 for pipe in (process.stdout, process.stderr)[len(captures):]:
                     if pipe is not None:
                         pipe.close()
-        if reason == "exited" and live[0]:
+        if reason == StopReason.EXITED and live[0]:
             self._notes.append("still running after the command exited, killed: "
                                + ", ".join(map(str, sorted(live[0]))))
         if self._shared_note:
@@ -221,7 +222,7 @@ class Supervisor:
     def _reap(self, tree: Tree, pids: set[int]) -> None:
         reaper.reap(pids - self._tools, tree.record_exit)
 
-    def _watch(self, tree: Tree, live: list[set[int]], start: float) -> str:
+    def _watch(self, tree: Tree, live: list[set[int]], start: float) -> StopReason:
         """Poll the tree until the command exits or must be stopped; return why it stopped."""
         limits = self.limits
         root_exited_at: float | None = None
@@ -239,19 +240,19 @@ class Supervisor:
             if len(live[0]) > limits.max_processes:
                 self._notes.append(f"fork bomb stopped: {len(live[0])} processes "
                                    f"(over --max-processes {limits.max_processes})")
-                return "process-limit"
+                return StopReason.PROCESS_LIMIT
             if self._stop.event.is_set():
-                return "interrupted"
+                return StopReason.INTERRUPTED
             if limits.timeout is not None and now - start >= limits.timeout:
-                return "timeout"
+                return StopReason.TIMEOUT
             if limits.memory_limit is not None and self._over_memory(tree, live[0], limits.memory_limit):
-                return "memory-limit"
+                return StopReason.MEMORY_LIMIT
             root = tree.tracks.get(tree.root)
             if root is not None and root.exit_code is not None:
                 # Leftovers get a grace period to finish on their own, then are killed.
                 root_exited_at = root_exited_at or now
                 if (not live[0] and scanned_after_exit) or now - root_exited_at >= limits.grace:
-                    return "exited"
+                    return StopReason.EXITED
                 if not live[0]:
                     scanned_after_exit = True
                     continue  # scan again at once
@@ -260,7 +261,7 @@ class Supervisor:
                 # Nothing moved for --hang-after: hung, unless what holds it is a stop
                 # (SIGSTOP, a debugger), which is not a deadlock of the program's own.
                 stopped = any(tree.tracks[p].stopped_since is not None for p in live[0])
-                return "stopped" if stopped else "hung"
+                return StopReason.STOPPED if stopped else StopReason.HUNG
             self._stop.event.wait(_POLL)
 
     def _tell_watchdog(self, members: set[int]) -> None:

@@ -11,8 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor import hazards
 from gpudoctor.probe.command_text import short_command
-from gpudoctor.probe.explain import FIX_FORK, runtime_names
+from gpudoctor.probe.explain import runtime_names
 from gpudoctor.probe.units import format_size
 from gpudoctor.pytest_plugin import memory
 from gpudoctor.pytest_plugin.markers import ForkSafe, Plan
@@ -24,19 +25,6 @@ class Failure:
 
     reason: str
     section: tuple[str, str]
-
-
-_FORK_WHY = (
-    "A forked child is a copy of its parent's memory with only the thread that called fork: "
-    "a GPU runtime's context cannot be used in it (CUDA errors, or a hang), and TensorFlow's "
-    "thread pools do not exist in it, so work handed to them never completes."
-)
-_THREADS_WHY = (
-    "A forked child has only the thread that called fork: a lock another thread held at the "
-    "fork stays locked forever in the child."
-)
-_THREADS_FIX = ("Fix: fork before starting threads (or before the library that starts them runs), "
-                "or start the workers with the spawn or forkserver start method.")
 
 
 def _short(site: str | None) -> str | None:
@@ -94,7 +82,8 @@ def fork_failure(rule: ForkSafe, events: list[dict[str, Any]], root: int) -> Fai
     if len(unsafe) > 10:
         lines.append(f"... and {len(unsafe) - 10} more")
     runtimes = any(e.get("runtimes") for e in unsafe)
-    lines += ["", _FORK_WHY if runtimes else _THREADS_WHY, FIX_FORK if runtimes else _THREADS_FIX]
+    hazard = hazards.FORK_AFTER_INIT if runtimes else hazards.MULTITHREADED_FORK
+    lines += ["", hazard.why, hazard.fix_line]
     return Failure(reason, ("gpudoctor fork_safe", "\n".join(lines)))
 
 

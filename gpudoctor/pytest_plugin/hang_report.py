@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
+from gpudoctor.probe.verdicts import Verdict
 from gpudoctor.pytest_plugin.checks import Failure
 
 _STACK_LINES = 60
@@ -12,13 +13,13 @@ _STACK_LINES = 60
 _PYTEST_FRAME = re.compile(r"[/(](_pytest|pluggy)/|pytest/__main__\.py|<frozen runpy>")
 
 
-def _process_line(process: dict[str, Any]) -> str:
-    start = "test process" if process["start"] == "root" else process["start"]
-    where = f"; blocked in {process['blocked_in']}" if process.get("blocked_in") else ""
-    verdict, explanation = process["verdict"], process["explanation"]
-    if process["start"] == "root" and verdict == "killed":  # never killed: it is pytest itself
+def _process_line(process: ProcessVerdict) -> str:
+    start = "test process" if process.start == "root" else process.start
+    where = f"; blocked in {process.blocked_in}" if process.blocked_in else ""
+    verdict, explanation = str(process.verdict), process.explanation
+    if process.start == "root" and process.verdict == Verdict.KILLED:  # never killed: it is pytest itself
         verdict, explanation = "busy", "still using CPU at the deadline"
-    return f"pid {process['pid']} ({start}) {verdict}: {explanation}{where}"
+    return f"pid {process.pid} ({start}) {verdict}: {explanation}{where}"
 
 
 _RESCUE_FRAME = re.compile(r"gpudoctor/pytest_plugin/rescue\.py")
@@ -46,19 +47,19 @@ _STUCK = ("The test's main thread did not return after the interrupt: it is bloc
           "ended the session; the tests after it were not run.")
 
 
-def hang_failure(seconds: float, document: dict[str, Any], killed: list[int], pools: list[int],
+def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools: list[int],
                  stuck: bool = False) -> Failure:
     """Fail a test that outlived its hang_timeout, with the diagnosis and every stack."""
-    processes = [p for p in document.get("processes", []) if p.get("verdict") != "ok" or p.get("stack")]
-    hung = [p for p in processes if p.get("verdict") == "hung"]
-    if document.get("verdict") == "hung":
-        summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p['pid']) for p in hung)}"
-        explanation = document.get("explanation", "")
-    elif document.get("verdict") == "stopped":
-        held = [p for p in processes if p.get("verdict") == "stopped"]
-        summary = (f"stopped, not hung: pid {', '.join(str(p['pid']) for p in held)} held by SIGSTOP "
+    processes = [p for p in diagnosis.processes if p.verdict != Verdict.OK or p.stack]
+    if diagnosis.verdict == Verdict.HUNG:
+        hung = [p for p in processes if p.verdict == Verdict.HUNG]
+        summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p.pid) for p in hung)}"
+        explanation = diagnosis.explanation
+    elif diagnosis.verdict == Verdict.STOPPED:
+        held = [p for p in processes if p.verdict == Verdict.STOPPED]
+        summary = (f"stopped, not hung: pid {', '.join(str(p.pid) for p in held)} held by SIGSTOP "
                    "or a debugger")
-        explanation = document.get("explanation", "")
+        explanation = diagnosis.explanation
     else:
         summary = "no process was waiting: the test was still busy (slow, or looping)"
         explanation = "No process of the test waited without CPU progress: it was running, not deadlocked."
@@ -70,7 +71,6 @@ def hang_failure(seconds: float, document: dict[str, Any], killed: list[int], po
     if killed:
         lines.append(f"killed by gpudoctor: pid {', '.join(map(str, killed))}")
     for process in processes:
-        if process.get("stack"):
-            lines += ["", f"--- stack of pid {process['pid']} ({process.get('stack_source')}) ---",
-                      _stack(process["stack"])]
+        if process.stack:
+            lines += ["", f"--- stack of pid {process.pid} ({process.stack_source}) ---", _stack(process.stack)]
     return Failure(reason, ("gpudoctor hang_timeout", "\n".join(lines)))

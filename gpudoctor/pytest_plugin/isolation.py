@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
+from gpudoctor.probe.verdicts import Verdict
+
 _MARGIN = 60.0  # on top of the deadline: the probe's stack dumps and killing the tree
 
 
@@ -27,21 +30,22 @@ class Outcome:
     """How the isolated call ended, explained by the probe's diagnosis.
 
     ``verdict`` is ``ok``, ``hung``, ``crashed``, ``oom``, ``killed`` (deadline) or
-    ``failed`` (the callable raised). ``result`` is its return value; ``exception``
-    what it raised, when that could be pickled back (``traceback`` has its text).
+    ``failed`` (the callable raised): a ``Verdict``, equal to those strings. ``result``
+    is its return value; ``exception`` what it raised, when that could be pickled back
+    (``traceback`` has its text). ``processes`` are the probe's judged processes.
     """
 
-    verdict: str
+    verdict: Verdict
     explanation: str
     result: Any = None
     exception: BaseException | None = None
     traceback: str | None = None
     output: str = ""  # the child's stdout and stderr, as the probe echoed them
-    processes: tuple[dict[str, Any], ...] = field(default=())
+    processes: tuple[ProcessVerdict, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
-        return self.verdict == "ok"
+        return self.verdict == Verdict.OK
 
 
 def _check_picklable(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
@@ -91,12 +95,13 @@ def _outcome(document: dict[str, Any], result: Path, output: str) -> Outcome:
         value = rest[0]
     elif kind == "error":
         exception, text = rest[0], rest[1]
+    diagnosis = Diagnosis.from_json(document)
     return Outcome(
-        verdict=document["verdict"],
-        explanation=document["explanation"],
+        verdict=diagnosis.verdict,
+        explanation=diagnosis.explanation,
         result=value,
         exception=exception,
         traceback=text,
         output=output,
-        processes=tuple(document.get("processes") or ()),
+        processes=diagnosis.processes,
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.probe.diagnosis import Diagnosis
+from gpudoctor.probe.verdicts import Verdict
 from gpudoctor.pytest_plugin import checks, hang_report, memory
 from gpudoctor.pytest_plugin.item_watch import CallRecord, HangExpired
 
@@ -39,8 +41,10 @@ def judge(record: CallRecord) -> Judgement:
     failures: list[checks.Failure] = []
     plan, final = record.plan, record.final or {}
     if plan.hang is not None and (final.get("hang") or record.interrupted):
-        document = final.get("hang") or {"verdict": "unknown", "explanation": record.watcher_error or ""}
-        failures.append(hang_report.hang_failure(plan.hang.seconds, document, list(final.get("killed") or []),
+        # The watcher process diagnosed the hang and sent the report's JSON document.
+        hang = final.get("hang")
+        diagnosis = Diagnosis.from_json(hang) if hang else Diagnosis(Verdict.UNKNOWN, None, record.watcher_error or "")
+        failures.append(hang_report.hang_failure(plan.hang.seconds, diagnosis, list(final.get("killed") or []),
                                                  list(record.stopped_pools), record.stuck))
     if plan.fork_safe is not None:
         fork = checks.fork_failure(plan.fork_safe, record.events, record.root)

@@ -19,6 +19,7 @@ from gpudoctor.probe import diagnose, events, launch, render_run, stacks
 from gpudoctor.probe.sampler import Peaks
 from gpudoctor.probe.supervise import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.tree import Track, Tree
+from gpudoctor.probe.verdicts import StopReason
 from gpudoctor.probe.watchdog import start_ticks
 
 
@@ -166,11 +167,11 @@ def diagnose_hang(tree: TestTree, start: float, start_epoch: float, limits: Limi
     tracks = [tree.tracks[p] for p in live if p in tree.tracks]
     quiet = tree.quiet_for(now) >= limits.hang_after
     if quiet and any(t.stopped_since is not None for t in tracks):
-        reason = "stopped"  # held by SIGSTOP or a debugger: not a deadlock of the test's own
+        reason = StopReason.STOPPED  # held by SIGSTOP or a debugger: not a deadlock of the test's own
     elif quiet or any(t.stalled_for(now) >= limits.hang_after for t in tracks):
-        reason = "hung"
+        reason = StopReason.HUNG
     else:
-        reason = "timeout"
+        reason = StopReason.TIMEOUT
     run = RunRecord(
         command=tuple(tree.tracks[tree.root].cmdline) if tree.root in tree.tracks else ("pytest",),
         stop_reason=reason,

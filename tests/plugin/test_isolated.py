@@ -84,8 +84,8 @@ def test_fork_freezes(isolated):
     assert outcome.verdict == "hung", outcome.explanation
     assert "which had TensorFlow initialized" in outcome.explanation
     assert "in your code work (test_freeze.py:6)" in outcome.explanation
-    workers = [p for p in outcome.processes if p["start"] == "fork"]
-    assert len(workers) == 2 and all(p["verdict"] == "hung" for p in workers)
+    workers = [p for p in outcome.processes if p.start == "fork"]
+    assert len(workers) == 2 and all(p.verdict == "hung" for p in workers)
 
 
 def test_spawn_is_safe(isolated):

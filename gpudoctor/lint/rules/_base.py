@@ -252,6 +252,8 @@ class Rule:
     before each expected finding); the test suite runs them. Example code, in those and
     in the docstring's code blocks, is written behind a ``| `` margin that is removed
     here, so that no line of the linter's source reads as an import of a GPU framework.
+    A ``{{cause.why}}`` or ``{{cause.fix}}`` in the docstring is a sentence of
+    ``gpudoctor.hazards``, worded once for the rule, the probe and the pytest plugin.
     """
 
     code: ClassVar[str]
@@ -289,4 +291,9 @@ class Rule:
 
     @classmethod
     def documentation(cls) -> str:
-        return unmargin(inspect.cleandoc(cls.__doc__ or ""))
+        """The docstring as Markdown: margins removed, and each ``{{cause.why}}`` or
+        ``{{cause.fix}}`` replaced by the sentence the probe and the pytest plugin say too
+        (gpudoctor.hazards)."""
+        from gpudoctor.hazards import fill
+
+        return fill(unmargin(inspect.cleandoc(cls.__doc__ or "")))

@@ -110,16 +110,11 @@ class ForkAfterGpuInit(Rule):
       poisons every worker the same way.
 
     ## Why is this bad?
-    A CUDA context does not survive `fork()`. The child inherits a copy of the
-    parent's memory that claims CUDA is initialized, but the driver state behind it
-    is gone: PyTorch raises "Cannot re-initialize CUDA in forked subprocess", CuPy
-    fails with `cudaErrorInitializationError`, Numba raises "CUDA initialized before
-    forking", and TensorFlow aborts or hangs. TensorFlow hangs even on a CPU-only
-    build: the child's ops wait forever for the parent's intra-op thread pool,
-    whose threads do not exist after fork. A forkserver worker is a fork too: of the
-    server, which is as broken as any parent once its preloaded code touched the GPU
-    (module-level `DEVICE = "cuda" if torch.cuda.is_available() else "cpu"` in the
-    main script is enough on Python 3.14, where forkserver is the Linux default).
+    {{fork-after-init.why}}
+
+    {{forkserver-after-init.why}} Module-level
+    `DEVICE = "cuda" if torch.cuda.is_available() else "cpu"` in the main script is
+    enough on Python 3.14, where forkserver is the Linux default.
 
     ## Example
     ```python
@@ -143,9 +138,7 @@ class ForkAfterGpuInit(Rule):
     |         print(pool.map(work, range(8)))
     ```
 
-    For a forkserver worker, move the module-level GPU call under
-    `if __name__ == "__main__":` (or into the function that needs it), take a module
-    that initializes the GPU out of `set_forkserver_preload`, or use spawn.
+    For a forkserver worker, {{forkserver-after-init.fix}}
 
     ## Fix safety
     Switching to spawn is unsafe to apply automatically: spawn re-imports the main

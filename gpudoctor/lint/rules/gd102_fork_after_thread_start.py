@@ -39,9 +39,7 @@ class ForkAfterThreadStart(Rule):
       still reported: the analysis does not pair the two calls.)
 
     ## Why is this bad?
-    `fork()` copies only the calling thread. Locks held by the other threads at that
-    moment — in the allocator, in logging, in a framework's runtime — stay locked in the
-    child forever, and the child deadlocks the first time it needs one. CPython 3.12+
+    {{multithreaded-fork.why}} CPython 3.12+
     warns: "This process is multi-threaded, use of fork() may lead to deadlocks in the
     child." GPU runtimes make this worse: they start their own threads.
 

@@ -1,0 +1,98 @@
+"""What gpudoctor says about each hazard it explains: why it breaks, and the fix.
+
+One wording, used by all three faces: the linter's rule documentation (``{{cause.why}}``
+and ``{{cause.fix}}`` in a rule's docstring are filled from here, see ``fill``), the
+probe's diagnosis of a run, and the pytest plugin's failure reports. A sentence improved
+here is improved everywhere, and the faces cannot drift apart.
+
+Deliberately free of imports from the rest of gpudoctor: the linter must not import the
+probe, and both import this module. The text may use Markdown's backticks (a rule's
+documentation is Markdown; in a terminal they read as quotes).
+
+``why`` is one or more whole sentences. ``fix`` is written to follow "Fix: " (the probe
+and the plugin) or a comma (the rule docs): it starts in lower case.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """A cause of failure a diagnosis can name, the lint rule that finds it in the code,
+    why it breaks programs, and the fix."""
+
+    cause: str  # as a diagnosis names it; the probe's error-string categories use the same words
+    rule: str
+    why: str
+    fix: str
+
+    @property
+    def fix_line(self) -> str:
+        return f"Fix: {self.fix}"
+
+
+FORK_AFTER_INIT = Hazard(
+    cause="fork-after-init",
+    rule="GD101",
+    why=("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
+         "claims CUDA is initialized, but the driver state behind it is gone: PyTorch raises \"Cannot "
+         "re-initialize CUDA in forked subprocess\", CuPy fails with `cudaErrorInitializationError`, Numba "
+         "raises \"CUDA initialized before forking\", and TensorFlow aborts or hangs. TensorFlow hangs even on "
+         "a CPU-only build: the child's ops wait forever for the parent's intra-op thread pool, whose threads "
+         "do not exist after fork."),
+    fix=('start the workers with the spawn start method (multiprocessing.get_context("spawn")), or '
+         "initialize the GPU framework only inside the workers, never in the parent before it forks. The "
+         "forkserver method helps only while nothing at the main script's top level initializes the GPU: "
+         "from Python 3.13.8 and 3.14.1 the forkserver runs that top level before it forks each worker."),
+)
+
+FORKSERVER_AFTER_INIT = Hazard(
+    cause="forkserver-after-init",
+    rule="GD101",
+    why=("A forkserver worker is a fork too: of the server, which runs the main script's top level (Python "
+         "3.13.8 and 3.14.1 on) and imports the modules given to `set_forkserver_preload`, and is as broken "
+         "as any parent once that code touched the GPU."),
+    fix=('move the GPU initialization under `if __name__ == "__main__":` (or into the function that needs '
+         "it), take a module that initializes the GPU out of `set_forkserver_preload`, or start the workers "
+         "with the spawn start method."),
+)
+
+MULTITHREADED_FORK = Hazard(
+    cause="multithreaded-fork",
+    rule="GD102",
+    why=("`fork()` copies only the calling thread. Locks held by the other threads at that moment — in the "
+         "allocator, in logging, in a framework's runtime — stay locked in the child forever, and the child "
+         "deadlocks the first time it needs one."),
+    fix=('start the workers with the spawn or forkserver start method (multiprocessing.get_context("spawn")), '
+         "or fork before any thread starts (before the library that starts them runs), or join the threads "
+         "first."),
+)
+
+GPU_MEMORY_GRAB_ALL = Hazard(
+    cause="gpu-memory-grab-all",
+    rule="GD401",
+    why=("TensorFlow reserves nearly all free GPU memory when it initializes and JAX preallocates 75%, so "
+         "only the first worker per GPU gets any."),
+    fix=("turn on memory growth in each worker before its first op "
+         "(tf.config.experimental.set_memory_growth, or TF_FORCE_GPU_ALLOW_GROWTH=true in the workers' "
+         "environment), cap each worker (set_logical_device_configuration with a memory_limit; "
+         "XLA_PYTHON_CLIENT_PREALLOCATE=false or XLA_PYTHON_CLIENT_MEM_FRACTION for JAX), or give each "
+         "worker its own GPU (CUDA_VISIBLE_DEVICES set before the worker starts)."),
+)
+
+BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL)}
+
+_PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
+
+
+def fill(text: str) -> str:
+    """Replace each ``{{cause.why}}`` and ``{{cause.fix}}`` in ``text`` by that sentence
+    (a KeyError names a cause that does not exist)."""
+    def sentence(match: re.Match[str]) -> str:
+        hazard = BY_CAUSE[match[1]]
+        return hazard.why if match[2] == "why" else hazard.fix
+
+    return _PLACEHOLDER.sub(sentence, text)

@@ -1,0 +1,116 @@
+"""Lint what the inputs name, and apply or preview the fixes: the second stage of a run
+(inputs, execution, presentation, exit code: see runner.py).
+
+The findings come back as values; what is said on stderr here is about the fixes
+themselves (how many were applied, which files were refused), in the order they happen.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpudoctor.lint.inputs import LintInputs, names_root
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.cache import Cache
+    from gpudoctor.lint.engine import LintResult
+    from gpudoctor.lint.findings import Finding
+    from gpudoctor.lint.settings import Settings
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the files are linted: the worker processes and the result cache (None: none)."""
+
+    jobs: int
+    cache: Cache | None
+
+
+def prepare(inputs: LintInputs, jobs: int | None, no_cache: bool, cache_dir: str | None) -> Execution:
+    """Choose the workers and the cache (never for stdin: its source is no file's)."""
+    cache = None if no_cache or inputs.from_stdin else _cache(inputs.settings, cache_dir)
+    return Execution(jobs or _cpus(), cache)
+
+
+def lint(inputs: LintInputs, execution: Execution) -> LintResult:
+    """Lint the inputs' files (their whole project for context, when a path names its root)."""
+    from gpudoctor.lint.engine import lint_paths
+
+    whole = not inputs.from_stdin and names_root(inputs.paths, inputs.settings.project_root)
+    return lint_paths(inputs.files, inputs.settings, cache=execution.cache, jobs=execution.jobs,
+                      contents=inputs.contents, project_files=inputs.files if whole else None)
+
+
+def fix(result: LintResult, inputs: LintInputs, execution: Execution, unsafe: bool,
+        talk: bool = True) -> LintResult:
+    """Apply fixes, then lint again so that what is reported is what is left (``talk``:
+    say how many were fixed)."""
+    from gpudoctor.lint.engine import lint_paths
+    from gpudoctor.lint.fixes import apply
+
+    fix_plan = apply.plan(result.findings, unsafe, inputs.settings.project_root)
+    apply.write(fix_plan)
+    say_refused(fix_plan.refused)
+    if fix_plan.texts and talk:
+        print(f"Fixed {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
+              f"in {len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}.", file=sys.stderr)
+    if fix_plan.texts:
+        return lint_paths(inputs.files, inputs.settings, cache=execution.cache, jobs=execution.jobs)
+    return result
+
+
+@dataclass(frozen=True)
+class DiffPreview:
+    """What --diff shows: the diff of every fix, and the line that sums it up on stderr."""
+
+    diff: str
+    changes: bool  # a file would change
+    summary: str  # "Would fix 2 findings (1 file) with the fixes above.", or why there is none
+    refused: list[tuple[str, str]]
+
+
+def preview(findings: list[Finding], unsafe: bool, root: Path | None) -> DiffPreview:
+    """Plan the fixes without writing them."""
+    from gpudoctor.lint.fixes import apply
+
+    fix_plan = apply.plan(findings, unsafe, root)
+    fixed, files = len(fix_plan.fixed), len(fix_plan.texts)
+    if fixed:
+        noun = "fix" if fixed == 1 else "fixes"
+        summary = (f"Would fix {fixed} finding{'s' if fixed != 1 else ''} "
+                   f"({files} file{'s' if files != 1 else ''}) with the {noun} above.")
+    else:
+        hidden = 0 if unsafe else sum(1 for f in findings
+                                      if apply.eligible(f, unsafe=True) and not apply.eligible(f, unsafe=False))
+        summary = "No fix to show" + (f": {hidden} unsafe fix{'es' if hidden != 1 else ''} hidden, "
+                                      "add `--unsafe-fixes` to see them." if hidden else ".")
+    return DiffPreview(apply.diff(fix_plan), bool(fix_plan.texts), summary, fix_plan.refused)
+
+
+def say_refused(refused: list[tuple[str, str]]) -> None:
+    from gpudoctor.lint.reporters.printable import printable
+
+    for path, reason in refused:
+        print(f"gpudoctor: not fixing {printable(path)}: {reason}", file=sys.stderr)
+
+
+def _cpus() -> int:
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _cache(settings: Settings, folder: str | None) -> Cache | None:
+    """The result cache for these settings (only what changes the analysis is in its key),
+    or None when there is no folder gpudoctor may use for it (the cache has said why)."""
+    from gpudoctor.lint.cache import Cache
+
+    key = f"py3{settings.target_minor}|{settings.platform}|{settings.project_root.resolve()}"
+    cache = Cache(settings.project_root, key, Path(folder) if folder else None)
+    return cache if cache.usable else None

@@ -1,0 +1,134 @@
+"""What ``gpudoctor lint`` is asked to check: the source (files, or stdin), the settings
+that apply to it, and the files found under the given paths.
+
+The first stage of a run (inputs, execution, presentation, exit code: see runner.py).
+Nothing here lints or prints findings; what it cannot find is returned as data
+(``missing``, ``skipped``) so that the runner reports it once, in order, and still
+lints the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpudoctor.errors import GpudoctorError
+from gpudoctor.lint import settings as S
+from gpudoctor.lint.paths import real_path
+from gpudoctor.lint.selection import build_selection
+
+STDIN = "-"
+
+
+@dataclass(frozen=True)
+class LintInputs:
+    """The paths as given (stdin's source under the name it is linted as), the settings,
+    the files to lint, and what could not be linted."""
+
+    paths: list[str]
+    # Source read from stdin, by the real path of the name it is linted as (empty: none).
+    contents: dict[Path, bytes]
+    settings: S.Settings
+    files: list[Path]
+    missing: list[str]  # "PATH: no such file or directory": exit 2 at the end
+    skipped: list[str]  # a path left out on purpose (a warning)
+
+    @property
+    def from_stdin(self) -> bool:
+        return bool(self.contents)
+
+
+def _common_folder(paths: list[str]) -> Path:
+    """The deepest folder holding every path: where the configuration is looked for, so
+    that it does not depend on the order of the paths (nor on the working directory)."""
+    import os
+
+    if not paths:
+        return Path.cwd()
+    resolved = [str(real_path(Path(p))) for p in paths]
+    folders = [p if os.path.isdir(p) else os.path.dirname(p) for p in resolved]
+    return Path(os.path.commonpath(folders))
+
+
+def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
+    """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
+    from gpudoctor.lint.config import FileConfig, parse_table
+    from gpudoctor.lint.rules._registry import all_rules
+
+    rules = all_rules()
+    known = [r.code for r in rules]
+    pyproject, document, nearest, nearest_document = S.find_config(_common_folder(paths))
+    config = parse_table(document, pyproject, known) if pyproject else FileConfig()
+    # The project (imports, the cache) is the nearest pyproject.toml's; a package of a
+    # monorepo keeps its own root and requires-python under the repository's configuration.
+    root = nearest.parent if nearest else Path.cwd()
+    project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
+    if args.target_version:
+        minor = S.parse_target_version(args.target_version, "--target-version")
+    elif config.target_version:
+        minor = S.parse_target_version(config.target_version, config.origin)
+    else:
+        spec = project.requires_python or config.requires_python
+        minor = (S.minor_from_requires_python(spec) if spec else None) or S.running_minor()
+    # Two layers, as in ruff: the file's select/extend-select/ignore, then the command line's.
+    from_file = build_selection(known, [r.code for r in rules if r.default_enabled],
+                                select=config.select, extend_select=config.extend_select,
+                                ignore=config.ignore, origin=config.origin)
+    selection = build_selection(known, sorted(from_file.enabled), select=args.select,
+                                extend_select=args.extend_select, ignore=args.ignore)
+    return S.Settings(selection, minor, args.platform or config.platform or "linux", root,
+                      exclude=config.exclude + tuple(getattr(args, "extend_exclude", None) or ()),
+                      per_file_ignores=config.per_file_ignores,
+                      config_file=pyproject if config.path is not None else None,
+                      config_root=pyproject.parent if pyproject else None)
+
+
+def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:
+    """The paths to lint, and the source read from stdin when it is asked for (then the
+    one path is the name that source is linted as)."""
+    paths = list(args.paths) or ([STDIN] if args.stdin_filename else ["."])
+    if args.stdin_filename and STDIN not in paths:  # as ruff: stdin wins over the paths
+        for path in paths:
+            print(f"gpudoctor: warning: ignoring {path} in favour of standard input", file=sys.stderr)
+        paths = [STDIN]
+    if STDIN not in paths:
+        return paths, {}
+    # The source comes from stdin, as an editor sends an unsaved buffer.
+    if len(paths) > 1 or args.fix or args.diff:
+        raise GpudoctorError("- (stdin) is linted alone, without --fix or --diff")
+    named = Path(args.stdin_filename or "stdin.py")
+    return [str(named)], {real_path(named): sys.stdin.buffer.read()}
+
+
+def gather(args: argparse.Namespace) -> LintInputs:
+    """Read what the command line asks to lint, resolve the settings and find the files."""
+    from gpudoctor.lint.discovery import discover, in_default_excludes
+    from gpudoctor.lint.patterns import check as check_patterns
+
+    paths, contents = _source_paths(args)
+    # Checked here, before any file is walked: a bad pattern is a usage error (see config.py).
+    check_patterns(getattr(args, "extend_exclude", None) or (), "--extend-exclude")
+    settings = build_settings(args, paths)
+    missing: list[str] = []
+    skipped: list[str] = []
+    if contents:
+        named = Path(paths[0])
+        skip = args.force_exclude and (settings.excluded(named) or in_default_excludes(named, settings.project_root))
+        files = [] if skip else [named]
+    else:
+        files = discover(paths, settings.excluded, force_exclude=args.force_exclude, missing=missing,
+                         skipped=skipped, root=settings.project_root)
+    return LintInputs(paths, contents, settings, files, missing, skipped)
+
+
+def names_root(paths: list[str], root: Path) -> bool:
+    """Does a path name the project's root folder (or one above it)? Its files are then all
+    discovered: the whole project, with no other file to analyse for context."""
+    import os
+
+    for path in paths:
+        if os.path.isdir(path) and real_path(root).is_relative_to(real_path(Path(path))):
+            return True
+    return False

@@ -1,0 +1,132 @@
+"""A diagnosis as a value: the verdict of a supervised run and of each of its processes,
+typed in memory and written as the JSON report, and read back from it.
+
+``diagnose.py`` judges a run and builds these; ``render_run.py`` writes them, with the
+run's evidence, as ``gpudoctor probe --json`` prints it; the pytest plugin (which gets
+the document from another process) and the HTML report read it back with ``from_json``
+rather than picking keys out of dictionaries.
+
+Reading back takes the fields the class knows and ignores the others, and a field
+given a default may be missing: a field added to a class with a default (a cause, the
+rule it belongs to, a process's children) is written and read with no other change,
+and a document written before it existed still reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from gpudoctor.probe.verdicts import StopReason, Verdict
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The items of ``data`` that are fields of the dataclass ``cls``."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in data.items() if key in names}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessVerdict:
+    """One process of the tree, judged. Only its pid and verdict are certain to be known;
+    the rest defaults to "not known" (a report read back may lack it)."""
+
+    pid: int
+    ppid: int | None = None
+    cmdline: tuple[str, ...] = ()
+    start: str = "unknown"  # "root", "fork", "spawn", "exec", "unknown"
+    verdict: Verdict  # keyword-only fields: a field without a default may follow the others
+    exit_code: int | None = None
+    threads_at_fork: int | None = None
+    runtimes_at_fork: tuple[str, ...] = ()
+    forked_at: float | None = None
+    stalled_for: float = 0.0
+    wchan: str | None = None
+    blocked_in: str | None = None
+    stack: str | None = None
+    stack_source: str | None = None
+    rss_peak: int | None = None
+    # Device index -> bytes (None: NVML could not say).
+    gpu_memory_peak: dict[int, int | None] = field(default_factory=dict)
+    explanation: str = ""
+    fatal_error: str | None = None  # faulthandler's "Fatal Python error: ..." line
+
+    def to_json(self) -> dict[str, Any]:
+        """The process's entry of the report's ``"processes"`` (JSON object keys are text)."""
+        document = {k: v for k, v in asdict(self).items() if k != "gpu_memory_peak"}
+        document["verdict"] = self.verdict.value  # plain text: the document holds JSON types only
+        document["gpu_memory_peak"] = {str(device): used for device, used in self.gpu_memory_peak.items()}
+        return document
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProcessVerdict:
+        values = _known(cls, data)
+        values["verdict"] = Verdict(values["verdict"])
+        values["cmdline"] = tuple(values.get("cmdline") or ())
+        values["runtimes_at_fork"] = tuple(values.get("runtimes_at_fork") or ())
+        values["gpu_memory_peak"] = {int(d): used for d, used in (values.get("gpu_memory_peak") or {}).items()}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ErrorMatch:
+    """A known error string found in the command's output (see error_strings.py)."""
+
+    row: int | None  # of docs/error-strings.md (None: a string verified on a real machine)
+    framework: str
+    kind: str  # "cause", "warning" or "context"
+    category: str  # what it means: "fork-after-init", "gpu-oom", ...
+    line: str  # the line of output it was found on
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ErrorMatch:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The command's verdict, why the run stopped, the explanation in plain words, the
+    judged processes, and the known error strings found in the output."""
+
+    verdict: Verdict
+    exit_code: int | None
+    explanation: str
+    processes: tuple[ProcessVerdict, ...] = ()
+    matches: tuple[ErrorMatch, ...] = ()
+    stop_reason: StopReason | None = None  # None: the run was not watched to its end
+
+    def to_json(self) -> dict[str, Any]:
+        """The diagnosis's keys of the report (the run's evidence is added by render_run)."""
+        return {
+            "verdict": self.verdict.value,
+            "exit_code": self.exit_code,
+            "explanation": self.explanation,
+            "stop_reason": None if self.stop_reason is None else self.stop_reason.value,
+            "processes": [p.to_json() for p in self.processes],
+            "matches": [m.to_json() for m in self.matches],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Diagnosis:
+        """Read the diagnosis of a report (``gpudoctor probe --json -- COMMAND``'s document)."""
+        values = _known(cls, data)
+        values["verdict"] = Verdict(values["verdict"])
+        values["explanation"] = values.get("explanation") or ""
+        values["exit_code"] = values.get("exit_code")
+        stop = values.get("stop_reason")
+        values["stop_reason"] = None if stop is None else StopReason(stop)
+        values["processes"] = tuple(ProcessVerdict.from_json(p) for p in values.get("processes") or ())
+        values["matches"] = tuple(ErrorMatch.from_json(m) for m in values.get("matches") or ())
+        return cls(**values)
+
+    def processes_with(self, verdict: Verdict) -> list[ProcessVerdict]:
+        return [p for p in self.processes if p.verdict == verdict]
+
+    @property
+    def root(self) -> ProcessVerdict | None:
+        """The command's own process (the first one judged as the root)."""
+        return next((p for p in self.processes if p.start == "root"), None)

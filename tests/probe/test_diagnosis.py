@@ -1,0 +1,89 @@
+"""The diagnosis as a typed value: verdicts and stop reasons are words that compare and
+serialize as text, and the JSON report reads back into the same diagnosis."""
+
+from __future__ import annotations
+
+import json
+
+from gpudoctor import hazards
+from gpudoctor.probe import render_run
+from gpudoctor.probe.diagnose import diagnose
+from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
+from gpudoctor.probe.sampler import Peaks
+from gpudoctor.probe.supervise import Limits, ProcessRun, RunRecord
+from gpudoctor.probe.verdicts import StopReason, Verdict
+
+
+def _track(pid: int, ppid: int, stalled: float, alive: bool = True, code: int | None = None) -> ProcessRun:
+    return ProcessRun(pid=pid, ppid=ppid, cmdline=("python", "train.py"), first_seen=0.0, last_seen=6.0,
+                      alive_at_stop=alive, exit_code=code, stalled_for=stalled, state="sleeping",
+                      wchan="futex_wait_queue", threads=1, rss_peak=200 << 20, killed_by_supervisor=alive)
+
+
+def _fork(pid: int, t: float, threads: int, runtimes: list[str]) -> dict[str, object]:
+    return {"event": "fork-child", "pid": pid, "ppid": 100, "t": t, "threads_at_fork": threads,
+            "runtimes_at_fork": runtimes}
+
+
+def _hung_run(runtimes: list[str], threads: int = 9) -> RunRecord:
+    """The shape of the TensorFlow fork hang: a parent waits on two fork workers, all still."""
+    return RunRecord(
+        command=("python", "train.py"), stop_reason=StopReason.HUNG, signal_received=None, root_pid=100,
+        exit_code=None, duration=6.2, limits=Limits(hang_after=3.0),
+        processes=(_track(100, 1, 5.1), _track(101, 100, 5.0), _track(102, 100, 5.0)),
+        events=[_fork(101, 0.4, threads, runtimes), _fork(102, 0.4, threads, runtimes)],
+        samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="", stderr="", notes=())
+
+
+def test_verdicts_and_stop_reasons_are_their_words() -> None:
+    assert Verdict.HUNG == "hung" and StopReason.MEMORY_LIMIT == "memory-limit"
+    assert f"{Verdict.OK}" == str(Verdict.OK) == "ok" and f"{StopReason.EXITED:>8}" == "  exited"
+    assert json.dumps({"verdict": Verdict.OOM}) == '{"verdict": "oom"}'
+    assert Verdict("crashed") is Verdict.CRASHED and {"ok": 1}[Verdict.OK] == 1
+
+
+def test_a_hang_after_fork_is_judged_and_explained_with_the_catalogues_sentences() -> None:
+    diagnosis = diagnose(_hung_run(["tensorflow"]))
+    assert (diagnosis.verdict, diagnosis.stop_reason) == (Verdict.HUNG, StopReason.HUNG)
+    assert [p.verdict for p in diagnosis.processes] == [Verdict.HUNG] * 3
+    assert hazards.FORK_AFTER_INIT.why in diagnosis.explanation.splitlines()
+    assert diagnosis.explanation.splitlines()[-1] == hazards.FORK_AFTER_INIT.fix_line
+    threads_only = diagnose(_hung_run([], threads=4)).explanation.splitlines()
+    assert hazards.MULTITHREADED_FORK.why in threads_only
+    assert threads_only[-1] == hazards.MULTITHREADED_FORK.fix_line
+    assert hazards.FORK_AFTER_INIT.why not in threads_only
+
+
+def test_the_report_reads_back_into_the_same_diagnosis() -> None:
+    run = _hung_run(["tensorflow", "cuda-driver"])
+    diagnosis = diagnose(run)
+    text = json.dumps(render_run.to_json(run, diagnosis))
+    assert Diagnosis.from_json(json.loads(text)) == diagnosis
+
+
+def test_every_field_survives_the_round_trip() -> None:
+    process = ProcessVerdict(pid=7, ppid=3, cmdline=("python", "-c", "x"), start="fork", verdict=Verdict.OOM,
+                             exit_code=1, threads_at_fork=4, runtimes_at_fork=("jax:cuda",), forked_at=0.25,
+                             stalled_for=0.0, wchan=None, blocked_in="jax (x.py:3)", stack="Thread 1 ...",
+                             stack_source="py-spy", rss_peak=1 << 30, gpu_memory_peak={0: 15 << 30, 1: None},
+                             explanation="exited with status 1 after an out-of-memory error",
+                             fatal_error=None)
+    match = ErrorMatch(8, "JAX", "cause", "gpu-oom", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+    diagnosis = Diagnosis(Verdict.OOM, 1, "Cause: JAX/XLA ran out of GPU memory", (process,), (match,),
+                          StopReason.EXITED)
+    document = json.loads(json.dumps(diagnosis.to_json()))
+    assert document["processes"][0]["gpu_memory_peak"] == {"0": 15 << 30, "1": None}
+    assert document["verdict"] == "oom" and type(diagnosis.to_json()["verdict"]) is str
+    assert Diagnosis.from_json(document) == diagnosis
+
+
+def test_reading_back_ignores_unknown_keys_and_defaults_missing_ones() -> None:
+    """A field a later version adds, and one an earlier version did not write, both read."""
+    document = {"verdict": "hung", "explanation": "Hung: ...", "cause": "fork-after-init", "rule": "GD101",
+                "processes": [{"pid": 5, "verdict": "hung", "children": [6, 7], "framework": "tensorflow"}]}
+    diagnosis = Diagnosis.from_json(document)
+    assert (diagnosis.verdict, diagnosis.exit_code, diagnosis.stop_reason, diagnosis.matches) == \
+        (Verdict.HUNG, None, None, ())
+    (process,) = diagnosis.processes
+    assert (process.pid, process.verdict, process.start, process.cmdline, process.gpu_memory_peak) == \
+        (5, Verdict.HUNG, "unknown", (), {})

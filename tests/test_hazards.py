@@ -1,0 +1,49 @@
+"""One wording for each hazard: the rule docs, the probe and the pytest plugin say the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpudoctor import hazards
+from gpudoctor.lint.rules._registry import all_rules, rule_by_code
+from gpudoctor.probe import error_strings
+from gpudoctor.pytest_plugin.checks import fork_failure
+from gpudoctor.pytest_plugin.markers import ForkSafe
+
+
+def test_fill_puts_the_sentences_in_and_refuses_an_unknown_cause() -> None:
+    text = "Why: {{multithreaded-fork.why}} For a forkserver worker, {{forkserver-after-init.fix}}"
+    assert hazards.fill(text) == (f"Why: {hazards.MULTITHREADED_FORK.why} For a forkserver worker, "
+                                  f"{hazards.FORKSERVER_AFTER_INIT.fix}")
+    with pytest.raises(KeyError):
+        hazards.fill("{{no-such-cause.why}}")
+
+
+def test_rule_docs_are_filled_from_the_catalogue() -> None:
+    for rule in all_rules():
+        assert "{{" not in rule.documentation(), rule.code
+    gd101, gd102 = rule_by_code("GD101"), rule_by_code("GD102")
+    assert gd101 is not None and gd102 is not None
+    assert hazards.FORK_AFTER_INIT.why in gd101.documentation()
+    assert f"For a forkserver worker, {hazards.FORKSERVER_AFTER_INIT.fix}" in gd101.documentation()
+    assert hazards.MULTITHREADED_FORK.why in gd102.documentation()
+    assert {hazards.FORK_AFTER_INIT.rule, hazards.MULTITHREADED_FORK.rule} == {"GD101", "GD102"}
+
+
+def test_causes_are_the_words_of_the_error_string_categories() -> None:
+    assert hazards.FORK_AFTER_INIT.cause == error_strings.FORK_AFTER_INIT
+    assert hazards.MULTITHREADED_FORK.cause == error_strings.MULTITHREADED_FORK
+    assert set(hazards.BY_CAUSE) == {h.cause for h in hazards.BY_CAUSE.values()}
+
+
+@pytest.mark.parametrize(("runtimes", "threads", "hazard"), [
+    (["tensorflow"], 9, hazards.FORK_AFTER_INIT),
+    ([], 3, hazards.MULTITHREADED_FORK),
+])
+def test_fork_safe_reports_the_same_sentences(runtimes: list[str], threads: int, hazard: hazards.Hazard) -> None:
+    events = [{"event": "fork-parent", "pid": 10, "threads": threads, "runtimes": runtimes, "fork_t": 1.0,
+               "site": "/elsewhere/test_x.py:3 in test_x"},
+              {"event": "fork-child", "pid": 11, "ppid": 10, "fork_t": 1.0}]
+    failure = fork_failure(ForkSafe(threads=True), events, root=10)
+    assert failure is not None
+    assert failure.section[1].splitlines()[-2:] == [hazard.why, hazard.fix_line]
