@@ -28,10 +28,17 @@ class Hazard:
     rule: str
     why: str
     fix: str
+    # The fix in a Jupyter kernel, where it differs: a spawned worker cannot run a function
+    # defined in a cell (GD108), and a kernel has no main script for a forkserver to run.
+    notebook_fix: str | None = None
 
     @property
     def fix_line(self) -> str:
         return f"Fix: {self.fix}"
+
+    @property
+    def notebook_fix_line(self) -> str:
+        return f"Fix: {self.notebook_fix or self.fix}"
 
 
 FORK_AFTER_INIT = Hazard(
@@ -47,6 +54,9 @@ FORK_AFTER_INIT = Hazard(
          "initialize the GPU framework only inside the workers, never in the parent before it forks. The "
          "forkserver method helps only while nothing at the main script's top level initializes the GPU: "
          "from Python 3.13.8 and 3.14.1 the forkserver runs that top level before it forks each worker."),
+    notebook_fix=('move the worker function into a .py module next to the notebook and import it, then start '
+                  'the workers with the spawn start method (multiprocessing.get_context("spawn")); or '
+                  "initialize the GPU framework only inside the workers, never in the kernel before it forks."),
 )
 
 FORKSERVER_AFTER_INIT = Hazard(

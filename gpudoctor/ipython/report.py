@@ -127,7 +127,7 @@ def kernel_report(state: live_state.LiveState, found: Mapping[str, Origin], thre
 
 def verdict(state: live_state.LiveState, found: Mapping[str, Origin], idle: Sequence[str]) -> list[str]:
     """What a fork made now would do, and what to do about it."""
-    from gpudoctor.probe.explain import FIX_FORK
+    from gpudoctor.hazards import FORK_AFTER_INIT
 
     if not state.runtimes:
         if state.start_method != "fork" or not idle:
@@ -156,7 +156,7 @@ def verdict(state: live_state.LiveState, found: Mapping[str, Origin], idle: Sequ
         else:
             lines.append(f"The CUDA driver was initialized{where}: a forked worker that uses CUDA will fail, "
                          "since the driver's state does not survive fork.")
-    lines += [FIX_FORK, NOTEBOOK_WORKERS]
+    lines.append(FORK_AFTER_INIT.notebook_fix_line)
     return lines
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from gpudoctor.hazards import FORK_AFTER_INIT
 from gpudoctor.ipython import executed_cells, live_state
-from gpudoctor.probe.explain import FIX_FORK
 from tests.ipython.conftest import run
 
 pytest.importorskip("IPython", reason="the extension's tests need IPython (the jupyter extra)")
@@ -67,8 +67,7 @@ def test_report_names_the_framework_and_the_cell_that_initialized_it(
     assert "Verdict: a fork now is unsafe." in out
     assert ("TensorFlow was initialized in cell [3]: a forked worker that uses TensorFlow will hang, "
             "or abort with CUDA_ERROR_NOT_INITIALIZED.") in out
-    assert FIX_FORK in out
-    assert "Define the worker in a .py module next to the notebook and import it." in out
+    assert FORK_AFTER_INIT.notebook_fix_line in out  # the spawn fix, with the worker moved out of the cells
 
 
 @pytest.mark.usefixtures("forking")
