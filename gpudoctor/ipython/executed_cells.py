@@ -61,8 +61,8 @@ def settings(path: Path, select: Sequence[str] | None = None, ignore: Sequence[s
     """The settings of ``gpudoctor lint`` for a notebook at ``path``, but the target is what
     runs here: this interpreter's version and platform are facts, not a guess from
     ``requires-python``. A bad configuration raises GpudoctorError, naming the file."""
-    from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.inputs import build_settings
+    from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.selection import build_selection
 
     known = [rule.code for rule in all_rules()]
