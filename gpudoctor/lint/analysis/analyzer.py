@@ -30,12 +30,12 @@ from gpudoctor.lint.analysis.values import (
     one,
     ordered,
 )
+from gpudoctor.lint.analysis.walks import Active, Walked
 from gpudoctor.lint.findings import Site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.walker import Walker
-    from gpudoctor.lint.analysis.walks import Active
 
 Value = frozenset
 
@@ -93,7 +93,7 @@ class Analyzer:
             # Walks nested or used past the meter: the module is unknown from here (not
             # kept as such: reached from less deep, it is walked).
             return ParseFailure(str(key), "not analysed", 1, 0)
-        walked = self.project.walks.get(key, self._depth + self._import_depth, *room)
+        walked = self.project.walks.get(key, self._depth + self._import_depth, self.fresh_walk, *room)
         meter.walked(walked.peak, walked.height, walked.work, walked.tripped)
         self._modules[key] = walked.state
         self.closure |= walked.closure
@@ -104,6 +104,22 @@ class Analyzer:
         for cls, bases in walked.classes.items():
             self.classes.class_bases.setdefault(cls, bases)
         return walked.state
+
+    def fresh_walk(self, path: Path, depth: int, room: int, work: int) -> tuple[Walked, Active | None]:
+        """Walk ``path`` in an analysis of its own, started ``depth`` imports deep with
+        ``room`` to nest in and ``work`` walks that may be cut short: a walk any analysis of
+        the project may reuse (walks.py)."""
+        analyzer = Analyzer(self.project, depth=depth, limit=room, work=work)
+        with self.project.tracking() as touched:
+            state, entry = analyzer.walk_own(path)
+        failures = tuple(analyzer.failures)
+        if isinstance(state, ParseFailure) and state not in failures:
+            failures = (state, *failures)
+        meter = analyzer.meter
+        walked = Walked(state, frozenset(analyzer.closure | {path}), touched, failures,
+                        frozenset(analyzer.reached), dict(analyzer.classes.class_bases),
+                        meter.peak, meter.height, meter.work, meter.tripped)
+        return walked, entry
 
     def _spent(self) -> bool:
         """Is the budget of modules followed used up (see the class docstring)?"""

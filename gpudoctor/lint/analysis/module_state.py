@@ -38,6 +38,11 @@ class ModuleState:
     _import_events: list[Event] | None = None
     _main_guard: bool | None = None
 
+    def half_run(self) -> ModuleState:
+        """What an import of this module while it is still being imported gives (an import
+        cycle): no names, no effects yet."""
+        return ModuleState(self.path, self.parsed, self.limits)
+
     @property
     def has_main_guard(self) -> bool:
         """Does the module's top level have an ``if __name__ == "__main__":`` block (is it
