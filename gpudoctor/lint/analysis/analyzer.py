@@ -1,7 +1,9 @@
 """The state of one linted file's analysis: module walks and function summaries (classes: classes.py).
 
 Summaries are memoized per (function, abstract argument values), which makes the
-analysis context-sensitive on arguments while computing each summary once.
+analysis context-sensitive on arguments while computing each summary once. The Analyzer
+is the Interpreter (interpreter.py) the executor and the evaluator run in: it makes their
+frames, one per module walk and per function summary, and answers their calls and imports.
 """
 
 from __future__ import annotations
