@@ -70,3 +70,89 @@ def test_rules_read_the_analysis_through_the_check_context_only() -> None:
     offending = [f"{path.name}:{row}" for path in (ROOT / "gpudoctor" / "lint" / "rules").glob("gd*.py")
                  for row, line in enumerate(path.read_text().splitlines(), start=1) if reaching.search(line)]
     assert offending == []
+
+
+# The analysis's modules, bottom layer first, each layer's modules in the order they may
+# import one another: a module imports only modules listed before it. An interpreter that
+# must ask the analysis around it for something does so through a protocol below it
+# (interpreter.py), not by importing the analyzer.
+ANALYSIS_LAYERS = (
+    ("source text: reading, scanning and parsing a file", (
+        "nesting", "reading", "literals", "code_scan", "gate", "modules", "positions", "prescan",
+        "skeleton", "source", "parsing", "conditions")),
+    ("abstract values and the events code emits", ("values", "arguments", "events", "pickling")),
+    ("what an analysis knows of classes and modules", ("classes", "module_state")),
+    ("the checked project: its files, its gate, its shared module walks", ("project_gate", "walks", "project")),
+    ("the interpreter: a frame, expressions and calls, statements", (
+        "interpreter", "frame", "process_calls", "evaluator", "executor")),
+    ("the analysis of a linted file and its flows", ("analyzer", "flows")),
+)
+ANALYSIS = ROOT / "gpudoctor" / "lint" / "analysis"
+
+
+def _analysis_imports(path: Path) -> list[tuple[str, str, int]]:
+    """(module of the analysis imported, where: "module", "type-checking" or "function",
+    row) for each import in the file."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    where: dict[int, str] = {}
+    for node in tree.body:
+        checking = isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for inner in ast.walk(node):
+            where.setdefault(id(inner), "type-checking" if checking else "module")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                where[id(inner)] = "function"
+    prefix = "gpudoctor.lint.analysis"
+    out = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == prefix:
+            names = [f"{prefix}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        out.extend((name.split(".")[3], where[id(node)], node.lineno)
+                   for name in names if name.startswith(prefix + "."))
+    return out
+
+
+def _only_protocols(module: str) -> bool:
+    import ast
+
+    classes = [n for n in ast.parse((ANALYSIS / f"{module}.py").read_text()).body if isinstance(n, ast.ClassDef)]
+    return bool(classes) and all(any(ast.unparse(b).endswith("Protocol") for b in c.bases) for c in classes)
+
+
+def test_every_analysis_module_has_a_layer() -> None:
+    listed = [module for _, modules in ANALYSIS_LAYERS for module in modules]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == {p.stem for p in ANALYSIS.glob("*.py")} - {"__init__"}
+
+
+def test_analysis_modules_import_only_downward() -> None:
+    # What a module imports, at its top, for type checking or inside a function, is
+    # listed before it; only a module of protocols may be named from below, for type
+    # checking. (A cycle hidden behind a function-local import is still a cycle.)
+    order = {module: index for index, module in enumerate(m for _, modules in ANALYSIS_LAYERS for m in modules)}
+    layer = {module: name for name, modules in ANALYSIS_LAYERS for module in modules}
+    upward = [f"{module}.py:{row} imports {target} ({layer[target]})"
+              for module in order for target, where, row in _analysis_imports(ANALYSIS / f"{module}.py")
+              if order[target] >= order[module] and not (where == "type-checking" and _only_protocols(target))]
+    assert upward == []
+
+
+def test_analysis_imports_its_modules_at_the_top_but_those_that_load_libcst() -> None:
+    # A function-local import of a module of the analysis is there to keep libcst out of
+    # a run that parses nothing (test_libcst_is_not_imported_when_nothing_needs_parsing);
+    # for any other module it would only hide a dependency.
+    def loads_libcst(module: str) -> bool:
+        text = (ANALYSIS / f"{module}.py").read_text()
+        return any(line.startswith(("import libcst", "from libcst")) for line in text.splitlines())
+
+    hidden = [f"{path.name}:{row} imports {target}" for path in ANALYSIS.glob("*.py")
+              for target, where, row in _analysis_imports(path) if where == "function" and not loads_libcst(target)]
+    assert hidden == []

@@ -70,7 +70,7 @@ class Limits:
     # that are not followed.
     max_child_events: int = 20_000
 
-    # -- values (analysis/expressions.py, literals.py) ---------------------------------------
+    # -- values (analysis/evaluator.py, literals.py) ---------------------------------------
     # Strings are followed only for the names rules read (start methods, environment
     # variables). A concatenation with more possible results than this, or a result longer
     # than ``max_string_chars``, is unknown.

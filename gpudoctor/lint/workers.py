@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 # What a worker imports, imported once by the fork server (each worker would otherwise
 # import the rules and the rest of the analysis again, after the fork): these and every
 # rule module.
-PRELOAD = ("gpudoctor.lint.workers", "gpudoctor.lint.producer", "gpudoctor.lint.analysis.walker",
+PRELOAD = ("gpudoctor.lint.workers", "gpudoctor.lint.producer", "gpudoctor.lint.analysis.executor",
            "gpudoctor.lint.analysis.analyzer", "gpudoctor.lint.analysis.flows", "gpudoctor.lint.analysis.project",
            "gpudoctor.lint.analysis.parsing", "gpudoctor.lint.analysis.skeleton", "gpudoctor.lint.collector",
            "gpudoctor.lint.rules._registry")

@@ -22,8 +22,8 @@ from gpudoctor.cli import main
 from gpudoctor.lint.analysis import analyzer as analyzer_module
 from gpudoctor.lint.analysis import prescan as prescan_module
 from gpudoctor.lint.analysis.code_scan import Scan
+from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState
-from gpudoctor.lint.analysis.walker import Walker
 
 HEAD = "from multiprocessing import Pool\nimport tensorflow as tf\n\n\ndef work(x):\n    return tf.constant(x)\n\n\n"
 
@@ -55,17 +55,17 @@ def _nested_loops(depth: int) -> str:
 def _statement_walks(workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                      depth: int) -> int:
     count = 0
-    walk = Walker.walk_statement
+    walk = Executor.walk_statement
 
-    def counted(self: Walker, node: object) -> bool:
+    def counted(self: Executor, node: object) -> bool:
         nonlocal count
         count += 1
         return walk(self, node)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Walker, "walk_statement", counted)
+    monkeypatch.setattr(Executor, "walk_statement", counted)
     (workdir / "loops.py").write_text(_nested_loops(depth))
     code, out = _lint(capsys, "loops.py")
-    monkeypatch.setattr(Walker, "walk_statement", walk)
+    monkeypatch.setattr(Executor, "walk_statement", walk)
     assert code == 1 and f"loops.py:{10 + depth}:{4 * depth + 1}: GD101 " in out
     return count
 

@@ -318,7 +318,7 @@ def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
 
     from gpudoctor.lint.analysis.code_scan import _walk
 
-    source = (Path(__file__).resolve().parents[2] / "gpudoctor" / "lint" / "analysis" / "walker.py").read_text()
+    source = (Path(__file__).resolve().parents[2] / "gpudoctor" / "lint" / "analysis" / "executor.py").read_text()
     tree = ast.parse(source)
     expected = [n for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
     assert list(_walk(tree)) == expected

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.lint import producer
+from gpudoctor.lint.analysis.analyzer import Analyzer
 from gpudoctor.lint.analysis.project import Project
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 
@@ -84,15 +85,16 @@ def test_a_walk_is_reused_only_where_its_cycle_is_the_same(tmp_path: Path) -> No
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     project = Project(tmp_path)
+    walk = Analyzer(project).fresh_walk
     backend = project.real(tmp_path / "pkg" / "backend.py")
-    first = project.walks.get(backend, 1)
-    assert project.walks.get(backend, 1) is first  # nothing is being walked either time
-    assert project.walks.get(backend, 2) is not first  # another depth is another walk
+    first = project.walks.get(backend, 1, walk)
+    assert project.walks.get(backend, 1, walk) is first  # nothing is being walked either time
+    assert project.walks.get(backend, 2, walk) is not first  # another depth is another walk
     # Inside a walk of the package, backend's ``import pkg`` meets the package half-run.
     package = project.real(tmp_path / "pkg" / "__init__.py")
     entry = project.walks.begin(package, first.state)  # stands for any walk under way
     try:
-        inside = project.walks.get(backend, 1)
+        inside = project.walks.get(backend, 1, walk)
     finally:
         project.walks.end(entry)
     assert inside is not first

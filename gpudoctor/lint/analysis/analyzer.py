@@ -1,7 +1,9 @@
 """The state of one linted file's analysis: module walks and function summaries (classes: classes.py).
 
 Summaries are memoized per (function, abstract argument values), which makes the
-analysis context-sensitive on arguments while computing each summary once.
+analysis context-sensitive on arguments while computing each summary once. The Analyzer
+is the Interpreter (interpreter.py) the executor and the evaluator run in: it makes their
+frames, one per module walk and per function summary, and answers their calls and imports.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, DefaultDevice, Event, splice
+from gpudoctor.lint.analysis.events import Context, Event
+from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
 from gpudoctor.lint.analysis.nesting import CALL, Meter
 from gpudoctor.lint.analysis.source import ParseFailure
@@ -22,22 +25,20 @@ from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
     ClassRef,
-    CudaDevice,
     FuncRef,
     ModRef,
     ModuleObj,
+    Value,
+    container,
     literal_default,
     one,
     ordered,
 )
+from gpudoctor.lint.analysis.walks import Active, Walked
 from gpudoctor.lint.findings import Site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.analysis.walker import Walker
-    from gpudoctor.lint.analysis.walks import Active
-
-Value = frozenset
 
 
 class Analyzer:
@@ -93,7 +94,7 @@ class Analyzer:
             # Walks nested or used past the meter: the module is unknown from here (not
             # kept as such: reached from less deep, it is walked).
             return ParseFailure(str(key), "not analysed", 1, 0)
-        walked = self.project.walks.get(key, self._depth + self._import_depth, *room)
+        walked = self.project.walks.get(key, self._depth + self._import_depth, self.fresh_walk, *room)
         meter.walked(walked.peak, walked.height, walked.work, walked.tripped)
         self._modules[key] = walked.state
         self.closure |= walked.closure
@@ -104,6 +105,22 @@ class Analyzer:
         for cls, bases in walked.classes.items():
             self.classes.class_bases.setdefault(cls, bases)
         return walked.state
+
+    def fresh_walk(self, path: Path, depth: int, room: int, work: int) -> tuple[Walked, Active | None]:
+        """Walk ``path`` in an analysis of its own, started ``depth`` imports deep with
+        ``room`` to nest in and ``work`` walks that may be cut short: a walk any analysis of
+        the project may reuse (walks.py)."""
+        analyzer = Analyzer(self.project, depth=depth, limit=room, work=work)
+        with self.project.tracking() as touched:
+            state, entry = analyzer.walk_own(path)
+        failures = tuple(analyzer.failures)
+        if isinstance(state, ParseFailure) and state not in failures:
+            failures = (state, *failures)
+        meter = analyzer.meter
+        walked = Walked(state, frozenset(analyzer.closure | {path}), touched, failures,
+                        frozenset(analyzer.reached), dict(analyzer.classes.class_bases),
+                        meter.peak, meter.height, meter.work, meter.tripped)
+        return walked, entry
 
     def _spent(self) -> bool:
         """Is the budget of modules followed used up (see the class docstring)?"""
@@ -120,39 +137,39 @@ class Analyzer:
             self._modules[key] = parsed
             self.failures.append(parsed)
             return parsed, None
-        from gpudoctor.lint.analysis.walker import Walker
-
         if key in self.linted:
             entries = self.project.entry_points(key)
             if entries is not None:
                 parsed.limit_entry_points(entries)
         state = ModuleState(str(key), parsed, self.limits)
         self._modules[key] = state
-        walker = Walker(self, state, state.env, module_level=True, ctx=Context(import_time=True))
+        executor = Executor(self, state, state.env, module_level=True, ctx=Context(import_time=True))
         active = self.project.walks.begin(key, state)
         try:
-            walker.walk_block(parsed.module.body)
+            executor.walk_block(parsed.module.body)
         finally:
             self.project.walks.end(active)
-            state.events = walker.events
+            state.events = executor.events
             state.walking = False
         return state, active
 
-    def import_module(self, walker: Walker, dotted: str, level: int,
-                      node: cst.CSTNode | None) -> Value:
-        """Run a project module's top level at an import; return what the name binds to."""
-        importer = self.project.path_of(walker.module.path)
-        target = self.project.resolve(importer, dotted, level)
+    def import_module(self, importer: str, dotted: str, level: int,
+                      site: Site | None) -> tuple[Value, list[ModuleState]]:
+        """What an import of ``dotted`` at ``site`` in module ``importer`` binds, and the
+        project modules whose top level it ran, in order (see Interpreter.import_module)."""
+        origin = self.project.path_of(importer)
+        target = self.project.resolve(origin, dotted, level)
         if target is None:
-            return one(ModRef(dotted)) if dotted and not level else UNKNOWN
-        if node is not None:
+            return (one(ModRef(dotted)) if dotted and not level else UNKNOWN), []
+        ran: list[ModuleState] = []
+        if site is not None:
             parts = dotted.split(".")
             for cut in range(1, len(parts)):  # parent packages run first
-                parent = self.project.resolve(importer, ".".join(parts[:cut]), level)
+                parent = self.project.resolve(origin, ".".join(parts[:cut]), level)
                 if parent is not None:
-                    self.run_import(walker, parent, node)
-            self.run_import(walker, target, node)
-        return self.module_value(target)
+                    self._run_import(importer, parent, site, ran)
+            self._run_import(importer, target, site, ran)
+        return self.module_value(target), ran
 
     def module_value(self, path: Path) -> Value:
         """What a name bound to a project module holds: the module, and for a public module
@@ -163,32 +180,34 @@ class Analyzer:
         module = ModuleObj(str(path))
         return frozenset((module, ModRef(qualname))) if qualname else one(module)
 
-    def import_submodule(self, walker: Walker, package: Value, full: str, level: int,
-                         node: cst.CSTNode) -> Value:
+    def import_submodule(self, importer: str, package: Value, full: str, level: int,
+                         site: Site) -> tuple[Value, list[ModuleState]]:
         """``from package import name`` where the package binds no ``name``: Python imports
         the submodule ``package.name``, running its top level."""
-        importer = self.project.path_of(walker.module.path)
+        origin = self.project.path_of(importer)
         for atom in ordered(package):
             if isinstance(atom, ModuleObj) and atom.path.endswith("__init__.py"):
                 init = self.project.path_of(atom.path)
                 state = self.module(init)
                 name = full.rsplit(".", 1)[-1]
                 if isinstance(state, ModuleState) and name in state.env:
-                    return UNKNOWN  # the package's own name wins
+                    return UNKNOWN, []  # the package's own name wins
                 if not isinstance(state, ModuleState):  # not walked: does its code bind it?
                     scan = self.project.prescan(init)
                     text = self.project.text(init)
                     if scan is None or name in scan.names or isinstance(text, ParseFailure) or \
                             re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", text, re.M):
-                        return UNKNOWN
-                if self.project.resolve(importer, full, level) is not None:
-                    return self.import_module(walker, full, level, node)
+                        return UNKNOWN, []
+                if self.project.resolve(origin, full, level) is not None:
+                    return self.import_module(importer, full, level, site)
         if not any(isinstance(atom, ModuleObj) for atom in package) and \
-                self.project.resolve(importer, full, level) is not None:
-            return self.import_module(walker, full, level, node)  # a namespace package's module
-        return UNKNOWN
+                self.project.resolve(origin, full, level) is not None:
+            return self.import_module(importer, full, level, site)  # a namespace package's module
+        return UNKNOWN, []
 
-    def run_import(self, walker: Walker, path: Path, node: cst.CSTNode) -> None:
+    def _run_import(self, importer: str, path: Path, site: Site, ran: list[ModuleState]) -> None:
+        """Run a project module's top level for an import in ``importer``; add it to ``ran``
+        unless it cannot be run (unparseable, not analysed, or still being imported)."""
         if self._depth + self._import_depth >= self.limits.max_import_depth:
             return
         self._import_depth += 1
@@ -197,17 +216,11 @@ class Analyzer:
             state = self.module(path)
         finally:
             self._import_depth -= 1
-        if walker.module.path in self.linted_paths:
+        if importer in self.linted_paths:
             for failure in self.failures[known:]:  # reached through this import of a linted file
-                self.failed_imports.setdefault(failure.path, walker.site(node))
-        if isinstance(state, ParseFailure) or state.walking or state.path in walker.imported:
-            return
-        walker.imported.add(state.path)
-        walker.events.extend(splice(state.import_events, walker.ctx, walker.site(node),
-                                    walker.module.path in self.linted_paths))
-        settings = [e.effect for e in state.import_events if isinstance(e.effect, DefaultDevice)]
-        if settings:  # its top level set the default device (of this thread: the importer's)
-            walker.assign(DEFAULT_DEVICE, one(CudaDevice()) if settings[-1].cuda else UNKNOWN)
+                self.failed_imports.setdefault(failure.path, site)
+        if isinstance(state, ModuleState) and not state.walking:
+            ran.append(state)
 
     def import_effects(self, importer: str, dotted: str) -> list[Event]:
         """What importing the project module ``dotted`` runs in a process that has not
@@ -229,14 +242,15 @@ class Analyzer:
                 events.extend(state.import_events)
         return events
 
-    def import_star(self, walker: Walker, value: Value) -> None:
+    def import_star(self, value: Value) -> list[tuple[str, Value]]:
+        """The public names, with their values, of the project modules in ``value``."""
+        names: list[tuple[str, Value]] = []
         for atom in ordered(value):
             if isinstance(atom, ModuleObj):
                 state = self.module(self.project.path_of(atom.path))
                 if not isinstance(state, ParseFailure):
-                    for name, bound in list(state.env.items()):
-                        if not name.startswith("_"):
-                            walker.assign(name, bound)
+                    names.extend((name, bound) for name, bound in list(state.env.items()) if not name.startswith("_"))
+        return names
 
     def module_member(self, atom: Atom, attr: str) -> Value:
         if not isinstance(atom, ModuleObj):
@@ -294,29 +308,28 @@ class Analyzer:
         meter = self.meter
         if not meter.room(CALL):  # calls nested past the meter: unknown, and not kept
             return [], UNKNOWN, device
-        from gpudoctor.lint.analysis.walker import Walker
-
-        walker = Walker(self, state, dict(env), module_level=False, ctx=Context())
+        executor = Executor(self, state, dict(env), module_level=False, ctx=Context())
         self._stack.append(key)
         meter.depth += CALL
         try:
             node = func.node
             if isinstance(node, cst.Lambda):
-                walker.tree = state.parsed.tree_of(node)
-                walker.give_back(walker.eval(node.body))
+                executor.tree = state.parsed.tree_of(node)
+                executor.give_back(executor.eval(node.body))
             elif isinstance(node, cst.FunctionDef):
                 body = state.parsed.body(node)
                 if state.parsed.failures:
                     self.failures.extend(f for f in state.parsed.failures if f not in self.failures)
-                walker.tree = state.parsed.tree_of(node)
-                if walker.tree is state.parsed:  # its body is in the module's own tree
-                    walker.anchor = state.parsed.anchor_of(node)
-                if not walker.walk_block(body):
-                    walker.give_back(UNKNOWN)  # falling off the end returns None
+                executor.tree = state.parsed.tree_of(node)
+                if executor.tree is state.parsed:  # its body is in the module's own tree
+                    executor.anchor = state.parsed.anchor_of(node)
+                if not executor.walk_block(body):
+                    executor.give_back(UNKNOWN)  # falling off the end returns None
         finally:
             self._stack.pop()
             meter.depth -= CALL
-        result = (compress(walker.events, limits.max_events), walker.result(), walker.env.get(DEFAULT_DEVICE, UNKNOWN))
+        result = (compress(executor.events, limits.max_events), executor.result(),
+                  executor.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
 
@@ -337,7 +350,5 @@ class Analyzer:
         for param in params.kwonly_params:
             env[param.name.value] = keywords.get(param.name.value, literal_default(param, digits))
         if isinstance(params.star_arg, cst.Param):
-            from gpudoctor.lint.analysis.values import container
-
             env[params.star_arg.name.value] = container(*positional[len(ordered):], rest)
         return env

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, join, one, ordered
+from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, Value, join, one, ordered
 from gpudoctor.lint.knowledge.processes import canonical
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.events import Event
 
-Value = frozenset
 
 
 class Caller(Protocol):

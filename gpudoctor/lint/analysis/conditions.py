@@ -23,7 +23,7 @@ def is_main_guard(test: cst.BaseExpression) -> bool:
 
 
 # Exceptions a statement that only touches names every target has cannot raise (see
-# Walker.dead_handler): a missing attribute, a missing module or name to import.
+# Executor.dead_handler): a missing attribute, a missing module or name to import.
 MISSING_NAME_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError"})
 
 

@@ -156,7 +156,7 @@ class Branch:
     """What follows, up to the next Merge of the same ``if`` chain, runs only when the
     chain takes its branch ``index``: the branches of one run of a chain exclude each
     other (a thread started in one is not running at a start in another). Only chains
-    where that matters carry these (see Walker.mark_branches)."""
+    where that matters carry these (see Executor.mark_branches)."""
 
     chain: Site  # the ``if`` statement (named so, not ``site``: nothing happens there)
     index: int

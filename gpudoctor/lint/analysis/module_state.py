@@ -9,14 +9,13 @@ import libcst as cst
 
 from gpudoctor.lint.analysis.conditions import is_main_guard
 from gpudoctor.lint.analysis.events import Event, Init, Start
-from gpudoctor.lint.analysis.values import ClassRef, FuncRef
+from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
 from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.source import ParsedModule
     from gpudoctor.lint.limits import Limits
 
-Value = frozenset
 
 @dataclass
 class ModuleState:
@@ -37,6 +36,11 @@ class ModuleState:
 
     _import_events: list[Event] | None = None
     _main_guard: bool | None = None
+
+    def half_run(self) -> ModuleState:
+        """What an import of this module while it is still being imported gives (an import
+        cycle): no names, no effects yet."""
+        return ModuleState(self.path, self.parsed, self.limits)
 
     @property
     def has_main_guard(self) -> bool:

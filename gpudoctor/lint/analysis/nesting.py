@@ -7,10 +7,10 @@ to follow (a conditional expression of a few hundred terms, an ``elif`` chain, a
 modules that read each other's names). A ``RecursionError`` is no answer: it would end
 the whole file's analysis, or (inside libcst) pass for a file that cannot be parsed.
 
-So each analysis carries a meter in units of about one Python frame. The walker charges
-it on the way in and gives it back on the way out; a step that would pass the meter's
-limit is not taken, and what it would have computed is unknown (no value, no effect),
-the analysis's answer to everything it cannot see. The analysis runs with Python's
+So each analysis carries a meter in units of about one Python frame. The executor and the
+evaluator charge it on the way in and give it back on the way out; a step that would pass
+the meter's limit is not taken, and what it would have computed is unknown (no value, no
+effect), the analysis's answer to everything it cannot see. The analysis runs with Python's
 recursion limit raised to cover the meter (see ``headroom``), so the limit the meter
 enforces, not Python's, is the one reached, at the same place wherever the analysis was
 started from.

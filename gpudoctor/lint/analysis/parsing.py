@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.lint.analysis.reading import ParseFailure
+from gpudoctor.lint.analysis.skeleton import skeleton
 from gpudoctor.lint.analysis.source import ParsedModule
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit
     """
     try:
         if elide:
-            from gpudoctor.lint.analysis.skeleton import skeleton
-
             source, shifts = skeleton(text, elide)
             module = cst.parse_module(source)
             pairs = _pair(module, units, elide)

@@ -1,16 +1,24 @@
-"""How process, pool, queue and thread APIs turn into events and abstract values."""
+"""How process, pool, queue and thread APIs turn into events and abstract values.
+
+Each function models one kind of call made in a frame (frame.py): it emits the call's
+events there and returns the value the call makes. A thread's target runs in this
+process, through the frame's interpreter.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.events import (
     Child,
+    Context,
     DataLoaderStart,
     DefaultDevice,
+    EnvWrite,
+    Event,
     Init,
     Join,
     Send,
@@ -19,7 +27,9 @@ from gpudoctor.lint.analysis.events import (
     Start,
     Task,
     ThreadStart,
+    splice,
 )
+from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
@@ -39,6 +49,7 @@ from gpudoctor.lint.analysis.values import (
     ProcessObj,
     QueueObj,
     ThreadObj,
+    Value,
     container,
     elements,
     is_cuda,
@@ -49,13 +60,8 @@ from gpudoctor.lint.analysis.values import (
     truth,
 )
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS
+from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS, initializing_import
 from gpudoctor.lint.knowledge.table import InitLevel
-
-if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.calls import Args, CallEvaluator
-
-Value = frozenset
 
 
 def _funcs(value: Value | None) -> tuple[FuncRef, ...]:
@@ -76,14 +82,14 @@ def _int(value: Value | None) -> int | None:
     return ints[0] if len(ints) == 1 else None
 
 
-def api(ev: CallEvaluator, kind: P.ProcessKind, args: Args, node: cst.Call, method: str | None = None) -> Value:
+def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: str | None = None) -> Value:
     """Model a call to a process/thread API of kind ``kind``."""
-    site = ev.site(node)
+    site = frame.site(node)
     if kind == P.POOL:
-        return _pool(ev, P.POOL, method, args, node, workers=args.get(0, "processes"),
+        return _pool(frame, P.POOL, method, args, node, workers=args.get(0, "processes"),
                      initializer=args.get(1, "initializer"), initargs=args.get(2, "initargs"))
     if kind == P.EXECUTOR:
-        return _pool(ev, P.EXECUTOR, _executor_method(args, node), args, node,
+        return _pool(frame, P.EXECUTOR, _executor_method(args, node), args, node,
                      workers=args.get(0, "max_workers"), initializer=args.get(2, "initializer"),
                      initargs=args.get(3, "initargs"))
     if kind == P.PROCESS:
@@ -94,14 +100,14 @@ def api(ev: CallEvaluator, kind: P.ProcessKind, args: Args, node: cst.Call, meth
                           args.is_true("daemon"))
         sent = call_args | kwargs
         if sent:
-            ev.emit(Send(site, "process-args", sent, method))
+            frame.emit(Send(site, "process-args", sent, method))
         return one(proc)
     if kind == P.CONTEXT:
         return one(MpContext(_method(args.get(0, "method"))))
     if kind == P.SET_METHOD:
         chosen = _method(args.get(0, "method"))
         if chosen:
-            ev.emit(SetMethod(chosen, site))
+            frame.emit(SetMethod(chosen, site))
         return UNKNOWN
     if kind == P.QUEUE:
         return one(QueueObj(method))
@@ -109,35 +115,35 @@ def api(ev: CallEvaluator, kind: P.ProcessKind, args: Args, node: cst.Call, meth
         end = one(QueueObj(method))
         return container(end, end, ordered=True)
     if kind == P.OS_FORK:
-        ev.emit(Start(P.OS_FORK, "fork", site))
+        frame.emit(Start(P.OS_FORK, "fork", site))
         return one(ForkPid(site))
     if kind == P.SPAWN_LAUNCHER:
-        return _launcher(ev, args, node)
+        return _launcher(frame, args, node)
     if kind == P.THREAD:
         return one(ThreadObj(site, _funcs(args.get(1, "target")), args.get(3, "args") or UNKNOWN))
     if kind == P.THREAD_POOL:
-        ev.emit(ThreadStart(site, "thread pool", site))
+        frame.emit(ThreadStart(site, "thread pool", site))
         return one(PoolObj(P.THREAD_POOL, None, site, (), UNKNOWN, None))
     if kind == P.DATALOADER:
-        return _dataloader(ev, args, node)
+        return _dataloader(frame, args, node)
     if kind == P.DEFAULT_DEVICE:
         device = args.get(0, "device") or UNKNOWN
-        ev.emit(DefaultDevice(is_cuda(device), site))
+        frame.emit(DefaultDevice(is_cuda(device), site))
         # Factories called after it, here and in what this code calls, allocate there
         # (an unknown device is none that can be named: nothing is claimed for it).
-        ev.assign(DEFAULT_DEVICE, device if is_cuda(device) else UNKNOWN)
+        frame.assign(DEFAULT_DEVICE, device if is_cuda(device) else UNKNOWN)
         return UNKNOWN
     if kind == P.COMPILER:
-        return _compiler(ev, args, node)
+        return _compiler(frame, args, node)
     if kind == P.PROCESS_GROUP:
-        ev.emit(ThreadStart(site, P.THREAD_STARTS[P.PROCESS_GROUP]))
+        frame.emit(ThreadStart(site, P.THREAD_STARTS[P.PROCESS_GROUP]))
         return UNKNOWN
     if kind == P.SET_PRELOAD:
         names = _module_names(args.get(0, "module_names"))
-        preloaded = ev.preload_events(names, node) if names else []
-        ev.emit(SetPreload(names, site, tuple(e for _, e in preloaded), tuple(m for m, _ in preloaded)))
+        preloaded = _preload_events(frame, names, node) if names else []
+        frame.emit(SetPreload(names, site, tuple(e for _, e in preloaded), tuple(m for m, _ in preloaded)))
     if kind == P.JOBLIB:
-        return _parallel(ev, args, node)
+        return _parallel(frame, args, node)
     if kind == P.DELAYED:
         funcs = _funcs(args.get(0, "function"))
         return one(Deferred(funcs)) if funcs else UNKNOWN
@@ -147,7 +153,7 @@ def api(ev: CallEvaluator, kind: P.ProcessKind, args: Args, node: cst.Call, meth
     return UNKNOWN
 
 
-def _compiler(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+def _compiler(frame: Frame, args: Args, node: cst.Call) -> Value:
     """``compile(f, ...)``: ``f`` and a marker that calling it compiles; with no function, a
     decorator that does that. Only backends that start threads get the marker."""
     backend, disable = args.get(-1, "backend"), args.get(-1, "disable")
@@ -155,16 +161,16 @@ def _compiler(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
     surely = bool(named) and len(named) == len(backend or UNKNOWN) and named <= P.COMPILER_THREAD_BACKENDS
     if (backend is not None and not surely) or (disable is not None and truth(disable) is not False) or args.rest:
         return args.get(0, "model") or UNKNOWN
-    site = ev.site(node)
+    site = frame.site(node)
     if not args.positional and args.get(-1, "model") is None:
         return one(Compiler(site))
     wrapped = args.get(0, "model") or UNKNOWN
     return wrapped | one(Compiled(site))
 
 
-def call_compiled(ev: CallEvaluator, atom: Compiled, node: cst.CSTNode) -> None:
+def call_compiled(frame: Frame, atom: Compiled, node: cst.CSTNode) -> None:
     """Calling a compiled function: its first call starts the compiler's threads."""
-    ev.emit(ThreadStart(ev.site(node), P.THREAD_STARTS[P.COMPILER], atom.site))
+    frame.emit(ThreadStart(frame.site(node), P.THREAD_STARTS[P.COMPILER], atom.site))
 
 
 def _is_none(args: Args, node: cst.Call, index: int, name: str) -> bool:
@@ -213,10 +219,10 @@ def _module_names(value: Value | None) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _parallel(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+def _parallel(frame: Frame, args: Args, node: cst.Call) -> Value:
     """``joblib.Parallel(...)``: a pool when its backend is the multiprocessing one and it
     runs more than one job; it starts when the object is called (or its ``with`` entered)."""
-    config = ev.joblib_config[-1] if ev.joblib_config else None
+    config = frame.joblib_config[-1] if frame.joblib_config else None
     if not _is_none(args, node, 1, "backend"):
         backend = _joblib_backend(args.get(1, "backend"))
         jobs = None
@@ -230,7 +236,7 @@ def _parallel(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
         jobs = _jobs(args.get(0, "n_jobs"))
     if jobs is None or jobs == 1:
         return UNKNOWN  # one job: joblib runs the tasks in this process
-    return one(PoolObj(P.JOBLIB, backend[0], ev.site(node), (), UNKNOWN, jobs if jobs > 1 else None))
+    return one(PoolObj(P.JOBLIB, backend[0], frame.site(node), (), UNKNOWN, jobs if jobs > 1 else None))
 
 
 def _jobs(value: Value | None) -> int:
@@ -252,10 +258,10 @@ def _joblib_backend(value: Value | None) -> tuple[str | None] | None:
     return None
 
 
-def run_parallel(ev: CallEvaluator, pool: PoolObj, args: Args, node: cst.Call) -> Value:
+def run_parallel(frame: Frame, pool: PoolObj, args: Args, node: cst.Call) -> Value:
     """Calling a joblib ``Parallel`` object with its ``delayed`` calls: the pool forks here
     (or, entered by a ``with``, forked there and receives these tasks)."""
-    site = ev.site(node)
+    site = frame.site(node)
     children: list[Child] = []
     sent: list[Value] = []
     for atom in ordered(elements(args.get(0, "iterable") or UNKNOWN)):
@@ -263,18 +269,18 @@ def run_parallel(ev: CallEvaluator, pool: PoolObj, args: Args, node: cst.Call) -
             children.extend(Child(f, atom.args, atom.rest, "task") for f in atom.funcs)
             sent.extend((*atom.args, atom.rest))
     if sent:
-        ev.emit(Send(site, P.JOBLIB, container(*sent), pool.method))
+        frame.emit(Send(site, P.JOBLIB, container(*sent), pool.method))
     if pool.entered:
-        ev.emit(Task(pool, site, tuple(children)))
+        frame.emit(Task(pool, site, tuple(children)))
     else:
-        ev.emit(Start(P.JOBLIB, pool.method, site, tuple(children), daemonic=True, workers=pool.workers))
+        frame.emit(Start(P.JOBLIB, pool.method, site, tuple(children), daemonic=True, workers=pool.workers))
     return UNKNOWN
 
 
-def enter_parallel(ev: CallEvaluator, pool: PoolObj, node: cst.CSTNode) -> Value:
+def enter_parallel(frame: Frame, pool: PoolObj, node: cst.CSTNode) -> Value:
     """``with Parallel(...) as p:`` builds the pool on entry; calls of ``p`` are its tasks."""
     entered = replace(pool, entered=True)
-    ev.emit(Start(P.JOBLIB, pool.method, pool.site, (), daemonic=True, pool=entered, workers=pool.workers))
+    frame.emit(Start(P.JOBLIB, pool.method, pool.site, (), daemonic=True, pool=entered, workers=pool.workers))
     return one(entered)
 
 
@@ -286,47 +292,47 @@ def call_deferred(atom: Deferred, args: Args) -> Value:
     return one(Deferred(atom.funcs, tuple(args.positional), rest))
 
 
-def _pool(ev: CallEvaluator, kind: P.ProcessKind, method: str | None, args: Args, node: cst.Call, *,
+def _pool(frame: Frame, kind: P.ProcessKind, method: str | None, args: Args, node: cst.Call, *,
           workers: Value | None, initializer: Value | None, initargs: Value | None) -> Value:
-    site = ev.site(node)
+    site = frame.site(node)
     inits = _funcs(initializer)
     per_position, rest = positions(initargs or UNKNOWN)
     pool = PoolObj(kind, method, site, inits, initargs or UNKNOWN, _int(workers))
     children = tuple(Child(f, per_position, rest, "initializer") for f in inits)
     if initargs:
-        ev.emit(Send(site, "initargs", initargs, method))
-    ev.emit(Start(kind, method, site, children, daemonic=kind == P.POOL, pool=pool,
+        frame.emit(Send(site, "initargs", initargs, method))
+    frame.emit(Start(kind, method, site, children, daemonic=kind == P.POOL, pool=pool,
                   workers=_int(workers)))
     return one(pool)
 
 
-def _launcher(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
-    site = ev.site(node)
+def _launcher(frame: Frame, args: Args, node: cst.Call) -> Value:
+    site = frame.site(node)
     call_args = args.get(1, "args") or UNKNOWN
     per_position, rest = positions(call_args)
     method = _method(args.get(5, "start_method")) or "spawn"
     children = tuple(Child(f, (one(Int(0)), *per_position), rest, "target")
                      for f in _funcs(args.get(0, "fn")))
     if call_args:
-        ev.emit(Send(site, "process-args", call_args, method))
-    ev.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs"))))
+        frame.emit(Send(site, "process-args", call_args, method))
+    frame.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs"))))
     return UNKNOWN
 
 
-def _dataloader(ev: CallEvaluator, args: Args, node: cst.Call) -> Value:
+def _dataloader(frame: Frame, args: Args, node: cst.Call) -> Value:
     children: list[Child] = []
     for atom in ordered(args.get(0, "dataset") or UNKNOWN):
         if isinstance(atom, Instance):
             for name in P.DATASET_METHODS:
-                for func in _funcs(ev.analyzer.classes.member(atom, name)):
+                for func in _funcs(frame.interpreter.classes.member(atom, name)):
                     children.append(Child(func, (), UNKNOWN, "dataset"))
     for role, index in (("collate_fn", 6), ("worker_init_fn", 10)):
         for func in _funcs(args.get(index, role)):
             children.append(Child(func, (), UNKNOWN, role))
     method = _method(args.get(11, "multiprocessing_context"))
     workers = _int(args.get(5, "num_workers"))
-    site = ev.site(node)
-    ev.emit(DataLoaderStart(site, method, workers, tuple(children)))
+    site = frame.site(node)
+    frame.emit(DataLoaderStart(site, method, workers, tuple(children)))
     return one(LoaderObj(site, truth(args.get(7, "pin_memory") or UNKNOWN) is True,
                          0 if args.get(5, "num_workers") is None else workers,
                          truth(args.get(-1, "persistent_workers") or UNKNOWN) is True))
@@ -336,7 +342,7 @@ def loaders(value: Value) -> list[LoaderObj]:
     return [atom for atom in value if isinstance(atom, LoaderObj)]
 
 
-def iterate_loaders(ev: CallEvaluator, value: Value, node: cst.CSTNode, *, lasting: bool) -> list[LoaderObj]:
+def iterate_loaders(frame: Frame, value: Value, node: cst.CSTNode, *, lasting: bool) -> list[LoaderObj]:
     """Iteration of the DataLoaders in ``value`` starts at ``node``; return those whose
     pin-memory thread started here and lives only as long as this iteration (the caller
     joins it where the iteration ends). ``lasting``: the iteration outlives this expression
@@ -352,18 +358,18 @@ def iterate_loaders(ev: CallEvaluator, value: Value, node: cst.CSTNode, *, lasti
     happens in this thread.
     """
     transient: list[LoaderObj] = []
-    site = ev.site(node)
+    site = frame.site(node)
     for loader in loaders(value):
         if not loader.pin_memory:
             continue
         what = f"iterating a DataLoader with pin_memory=True: {P.DATALOADER_PIN_CHECK}()"
-        ev.emit(Init(DATALOADER_FRAMEWORK, InitLevel.DRIVER, what, site, INIT_UNLESS.get(P.DATALOADER_PIN_CHECK)))
+        frame.emit(Init(DATALOADER_FRAMEWORK, InitLevel.DRIVER, what, site, INIT_UNLESS.get(P.DATALOADER_PIN_CHECK)))
         if not loader.workers:
             continue
         what = f"iterating a DataLoader with pin_memory=True and workers: {P.DATALOADER_PIN_DEVICE}()"
-        ev.emit(Init(DATALOADER_FRAMEWORK, InitLevel.RUNTIME, what, site))
+        frame.emit(Init(DATALOADER_FRAMEWORK, InitLevel.RUNTIME, what, site))
         if loader.persistent or lasting:
-            ev.emit(ThreadStart(site, P.THREAD_STARTS[P.DATALOADER], loader.site))
+            frame.emit(ThreadStart(site, P.THREAD_STARTS[P.DATALOADER], loader.site))
             if not loader.persistent:
                 transient.append(loader)
     return transient
@@ -390,70 +396,90 @@ def _task_children(pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, .
     return tuple(Child(f, per, UNKNOWN, "task") for f in funcs), container(*iterables)
 
 
-def method(ev: CallEvaluator, atom: Atom, name: str, args: Args, node: cst.Call) -> Value:
+def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> Value:
     """Model a method call on a pool, process, queue, thread or context object."""
-    site = ev.site(node)
+    site = frame.site(node)
     if isinstance(atom, MpContext):
         kind = P.CONTEXT_METHODS.get(name)
         if kind is None:
             return one(MpContext(_method(args.get(0, "method")))) if name == "get_context" else UNKNOWN
-        return api(ev, kind, args, node, method=atom.method)
+        return api(frame, kind, args, node, method=atom.method)
     if isinstance(atom, PoolObj):
         if atom.kind == P.THREAD_POOL and name in ("shutdown", "join"):
-            ev.emit(Join(atom.site, site, threads=True))
+            frame.emit(Join(atom.site, site, threads=True))
             return UNKNOWN
         tasks = P.EXECUTOR_TASK_METHODS if atom.kind == P.EXECUTOR else P.POOL_TASK_METHODS
         if atom.kind == P.THREAD_POOL and name in P.POOL_TASK_METHODS | {"submit"}:
             children, _ = _task_children(atom, name, args)
             for child in children:
-                ev.inline_child(child, node)
+                _run_here(frame, child, node)
             return UNKNOWN
         if name in tasks:
             children, sent = _task_children(atom, name, args)
             if sent:
-                ev.emit(Send(site, "task", sent, atom.method))
-            ev.emit(Task(atom, site, children))
+                frame.emit(Send(site, "task", sent, atom.method))
+            frame.emit(Task(atom, site, children))
         return UNKNOWN
     if isinstance(atom, ProcessObj) and name == "start":
         children = tuple(Child(f, atom.args, UNKNOWN, "target") for f in atom.targets)
-        ev.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon, started=atom.site))
+        frame.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon, started=atom.site))
         return UNKNOWN
     if isinstance(atom, ProcessObj) and name == "join":
-        ev.emit(Join(atom.site, site, threads=False))
+        frame.emit(Join(atom.site, site, threads=False))
         return UNKNOWN
     if isinstance(atom, ThreadObj) and name == "join":
-        ev.emit(Join(atom.site, site, threads=True))
+        frame.emit(Join(atom.site, site, threads=True))
         return UNKNOWN
 
     if isinstance(atom, QueueObj) and name in ("put", "put_nowait", "send"):
         value = args.get(0, "obj") or UNKNOWN
-        ev.emit(Send(site, "pipe" if name == "send" else "queue", value, atom.method))
+        frame.emit(Send(site, "pipe" if name == "send" else "queue", value, atom.method))
         return UNKNOWN
     if isinstance(atom, ThreadObj) and name == "start":
-        ev.emit(ThreadStart(site, "threading.Thread", atom.site))
+        frame.emit(ThreadStart(site, "threading.Thread", atom.site))
         for func in atom.targets:
             per_position, rest = positions(atom.args)
-            ev.inline_child(Child(func, per_position, rest, "thread"), node)
+            _run_here(frame, Child(func, per_position, rest, "thread"), node)
     return UNKNOWN
 
 
-def start_instance(ev: CallEvaluator, atom: Instance, node: cst.Call) -> Value:
-    """``.start()`` on an instance of a project class: a Process or Thread subclass."""
-    site = ev.site(node)
-    run = _funcs(ev.analyzer.classes.member(atom, "run"))
-    if ev.analyzer.classes.subclass_of(atom.cls, P.PROCESS_BASES):
-        ev.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
-    elif ev.analyzer.classes.subclass_of(atom.cls, P.THREAD_BASES):
-        ev.emit(ThreadStart(site, "threading.Thread"))
+def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None:
+    """``.start()`` on an instance of a project class: a Process or Thread subclass (None:
+    the class is neither)."""
+    site = frame.site(node)
+    run = _funcs(frame.interpreter.classes.member(atom, "run"))
+    if frame.interpreter.classes.subclass_of(atom.cls, P.PROCESS_BASES):
+        frame.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
+    elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
+        frame.emit(ThreadStart(site, "threading.Thread"))
         for func in run:
-            ev.inline_child(Child(func, (), UNKNOWN, "thread"), node)
+            _run_here(frame, Child(func, (), UNKNOWN, "thread"), node)
     else:
-        return ev.call_value(ev.attribute(one(atom), "start", node), _no_args(), node)
+        return None
     return UNKNOWN
 
 
-def _no_args() -> Args:
-    from gpudoctor.lint.analysis.calls import Args
+def _run_here(frame: Frame, child: Child, node: cst.CSTNode) -> None:
+    """Run a callable in this process (a thread target or thread-pool task)."""
+    events, _ = frame.interpreter.call(child.func, child.args, child.rest, {})
+    frame.take(events, node)
 
-    return Args()
+
+def _preload_events(frame: Frame, names: tuple[str, ...], node: cst.Call) -> list[tuple[str, Event]]:
+    """What the forkserver's import of these modules does, besides the main module's:
+    the GPU inits and environment writes of each (an import that initializes CUDA by
+    itself, or a project module's top level), each with the module it comes from."""
+    site = frame.site(node)
+    linted = frame.module.path in frame.interpreter.linted_paths
+    out: list[tuple[str, Event]] = []
+    for name in names:
+        if name == P.MAIN_MODULE:
+            continue
+        api = initializing_import(name)
+        if api is not None:
+            out.append((name, Event(Init(api.framework, InitLevel.RUNTIME, f"import {name}", site))))
+        effects = frame.interpreter.import_effects(frame.module.path, name)
+        out.extend((name, e) for e in splice(effects, Context(), site, linted)
+                   if isinstance(e.effect, (Init, EnvWrite)))
+    return out
 

@@ -49,7 +49,7 @@ class Project:
         self._paths: dict[str, Path] = {}
         self._framework_names: dict[Path, str | None] = {}
         self.modules = ModuleFinder(self._roots, self.real)
-        self.walks = ModuleStore(self)
+        self.walks = ModuleStore(limits)
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
             self._bytes[self.real(path)] = data
 

@@ -5,9 +5,10 @@ gate.py's)."""
 from __future__ import annotations
 
 import re
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gpudoctor.lint.analysis.gate import (
     ACTS,
@@ -28,7 +29,9 @@ from gpudoctor.lint.analysis.gate import (
 from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.modules import ModuleFinder
+    from gpudoctor.lint.analysis.prescan import Prescan
+    from gpudoctor.lint.limits import Limits
 
 
 @dataclass
@@ -39,11 +42,39 @@ class Touched:
     dirs: set[Path]
 
 
+class ProjectFiles(Protocol):
+    """What the gate reads of its project (a Project): files, their scans, module names,
+    and the record of what the analysis being tracked read."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def modules(self) -> ModuleFinder: ...
+
+    @property
+    def touched(self) -> Touched | None: ...
+
+    def real(self, path: Path) -> Path: ...
+
+    def digest(self, path: Path) -> str: ...
+
+    def text(self, path: Path) -> str | ParseFailure: ...
+
+    def prescan(self, path: Path) -> Prescan | None: ...
+
+    def resolve(self, importer: Path, name: str, level: int = 0) -> Path | None: ...
+
+    def tracking(self) -> AbstractContextManager[Touched]: ...
+
+    def note_touched(self, touched: Touched) -> None: ...
+
+
 class ProjectGate:
     """A project's gate: facts by file (cached by digest), and the decisions made from
     them. It reads the files through its project."""
 
-    def __init__(self, project: Project, known_facts: dict[str, tuple[str, Facts]] | None) -> None:
+    def __init__(self, project: ProjectFiles, known_facts: dict[str, tuple[str, Facts]] | None) -> None:
         self.project = project
         self._facts: dict[Path, Facts] = {}
         self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudoctor.input_file import read_regular
+from gpudoctor.lint import notebook
 
 # Python's own line breaks (str.splitlines also breaks at form feeds and more); libcst
 # numbers rows the same way.
@@ -69,8 +70,6 @@ def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
 
 def _notebook_program(path: Path, raw: bytes) -> str | ParseFailure:
     """A Jupyter notebook's code cells as one program (see notebook.py), or why it has none."""
-    from gpudoctor.lint import notebook
-
     try:
         found = notebook.read(raw)
     except notebook.NotANotebook as exc:

@@ -11,11 +11,11 @@ from libcst.metadata import CodeRange
 
 from gpudoctor.lint.analysis.positions import every_position, locate, locate_in_statement
 from gpudoctor.lint.analysis.reading import ParseFailure
+from gpudoctor.lint.analysis.skeleton import Lines, body_snippet
 from gpudoctor.lint.findings import Site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.prescan import Unit
-    from gpudoctor.lint.analysis.skeleton import Lines
 
 __all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete"]
 
@@ -103,8 +103,6 @@ class ParsedModule:
         if unit is None:
             return getattr(node.body, "body", ())
         if id(node) not in self._bodies:
-            from gpudoctor.lint.analysis.skeleton import Lines, body_snippet
-
             if self._lines is None:
                 self._lines = Lines(self._text)
             source, offset = body_snippet(self._lines, unit)

@@ -23,6 +23,7 @@ request that leaves it the room it used; one that ran out is not kept at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,8 +32,9 @@ from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.project import Project, Touched
+    from gpudoctor.lint.analysis.project_gate import Touched
     from gpudoctor.lint.analysis.values import ClassRef
+    from gpudoctor.lint.limits import Limits
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class Active:
     misses: set[Path] = field(default_factory=set)
 
 
+# Walk a module in an analysis of its own: (path, import depth, room, walks that may be cut
+# short) -> the walk, and the record of what it found outside itself (Analyzer.fresh_walk).
+Walk = Callable[[Path, int, int, int], tuple[Walked, Active | None]]
+
+
 @dataclass(frozen=True)
 class _Memo:
     hits: frozenset[Path]
@@ -75,27 +82,28 @@ class ModuleStore:
 
     At most ``Limits.max_kept_walks`` are kept; past it the store starts afresh. A walk is
     a function of its key and its cycles, so one made again is the same walk: forgetting
-    costs time, never findings."""
+    costs time, never findings. The store makes no walk itself: the analysis that asks
+    for one hands it the way to make it."""
 
-    def __init__(self, project: Project) -> None:
-        self.project = project
-        self._max_kept = project.limits.max_kept_walks
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self._max_kept = limits.max_kept_walks
         self._done: dict[tuple[Path, int], list[_Memo]] = {}
         self._active: list[Active] = []
         self._kept = 0
 
-    def get(self, path: Path, depth: int, room: int | None = None, work: int | None = None) -> Walked:
+    def get(self, path: Path, depth: int, walk: Walk, room: int | None = None, work: int | None = None) -> Walked:
         """The walk of ``path`` reached ``depth`` imports deep, with ``room`` to nest in and
         ``work`` walks that may be cut short (see nesting.py; by default, all the project's
-        limits allow), from the store or made now."""
+        limits allow), from the store or made now by ``walk``."""
         if room is None:
-            room = self.project.limits.max_nesting
+            room = self._limits.max_nesting
         if work is None:
-            work = self.project.limits.max_cut_walks
+            work = self._limits.max_cut_walks
         walking = {entry.path: index for index, entry in enumerate(self._active)}
         if path in walking:  # a cycle: the module is still being walked
             self._note(frozenset({path}), frozenset(), walking)
-            return Walked(_half_run(self._active[walking[path]].state))
+            return Walked(self._active[walking[path]].state.half_run())
         self._note(frozenset(), frozenset({path}), walking)
         for memo in self._done.get((path, depth), ()):
             walked = memo.walked
@@ -103,7 +111,7 @@ class ModuleStore:
                     walked.peak <= room and walked.height <= work:
                 self._note(memo.hits, memo.misses, walking)
                 return walked
-        walked, entry = self._walk(path, depth, room, work)
+        walked, entry = walk(path, depth, room, work)
         hits = frozenset(entry.hits) if entry else frozenset()
         misses = frozenset(entry.misses) if entry else frozenset()
         self._note(hits, misses, walking)
@@ -134,24 +142,3 @@ class ModuleStore:
             entry.hits.update(h for h in hits if walking.get(h, index) < index)
             entry.misses.update(misses)
 
-    def _walk(self, path: Path, depth: int, room: int, work: int) -> tuple[Walked, Active | None]:
-        from gpudoctor.lint.analysis.analyzer import Analyzer
-
-        analyzer = Analyzer(self.project, depth=depth, limit=room, work=work)
-        with self.project.tracking() as touched:
-            state, entry = analyzer.walk_own(path)
-        failures = tuple(analyzer.failures)
-        if isinstance(state, ParseFailure) and state not in failures:
-            failures = (state, *failures)
-        meter = analyzer.meter
-        walked = Walked(state, frozenset(analyzer.closure | {path}), touched, failures,
-                        frozenset(analyzer.reached), dict(analyzer.classes.class_bases),
-                        meter.peak, meter.height, meter.work, meter.tripped)
-        return walked, entry
-
-
-def _half_run(state: ModuleState) -> ModuleState:
-    """What an import of a module still being imported gives: no names, no effects yet."""
-    from gpudoctor.lint.analysis.module_state import ModuleState
-
-    return ModuleState(state.path, state.parsed, state.limits)

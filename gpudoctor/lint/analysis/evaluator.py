@@ -1,15 +1,25 @@
-"""Calls: project functions are inlined, framework APIs looked up, process APIs modelled."""
+"""Evaluate expressions and calls to abstract values, emitting the events they cause.
+
+One Evaluator holds the semantics of every expression: names, literals, attributes,
+subscripts, operators, comprehensions, and calls (a project function is run in this
+thread through the interpreter, a framework API looked up in the knowledge tables, a
+process or thread API modelled by process_calls.py). The executor (executor.py) adds the
+statements.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from typing import Any
 
 import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
-from gpudoctor.lint.analysis.events import Child, Context, EnvWrite, Event, Init, TfConfig, splice
-from gpudoctor.lint.analysis.expressions import ExprEvaluator
-from gpudoctor.lint.analysis.literals import string_value
+from gpudoctor.lint.analysis.arguments import Args
+from gpudoctor.lint.analysis.events import EnvWrite, Init, TfConfig
+from gpudoctor.lint.analysis.frame import Frame
+from gpudoctor.lint.analysis.literals import integer_value, string_value
+from gpudoctor.lint.analysis.nesting import EXPRESSION
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
@@ -18,6 +28,7 @@ from gpudoctor.lint.analysis.values import (
     ClassRef,
     Compiled,
     Compiler,
+    Container,
     CudaDevice,
     Deferred,
     FuncRef,
@@ -33,12 +44,17 @@ from gpudoctor.lint.analysis.values import (
     SavedEnv,
     Str,
     ThreadObj,
+    Value,
     container,
     elements,
+    gpu_objects,
     is_cuda,
+    join,
     one,
     ordered,
+    positions,
     strings,
+    truth,
 )
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
@@ -52,12 +68,14 @@ from gpudoctor.lint.knowledge.registry import (
     WATCHED_VARIABLES,
     api_table,
     framework_of_module,
-    initializing_import,
 )
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
 from gpudoctor.lint.settings import SUPPORTED_MINORS
 
-Value = frozenset
+# Attributes of a device array that are host values.
+HOST_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "size", "nbytes", "itemsize", "device",
+                             "is_cuda", "name", "strides", "history", "layers", "input_shape",
+                             "output_shape"})
 SWITCH_VARIABLES = frozenset(variable for variable, _ in BACKEND_SWITCH.values())
 MUTATORS = frozenset({"append", "extend", "add", "insert", "appendleft", "update"})
 ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update",
@@ -65,30 +83,274 @@ ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update"
 ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.pop"})
 
 
-@dataclass
-class Args:
-    """Evaluated call arguments, with the keyword nodes kept for literal checks."""
-
-    positional: list[Value] = field(default_factory=list)
-    keywords: dict[str, Value] = field(default_factory=dict)
-    keyword_nodes: dict[str, cst.BaseExpression] = field(default_factory=dict)
-    rest: Value = UNKNOWN  # what *args / **kwargs may hold
-
-    def get(self, index: int, name: str) -> Value | None:
-        if name in self.keywords:
-            return self.keywords[name]
-        if index >= 0 and index < len(self.positional):
-            return self.positional[index]
-        return None
-
-    def is_true(self, name: str) -> bool:
-        node = self.keyword_nodes.get(name)
-        return isinstance(node, cst.Name) and node.value == "True"
+_HANDLERS: dict[tuple[type, type], Any] = {}
 
 
-class CallEvaluator(ExprEvaluator):
-    """Adds call semantics to expression evaluation."""
+def _handler(evaluator: type, kind: type) -> Any:
+    """The ``_e_<Node>`` method of ``evaluator`` for a node type, looked up once per pair
+    (eval runs for every expression: a name built and looked up each time showed)."""
+    key = (evaluator, kind)
+    try:
+        return _HANDLERS[key]
+    except KeyError:
+        found = _HANDLERS[key] = getattr(evaluator, f"_e_{kind.__name__}", None)
+        return found
 
+
+class Evaluator(Frame):
+    """Evaluate expressions to abstract values in a frame, and calls: project functions are
+    inlined, framework APIs looked up in the knowledge tables, process APIs modelled
+    (process_calls.py)."""
+
+    # -- dispatch ------------------------------------------------------------------------
+    def eval(self, node: cst.CSTNode | None) -> Value:
+        if node is None:
+            return UNKNOWN
+        meter = self.meter
+        depth = meter.depth + EXPRESSION
+        if depth > meter.peak and not meter.room(EXPRESSION):
+            return UNKNOWN  # nested past the meter: unknown, and its effects unseen
+        meter.depth = depth
+        try:
+            handler = _handler(type(self), type(node))
+            if handler is not None:
+                return handler(self, node)  # type: ignore[no-any-return]
+            self.eval_children(node)
+            return UNKNOWN
+        finally:
+            meter.depth = depth - EXPRESSION
+
+    def eval_children(self, node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(child, cst.BaseExpression):
+                self.eval(child)
+            else:
+                self.eval_children(child)
+
+    # -- leaves --------------------------------------------------------------------------
+    def _e_Name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False"):
+            return one(Bool(node.value == "True"))
+        return self.lookup(node.value)
+
+    def _e_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
+        value = self.eval(node.expression)
+        known = truth(value)
+        if isinstance(node.operator, cst.Not) and known is not None:
+            return one(Bool(not known))
+        return UNKNOWN
+
+    def _e_SimpleString(self, node: cst.SimpleString) -> Value:
+        value = string_value(node)
+        return one(Str(value)) if isinstance(value, str) else UNKNOWN
+
+    def _e_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:
+        value = node.evaluated_value
+        return one(Str(value)) if isinstance(value, str) else UNKNOWN
+
+    def _e_FormattedString(self, node: cst.FormattedString) -> Value:
+        self.eval_children(node)
+        head = node.parts[0] if node.parts else None
+        return one(Str(head.value)) if isinstance(head, cst.FormattedStringText) else UNKNOWN
+
+    def _e_Integer(self, node: cst.Integer) -> Value:
+        value = integer_value(node.value, self.interpreter.limits.max_integer_chars)
+        return UNKNOWN if value is None else one(Int(value))
+
+    def _e_Lambda(self, node: cst.Lambda) -> Value:
+        self.module.parsed.note_tree(node, self.tree)
+        return one(FuncRef(self.module.path, "<lambda>", node))
+
+    # -- compound ------------------------------------------------------------------------
+    def _e_Attribute(self, node: cst.Attribute) -> Value:
+        return self.attribute(self.eval(node.value), node.attr.value, node)
+
+    def attribute(self, base: Value, attr: str, node: cst.CSTNode) -> Value:
+        out: set[Atom] = set()
+        for atom in ordered(base):
+            if isinstance(atom, ModRef):
+                qualname = f"{atom.qualname}.{attr}"
+                api = api_table().lookup(qualname)
+                if api is not None and api.attribute and api.level:
+                    self.emit_init(api.framework, api.level, qualname, node)
+                out.add(ModRef(qualname))
+            elif isinstance(atom, GpuObj) and attr not in HOST_ATTRIBUTES:
+                out.add(atom)
+            elif isinstance(atom, (Instance, ClassRef)):
+                out.update(self.interpreter.classes.member(atom, attr))
+        return frozenset(out) | self.module_members(base, attr)
+
+    def module_members(self, base: Value, attr: str) -> Value:
+        """What the project modules in ``base`` bind to ``attr``.
+
+        A framework's own module (Analyzer.module_value: ``base`` holds its qualified name
+        too) may bind the name by another spelling that the tables also match through a
+        wildcard: ``cupy.cuda.Device`` is imported from ``cupy.cuda.device``, a Cython
+        module the analysis cannot read. Where the tables know the name under the qualified
+        name of ``base``, that entry wins (it is the one users call and the tables list),
+        and such other spellings are dropped; the project's own code (its functions and
+        classes) is still followed.
+        """
+        out: set[Atom] = set()
+        for atom in ordered(base):
+            if not isinstance(atom, (ModRef, GpuObj, Instance, ClassRef)):
+                out.update(self.interpreter.module_member(atom, attr))
+        if out and any(isinstance(a, ModRef) and api_table().lookup(f"{a.qualname}.{attr}") for a in base):
+            out = {a for a in out if not (isinstance(a, ModRef) and api_table().lookup(a.qualname))}
+        return frozenset(out)
+
+    def emit_init(self, framework: str, level: InitLevel, api: str, node: cst.CSTNode) -> None:
+        self.emit(Init(framework, level, api, self.site(node)))
+
+    def _e_Subscript(self, node: cst.Subscript) -> Value:
+        base = self.eval(node.value)
+        out: set[Atom] = set(elements(base))
+        environ = any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base)
+        for element in node.slice:
+            if environ and isinstance(element.slice, cst.Index):
+                out.update(SavedEnv(name) for name in strings(self.eval(element.slice.value)) & WATCHED_VARIABLES)
+            else:
+                self.eval_children(element)
+        out.update(a for a in base if isinstance(a, FuncRef) and a.cuda_kernel)
+        return frozenset(out)
+
+    def _sequence(self, items: Any) -> Value:
+        values = []
+        for element in items:
+            value = self.eval(element.value)
+            values.append(elements(value) if isinstance(element, cst.StarredElement) else value)
+        starred = any(isinstance(element, cst.StarredElement) for element in items)
+        return container(*values, ordered=not starred)
+
+    def _e_List(self, node: cst.List) -> Value:
+        return self._sequence(node.elements)
+
+    _e_Tuple = _e_List
+    _e_Set = _e_List
+
+    def _e_Dict(self, node: cst.Dict) -> Value:
+        values = []
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                self.eval(element.key)
+            values.append(self.eval(element.value))
+        return container(*values)
+
+    def comprehension(self, node: Any, results: list[cst.BaseExpression],
+                      keys: tuple[cst.BaseExpression, ...] = ()) -> Value:
+        clause = node.for_in
+        while clause is not None:
+            source = self.eval(clause.iter)
+            process_calls.iterate_loaders(self, source, clause.iter, lasting=False)
+            self.bind(clause.target, elements(source))
+            for condition in clause.ifs:
+                self.eval(condition.test)
+            clause = clause.inner_for_in
+        for key in keys:  # evaluated for their effects; what a dict holds is its values
+            self.eval(key)
+        return container(*[self.eval(result) for result in results])
+
+    def _e_ListComp(self, node: cst.ListComp) -> Value:
+        return self.comprehension(node, [node.elt])
+
+    _e_SetComp = _e_ListComp
+    _e_GeneratorExp = _e_ListComp
+
+    def _e_DictComp(self, node: cst.DictComp) -> Value:
+        return self.comprehension(node, [node.value], keys=(node.key,))
+
+    def _e_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        devices = gpu_objects(left, 0) + gpu_objects(right, 0)
+        if devices:
+            framework = devices[0].framework
+            self.emit_init(framework, InitLevel.RUNTIME, "an operation on a device object", node)
+            return one(GpuObj(framework, self.site(node)))
+        lefts = [a for a in left if isinstance(a, Str)]
+        rights = [a for a in right if isinstance(a, Str)]
+        if lefts and rights and isinstance(node.operator, cst.Add):
+            # Strings are followed for the names rules read: a few short ones. Past the
+            # limits a concatenation is unknown: a path joined in a recursive walk (os.walk's)
+            # would otherwise double its set of strings, and their length, at every call.
+            limits = self.interpreter.limits
+            if len(lefts) * len(rights) > limits.max_strings:
+                return UNKNOWN
+            joined = frozenset(Str(a.value + b.value) for a in lefts for b in rights)
+            return joined if all(len(s.value) <= limits.max_string_chars for s in joined) else UNKNOWN
+        return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
+
+    def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
+        left, right = self.eval(node.left), self.eval(node.right)
+        known = truth(left)
+        if known is not None:  # short-circuit on a literal flag
+            decides = known if isinstance(node.operator, cst.Or) else not known
+            return left if decides else right
+        return join(left, right)
+
+    def _e_IfExp(self, node: cst.IfExp) -> Value:
+        """A test known true or false (a literal flag, a ``hasattr`` on a name every
+        target has) picks its branch, as in an ``if`` statement."""
+        known = truth(self.eval(node.test))
+        if known is not None:
+            return self.eval(node.body if known else node.orelse)
+        return join(self.eval(node.body), self.eval(node.orelse))
+
+    def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
+        value = self.eval(node.value)
+        self.bind(node.target, value)
+        return value
+
+    def _e_Await(self, node: cst.Await) -> Value:
+        return self.eval(node.expression)
+
+    def _e_Yield(self, node: cst.Yield) -> Value:
+        value = node.value
+        result = self.eval(value.item if isinstance(value, cst.From) else value)
+        self.returns.update(result)
+        return UNKNOWN
+
+    # -- binding (statements use it too) -------------------------------------------------
+    def bind(self, target: cst.CSTNode, value: Value) -> None:
+        if isinstance(target, cst.Name):
+            self.assign(target.value, value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            per_position, rest = positions(value)
+            if not per_position and not any(isinstance(a, Container) for a in value):
+                rest = value
+            for index, element in enumerate(target.elements):
+                item = per_position[index] if index < len(per_position) else rest
+                self.bind(element.value, item)
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value, container(value))
+        elif isinstance(target, cst.Attribute):
+            owner = self.eval(target.value)
+            if target.attr.value == "daemon" and isinstance(target.value, cst.Name) and \
+                    any(isinstance(atom, ProcessObj) for atom in owner):
+                # ``p.daemon = True`` before ``p.start()``: as daemonic as ``daemon=True``.
+                flag = truth(value)
+                self.assign(target.value.value, frozenset(
+                    replace(atom, daemon=flag) if isinstance(atom, ProcessObj) and flag is not None else atom
+                    for atom in owner))
+            for atom in ordered(owner):
+                if isinstance(atom, Instance):
+                    self.interpreter.classes.store_member(atom.cls, target.attr.value, value)
+        elif isinstance(target, cst.Subscript):
+            self.assign_subscript(target, value)
+
+    def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
+        """``os.environ[name] = value`` writes a variable a framework reads."""
+        base = self.eval(target.value)
+        if not any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base):
+            return
+        for element in target.slice:
+            if isinstance(element.slice, cst.Index):
+                for name in sorted(strings(self.eval(element.slice.value)) & WATCHED_VARIABLES):
+                    self.emit(EnvWrite(name, value, self.site(target)))
+                    self.note_backend(name, value)
+
+    # -- calls ---------------------------------------------------------------------------
     def eval_args(self, node: cst.Call) -> Args:
         args = Args()
         for arg in node.args:
@@ -116,9 +378,6 @@ class CallEvaluator(ExprEvaluator):
         callee = self.eval(func)
         return self.call_value(callee, self.eval_args(node), node)
 
-    def iterate(self, source: Value, node: cst.CSTNode) -> None:
-        process_calls.iterate_loaders(self, source, node, lasting=False)
-
     # -- receivers -----------------------------------------------------------------------
     def call_method(self, receiver: Value, name: str, args: Args, node: cst.Call) -> Value:
         out: set[Atom] = set()
@@ -132,7 +391,10 @@ class CallEvaluator(ExprEvaluator):
             elif isinstance(atom, (PoolObj, ProcessObj, QueueObj, ThreadObj, MpContext)):
                 out |= process_calls.method(self, atom, name, args, node)
             elif isinstance(atom, Instance) and name == "start":
-                out |= process_calls.start_instance(self, atom, node)
+                started = process_calls.start_instance(self, atom, node)
+                # Not a Process or Thread subclass: its own ``start`` method, if it has one.
+                out |= started if started is not None else \
+                    self.call_value(self.attribute(one(atom), "start", node), Args(), node)
             elif isinstance(atom, (Instance, ClassRef)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
         # Project modules: together with the qualified names beside them (module_members).
@@ -189,43 +451,20 @@ class CallEvaluator(ExprEvaluator):
                 out |= process_calls.run_parallel(self, atom, args, node)
         return frozenset(out)
 
-    def preload_events(self, names: tuple[str, ...], node: cst.Call) -> list[tuple[str, Event]]:
-        """What the forkserver's import of these modules does, besides the main module's:
-        the GPU inits and environment writes of each (an import that initializes CUDA by
-        itself, or a project module's top level), each with the module it comes from."""
-        site = self.site(node)
-        linted = self.module.path in self.analyzer.linted_paths
-        out: list[tuple[str, Event]] = []
-        for name in names:
-            if name == processes.MAIN_MODULE:
-                continue
-            api = initializing_import(name)
-            if api is not None:
-                out.append((name, Event(Init(api.framework, InitLevel.RUNTIME, f"import {name}", site))))
-            effects = self.analyzer.import_effects(self.module.path, name)
-            out.extend((name, e) for e in splice(effects, Context(), site, linted)
-                       if isinstance(e.effect, (Init, EnvWrite)))
-        return out
-
     def inline(self, func: FuncRef, args: Args, node: cst.CSTNode) -> Value:
         """Run a function of the project in this thread: it sees this code's default device,
         and what it leaves as the default device stays (the setting is per thread)."""
         device = self.env.get(DEFAULT_DEVICE, UNKNOWN)
-        events, result, after = self.analyzer.call_in_thread(
+        events, result, after = self.interpreter.call_in_thread(
             func, tuple(args.positional), args.rest, args.keywords, device)
-        self.events.extend(splice(events, self.ctx, self.site(node), self.module.path in self.analyzer.linted_paths))
+        self.take(events, node)
         if after != device:
             self.assign(DEFAULT_DEVICE, after)
         return result
 
-    def inline_child(self, child: Child, node: cst.CSTNode) -> None:
-        """Run a callable in this process (a thread target or thread-pool task)."""
-        events, _ = self.analyzer.call(child.func, child.args, child.rest, {})
-        self.events.extend(splice(events, self.ctx, self.site(node), self.module.path in self.analyzer.linted_paths))
-
     def instantiate(self, cls: ClassRef, args: Args, node: cst.Call) -> Value:
         instance = Instance(cls)
-        init = self.analyzer.classes.member(instance, "__init__")
+        init = self.interpreter.classes.member(instance, "__init__")
         for atom in ordered(init):
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
@@ -235,7 +474,7 @@ class CallEvaluator(ExprEvaluator):
 
     def call_method_of(self, instance: Instance, name: str, node: cst.CSTNode) -> None:
         """Run a special method Python calls on its own (``__post_init__``, ``__enter__``)."""
-        for atom in ordered(self.analyzer.classes.member(instance, name)):
+        for atom in ordered(self.interpreter.classes.member(instance, name)):
             if isinstance(atom, FuncRef):
                 self.inline(atom, Args(), node)
 
@@ -382,17 +621,6 @@ def present_on_every_target(qualname: str) -> bool:
 
 def _is_class_name(qualname: str) -> bool:
     return qualname.rsplit(".", 1)[-1][:1].isupper()
-
-
-def literal_int(value: Value | None) -> int | None:
-    """Return the integer a value surely is, if it is one."""
-    ints = [a.value for a in (value or UNKNOWN) if isinstance(a, Int)]
-    return ints[0] if len(ints) == 1 and len(value or ()) == 1 else None
-
-
-def literal_str(value: Value | None) -> str | None:
-    found = [a.value for a in (value or UNKNOWN) if isinstance(a, Str)]
-    return found[0] if len(found) == 1 and len(value or ()) == 1 else None
 
 
 def is_dataclass(node: cst.ClassDef) -> bool:

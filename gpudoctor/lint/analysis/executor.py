@@ -1,45 +1,77 @@
-"""Statements in order: branches, loops, try, with, imports, definitions."""
+"""Execute statements in order: assignments, branches, loops, ``try``, ``with``, imports,
+and definitions (a ``def`` binds its function as its decorators leave it, with the
+enclosing functions a nested def uses; a ``class`` binds its class with its project bases).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
-from gpudoctor.lint.analysis.calls import present_on_every_target
+from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
-from gpudoctor.lint.analysis.definitions import DefinitionWalker
-from gpudoctor.lint.analysis.events import Branch, Context, EnvWrite, Event, Init, Join, Merge, Start, ThreadStart
+from gpudoctor.lint.analysis.evaluator import Evaluator, present_on_every_target
+from gpudoctor.lint.analysis.events import (
+    Branch,
+    Context,
+    DefaultDevice,
+    Event,
+    Imported,
+    Init,
+    Join,
+    Merge,
+    Start,
+    ThreadStart,
+)
+from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.analysis.nesting import BLOCK
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
+    LOCAL_SCOPE,
+    MAIN_BLOCK_SCOPE,
+    MODULE_SCOPE,
     UNKNOWN,
+    Atom,
+    ClassRef,
+    Compiled,
+    Compiler,
+    CudaDevice,
     ForkPid,
+    FuncRef,
     Instance,
     JoblibConfig,
     ModRef,
     PoolObj,
+    Value,
     elements,
     is_cuda,
     join,
+    one,
     ordered,
-    strings,
     truth,
 )
-from gpudoctor.lint.knowledge.processes import JOBLIB, THREAD_POOL
-from gpudoctor.lint.knowledge.registry import DEVICE_CONTEXTS, DEVICE_TYPES, WATCHED_VARIABLES, canonical
+from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
+from gpudoctor.lint.knowledge.registry import (
+    DEVICE_CONTEXTS,
+    DEVICE_TYPES,
+    IMPORT_READERS,
+    KERNEL_DECORATORS,
+    canonical,
+    framework_of_module,
+    initializing_import,
+)
 from gpudoctor.lint.knowledge.table import InitLevel
 
-Value = frozenset
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
                    # exec replaces the process: the code after it never runs
                    *(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))})
+IMPORT_READ_MODULES = frozenset(IMPORT_READERS.values())
 
 
-class Walker(DefinitionWalker):
+class Executor(Evaluator):
     """Interpret a block of statements, in order, emitting events.
 
     Branches (``if``, ``try`` handlers, loop bodies, ``match`` cases) are walked one after
@@ -53,12 +85,10 @@ class Walker(DefinitionWalker):
     once each time the outer body is, starting from what its earlier walks left (its
     carried names). Walking every loop twice each time made nested loops cost 2 to the
     power of their depth.
-    """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.loops = 0  # loops around the statement being walked
-        self.carried: dict[int, dict[str, Value]] = {}  # inner loop -> names its iterations left
+    An import runs the top level of the project modules it names through the interpreter
+    (interpreter.py), and their import events are spliced in here, once per module.
+    """
 
     def walk_block(self, body: Sequence[cst.CSTNode]) -> bool:
         """Walk statements; return True when the block cannot fall through (return, raise...)."""
@@ -123,15 +153,17 @@ class Walker(DefinitionWalker):
             self.eval_children(node)
         return False
 
-    def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
-        base = self.eval(target.value)
-        if not any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base):
-            return
-        for element in target.slice:
-            if isinstance(element.slice, cst.Index):
-                for name in sorted(strings(self.eval(element.slice.value)) & WATCHED_VARIABLES):
-                    self.emit(EnvWrite(name, value, self.site(target)))
-                    self.note_backend(name, value)
+    def eval_quiet(self, expr: cst.BaseExpression) -> Value:
+        saved = len(self.events)
+        value = self.eval(expr)
+        del self.events[saved:]
+        return value
+
+    def eval_args_quiet(self, node: cst.Call) -> Args:
+        saved = len(self.events)
+        args = self.eval_args(node)
+        del self.events[saved:]
+        return args
 
     # -- branches ------------------------------------------------------------------------
     def branch(self, walk: Callable[[], bool], ctx: Context) -> tuple[dict[str, Value], bool]:
@@ -487,6 +519,159 @@ class Walker(DefinitionWalker):
         self.eval(node.subject)
         outcomes = [self.block(case.body.body) for case in node.cases]
         return self.merge(outcomes, fallthrough=True)
+
+    # -- imports -----------------------------------------------------------------------
+    def do_import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = cst.helpers.get_full_name_for_node(alias.name) or ""
+            self.note_framework(dotted, node)
+            self.initializing_import(dotted, node)
+            bound = self.run_import(self.interpreter.import_module(self.module.path, dotted, 0, self.site(node)), node)
+            if alias.asname is not None:
+                self.bind(alias.asname.name, bound)
+            else:
+                head = dotted.split(".")[0]
+                self.assign(head, self.interpreter.import_module(self.module.path, head, 0, None)[0])
+
+    def do_import_from(self, node: cst.ImportFrom) -> None:
+        level = len(node.relative)
+        base = cst.helpers.get_full_name_for_node(node.module) if node.module else ""
+        base = base or ""
+        self.note_framework(base, None if level else node)
+        interpreter = self.interpreter
+        module_value = self.run_import(interpreter.import_module(self.module.path, base, level, self.site(node)), node)
+        if isinstance(node.names, cst.ImportStar):
+            for name, bound in interpreter.import_star(module_value):
+                self.assign(name, bound)
+            return
+        for alias in node.names:
+            name = cst.helpers.get_full_name_for_node(alias.name) or ""
+            full = f"{base}.{name}" if base else name
+            if not level:
+                self.note_framework(full, None)
+            self.initializing_import(full, node)
+            value = self.run_import(
+                interpreter.import_submodule(self.module.path, module_value, full, level, self.site(node)), node)
+            if not value and module_value:
+                value = self.attribute(module_value, name, node)
+            if not value and not level:
+                value = one(ModRef(full))
+            target = alias.asname.name if alias.asname is not None else alias.name
+            self.bind(target, value)
+
+    def run_import(self, imported: tuple[Value, list[ModuleState]], node: cst.CSTNode) -> Value:
+        """Splice in at ``node`` what the top level of each project module an import ran
+        does (once per module in this scope); return what the import binds."""
+        value, ran = imported
+        for state in ran:
+            if state.path in self.imported:
+                continue
+            self.imported.add(state.path)
+            self.take(state.import_events, node)
+            settings = [e.effect for e in state.import_events if isinstance(e.effect, DefaultDevice)]
+            if settings:  # its top level set the default device (of this thread: the importer's)
+                self.assign(DEFAULT_DEVICE, one(CudaDevice()) if settings[-1].cuda else UNKNOWN)
+        return value
+
+    def note_framework(self, dotted: str, node: cst.CSTNode | None) -> None:
+        """Note a GPU framework the module imports (``node``: the statement importing the
+        module ``dotted`` itself, whose import may read configuration)."""
+        framework = framework_of_module(dotted)
+        if framework is not None:
+            self.module.frameworks.add(framework)
+        if node is not None and (framework is not None or dotted.split(".", 1)[0] in IMPORT_READ_MODULES):
+            self.emit(Imported(dotted, self.site(node)))
+
+    def initializing_import(self, dotted: str, node: cst.CSTNode) -> None:
+        api = initializing_import(dotted)
+        if api is not None:
+            self.emit(Init(api.framework, InitLevel.RUNTIME, f"import {dotted}", self.site(node)))
+
+    # -- definitions -------------------------------------------------------------------
+    def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        kernel = None
+        for decorator in node.decorators:
+            target = decorator.decorator
+            target = target.func if isinstance(target, cst.Call) else target
+            for atom in ordered(self.eval_quiet(target)):
+                if isinstance(atom, ModRef) and canonical(atom.qualname) in KERNEL_DECORATORS:
+                    kernel = KERNEL_DECORATORS[canonical(atom.qualname)]
+        self.module.parsed.note_tree(node, self.tree)
+        closure = () if self.module_level else self.captured(node)
+        scope = self.definition_scope()
+        func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure, scope=scope)
+        value = one(func)
+        for decorator in reversed(node.decorators):
+            value = self.decorated(decorator, value)
+        if node.decorators and scope != LOCAL_SCOPE:
+            # A decorator's wrapper is reached by the decorated function's name (functools.wraps
+            # gives it that name, which is how pickle finds it): it is where that name is.
+            value = frozenset(replace(a, scope=scope) if isinstance(a, FuncRef) and a.scope != scope else a
+                              for a in value)
+        self.assign(node.name.value, value)
+        if self.module_level:
+            self.module.functions.append(func)
+        return False
+
+    def definition_scope(self) -> str:
+        """Where a ``def`` or ``class`` statement being walked defines its name."""
+        if not self.module_level:
+            return LOCAL_SCOPE
+        return MAIN_BLOCK_SCOPE if self.ctx.main_block else MODULE_SCOPE
+
+    def captured(self, node: cst.FunctionDef) -> tuple[tuple[str, Value], ...]:
+        """The functions of the enclosing scope a nested def refers to (its closure, as bound
+        now): what a decorator's wrapper calls. Other captured values stay unknown, which
+        keeps function summaries keyed small."""
+        funcs = {name: frozenset(a for a in value if isinstance(a, FuncRef))
+                 for name, value in self.env.items() if name != node.name.value}
+        funcs = {name: value for name, value in funcs.items() if value}
+        if not funcs:
+            return ()
+        used: set[str] = set()
+        todo: list[cst.CSTNode] = [node.body]
+        while todo:
+            current = todo.pop()
+            if isinstance(current, cst.Name):
+                used.add(current.value)
+            todo.extend(current.children)
+        return tuple(sorted((name, funcs[name]) for name in used & funcs.keys()))
+
+    def decorated(self, decorator: cst.Decorator, value: Value) -> Value:
+        """What a project decorator returns for the function (the wrapper that runs in its
+        place), a lazy compiler's wrapper (calling it compiles); the function itself for any
+        other decorator."""
+        found = self.eval_quiet(decorator.decorator)
+        compilers = [a for a in found if isinstance(a, Compiler)]
+        if any(isinstance(a, ModRef) and kind_of(a.qualname) == COMPILER for a in found):
+            compilers.append(Compiler(self.site(decorator)))  # bare ``@compile``
+        if compilers:
+            return value | frozenset(Compiled(c.site) for c in compilers)
+        funcs = [a for a in found if isinstance(a, FuncRef) and not a.cuda_kernel]
+        if not funcs:
+            return value
+        results: set[Atom] = set()
+        for deco in funcs:
+            results |= self.inline(deco, Args(positional=[value]), decorator)
+        wrapped = frozenset(a for a in results if isinstance(a, FuncRef))
+        return wrapped or value
+
+    def _s_ClassDef(self, node: cst.ClassDef) -> bool:
+        bases: list[str] = []
+        project_bases: list[ClassRef] = []
+        for arg in node.bases:
+            for atom in ordered(self.eval_quiet(arg.value)):
+                if isinstance(atom, ModRef):
+                    bases.append(atom.qualname)
+                elif isinstance(atom, ClassRef):
+                    project_bases.append(atom)
+        self.module.parsed.note_tree(node, self.tree)
+        cls = ClassRef(self.module.path, node.name.value, node, tuple(bases), self.definition_scope())
+        self.interpreter.classes.register_class(cls, project_bases)
+        self.assign(node.name.value, one(cls))
+        if self.module_level:
+            self.module.classes.append(cls)
+        return False
 
 
 def _plain_reference(expr: cst.BaseExpression) -> bool:

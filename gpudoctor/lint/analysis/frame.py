@@ -1,0 +1,97 @@
+"""One scope being interpreted: its names, its context, the events it emits, what it returns.
+
+A frame is the state the evaluator and the executor (evaluator.py, executor.py) work on,
+and the few operations every part of them shares: binding and looking up a name, emitting
+an event, splicing in the events of code run elsewhere, returning. What lies outside the
+scope (other functions, other modules, the classes met so far) it asks of its
+``interpreter``, the analysis that made it (interpreter.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpudoctor.lint.analysis.events import Context, Effect, Event, splice
+from gpudoctor.lint.analysis.values import UNKNOWN, Atom, JoblibConfig, ModRef, Value, join, one
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from gpudoctor.lint.analysis.interpreter import Interpreter
+    from gpudoctor.lint.analysis.module_state import ModuleState
+    from gpudoctor.lint.findings import Site
+
+BUILTINS = frozenset({
+    "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
+    "map", "filter", "dict", "next", "exit", "quit", "hasattr", "getattr",
+})
+
+
+class Frame:
+    """The state of one scope's interpretation: a module's top level or one call of a
+    function, in a module ``module``, with its names ``env`` and its context ``ctx``."""
+
+    def __init__(self, interpreter: Interpreter, module: ModuleState, env: dict[str, Value],
+                 *, module_level: bool, ctx: Context) -> None:
+        self.interpreter = interpreter
+        self.module = module
+        self.env = env
+        self.module_level = module_level
+        self.ctx = ctx
+        self.events: list[Event] = []
+        self.returns: set[Atom] = set()
+        self.returns_unknown = False  # some way out of the function returns an unknown value
+        self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
+        self.imported: set[str] = set()  # project modules whose import effects are spliced
+        # The tree the walked code belongs to: the module's, or the separately parsed body
+        # of one of its functions (see ParsedModule.body).
+        self.tree = module.parsed
+        self.anchor: cst.CSTNode | None = None  # the top-level statement being walked
+        self.meter = interpreter.meter  # how deep the analysis is nested (see nesting.py)
+        # One record per branch being walked (see Executor.branch): each name the branch
+        # bound, with its value before the branch (None: it was unbound).
+        self.trails: list[dict[str, Value | None]] = []
+        # joblib backends chosen by the ``with parallel_config(...)`` blocks being walked.
+        self.joblib_config: list[JoblibConfig] = []
+        self.loops = 0  # loops around the statement being walked
+        self.carried: dict[int, dict[str, Value]] = {}  # inner loop -> names its iterations left
+
+    def site(self, node: cst.CSTNode) -> Site:
+        return self.tree.site(node, self.anchor if self.tree is self.module.parsed else None)
+
+    def emit(self, effect: Effect) -> None:
+        self.events.append(Event(effect, self.ctx))
+
+    def take(self, events: list[Event], node: cst.CSTNode) -> None:
+        """Splice in, at ``node``, the events of code it ran: a call, a thread's target."""
+        self.events.extend(splice(events, self.ctx, self.site(node),
+                                  self.module.path in self.interpreter.linted_paths))
+
+    def give_back(self, value: Value) -> None:
+        """A way out of the function returns ``value`` (``return``, or None falling off
+        the end); the call's result is the join of them all (see values.join)."""
+        self.returns.update(value)
+        self.returns_unknown = self.returns_unknown or not value
+
+    def result(self) -> Value:
+        """What calling the walked function returns."""
+        found = frozenset(self.returns)
+        return join(found, UNKNOWN) if self.returns_unknown else found
+
+    def assign(self, name: str, value: Value) -> None:
+        """Bind ``name``: every binding goes through here, so that a branch can be undone
+        by the names it bound rather than by copying the environment (see Executor.branch)."""
+        if self.trails:
+            trail = self.trails[-1]
+            if name not in trail:
+                trail[name] = self.env.get(name)
+        self.env[name] = value
+
+    def lookup(self, name: str) -> Value:
+        if name in self.env:
+            return self.env[name]
+        if not self.module_level and name in self.module.env:
+            return self.module.env[name]
+        if name in BUILTINS:
+            return one(ModRef(f"builtins.{name}"))
+        return UNKNOWN
