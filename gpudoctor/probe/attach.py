@@ -147,6 +147,8 @@ def _owned(process: psutil.Process) -> None:
 
 
 def _open(pid: int) -> psutil.Process:
+    if pid == os.getpid():
+        raise GpudoctorError(f"pid {pid} is this gpudoctor itself: give the PID of the program to examine")
     try:
         process = psutil.Process(pid)
         _owned(process)
@@ -205,7 +207,9 @@ def _tree(roots: Sequence[psutil.Process]) -> list[tuple[psutil.Process, bool]]:
         except psutil.Error:
             continue
         for child in children:
-            found[child.pid] = (child, False)  # under another given pid: part of its tree
+            # gpudoctor itself is in the tree when attached to its own shell: never examined.
+            if child.pid != os.getpid():
+                found[child.pid] = (child, False)  # under another given pid: part of its tree
     return [found[pid] for pid in sorted(found)]
 
 

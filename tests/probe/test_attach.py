@@ -7,6 +7,7 @@ its own: the test (not gpudoctor) kills that group at the end and checks nothing
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -19,13 +20,24 @@ import psutil
 import pytest
 
 from gpudoctor.cli import main
-from gpudoctor.probe import attach
-from tests.probe.helpers import gpudoctor, gpudoctor_json, running, script, unused_pid, wait_gone
+from gpudoctor.probe import attach, stacks
+from tests.probe.helpers import (
+    WRITE_PIDS,
+    FakeNvml,
+    gpudoctor,
+    gpudoctor_json,
+    read_pids,
+    running,
+    script,
+    unused_pid,
+    wait_gone,
+)
 from tests.probe.test_tensorflow_fork import FREEZE
 
 # A deadline only a stuck machine reaches: the parent imports TensorFlow and runs an op
 # before it forks, 5-20 s on a loaded 2-core machine.
 STARTUP = 300
+GIB = 1 << 30
 
 
 def _cpu(pids: list[int]) -> float:
@@ -116,9 +128,9 @@ def test_attach_to_another_users_process_is_one_line_and_exit_2(
         raise psutil.AccessDenied(self.pid)
 
     monkeypatch.setattr(attach, "_owned", denied)
-    assert main(["probe", "--pid", str(os.getpid())]) == 2
+    assert main(["probe", "--pid", str(os.getppid())]) == 2
     err = capsys.readouterr().err
-    assert f"pid {os.getpid()} belongs to another user" in err
+    assert f"pid {os.getppid()} belongs to another user" in err
     assert "Traceback" not in err
 
 
@@ -155,3 +167,97 @@ def test_pid_cannot_be_combined_with_a_command(capsys: pytest.CaptureFixture[str
 def test_loaded_runtimes_reads_the_maps_of_a_process() -> None:
     # This interpreter has mapped none of the GPU runtime libraries (the probe never loads them).
     assert attach.loaded_runtimes(os.getpid()) == {}
+
+
+# A parent that forks one child (no exec) and starts one exec'd child, writes the PIDs,
+# and all three wait forever without using CPU.
+FORK_AND_EXEC = """\
+import os, signal, subprocess, sys
+""" + WRITE_PIDS + """
+child = os.fork()
+if child == 0:
+    signal.pause()
+    os._exit(0)
+execd = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
+write_pids(sys.argv[1], [os.getpid(), child, execd.pid])
+signal.pause()
+"""
+
+
+@pytest.fixture
+def waiting_tree(tmp_path: Path) -> Iterator[list[int]]:
+    """A waiting parent, its fork child and its exec'd child: [parent, fork, exec]."""
+    source = script(tmp_path, "tree.py", FORK_AND_EXEC)
+    parent = subprocess.Popen([sys.executable, str(source), str(tmp_path / "pids")], start_new_session=True)
+    tree = [parent.pid]
+    try:
+        tree = read_pids(tmp_path / "pids", 3)
+        yield tree
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait(60)
+    assert wait_gone(tree) == []
+
+
+def test_attach_tells_a_fork_from_an_exec_and_reads_nvml_memory(
+        waiting_tree: list[int], fake_nvml: FakeNvml) -> None:
+    parent, forked, execd = waiting_tree
+    fake_nvml.add_device(used=3 * GIB)
+    fake_nvml.processes = [(0, forked, GIB)]
+    page = fake_nvml.state.with_name("attached.html")
+    code, doc, stderr = gpudoctor_json(["--pid", str(parent), "--watch", "1", "--html", str(page)],
+                                       env=fake_nvml.env())
+    assert (code, doc["verdict"], doc["stop_reason"], doc["tracking"]) == (1, "hung", "attached", "attached"), \
+        stderr
+    by_pid = {p["pid"]: p for p in doc["processes"]}
+    assert {pid: by_pid[pid]["start"] for pid in waiting_tree} == {parent: "root", forked: "fork", execd: "exec"}
+    assert by_pid[forked]["runtimes_at_fork"] == []
+    assert by_pid[forked]["gpu_memory_peak"] == {"0": GIB}
+    evidence = {p["pid"]: p for p in doc["attached"]["processes"]}
+    assert "a fork, no exec" in evidence[forked]["fork_evidence"]
+    assert evidence[execd]["fork_evidence"] is None
+    assert "forked from a parent with" not in doc["explanation"]  # nothing was loaded before the fork
+    assert running(waiting_tree) == waiting_tree
+    html = page.read_text()
+    assert "attached to a running process tree" in html
+    assert f"pid {forked}" in html or str(forked) in html
+
+
+def test_attach_to_several_pids(waiting_tree: list[int]) -> None:
+    parent, forked, execd = waiting_tree
+    code, doc, stderr = gpudoctor_json(["--pid", str(forked), "--pid", str(execd), "--watch", "0.5",
+                                        "--no-native-stacks"])
+    assert code == 1, stderr
+    assert doc["attached"]["pids"] == [forked, execd]
+    assert {p["pid"]: p["start"] for p in doc["processes"]} == {forked: "root", execd: "root"}
+
+
+def test_a_busy_process_is_running_not_hung(capsys: pytest.CaptureFixture[str]) -> None:
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        code = main(["probe", "--json", "--pid", str(busy.pid), "--watch", "1", "--no-native-stacks"])
+    finally:
+        busy.kill()
+        busy.wait(60)
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["verdict"]) == (0, "ok")
+    assert doc["processes"][0]["explanation"].startswith("running: ")
+
+
+def test_without_py_spy_the_report_says_how_to_get_stacks(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: None)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"], start_new_session=True)
+    try:
+        code = main(["probe", "--pid", str(sleeper.pid), "--watch", "0.5"])
+    finally:
+        sleeper.kill()
+        sleeper.wait(60)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "py-spy is not installed (pip install py-spy" in out
+
+
+def test_attaching_to_gpudoctor_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--pid", str(os.getpid())]) == 2
+    assert "is this gpudoctor itself" in capsys.readouterr().err
