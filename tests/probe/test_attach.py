@@ -261,3 +261,23 @@ def test_without_py_spy_the_report_says_how_to_get_stacks(
 def test_attaching_to_gpudoctor_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--pid", str(os.getpid())]) == 2
     assert "is this gpudoctor itself" in capsys.readouterr().err
+
+
+def test_when_py_spy_may_not_trace_the_report_says_how_to_enable_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # What py-spy answers where ptrace is refused (yama ptrace_scope, a container without
+    # SYS_PTRACE): its reason is passed on with the way to allow it.
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: "py-spy")
+    monkeypatch.setattr(stacks, "native_stacks",
+                        lambda pids, py_spy, started, stopped: ({}, "Permission denied (os error 1)"))
+    sleeper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"], start_new_session=True)
+    try:
+        code = main(["probe", "--json", "--pid", str(sleeper.pid), "--watch", "0.5"])
+    finally:
+        sleeper.kill()
+        sleeper.wait(60)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    note = next(n for n in doc["notes"] if n.startswith("No stacks of pid"))
+    assert "py-spy failed (Permission denied (os error 1))" in note
+    assert "--cap-add SYS_PTRACE" in note
