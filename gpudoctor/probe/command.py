@@ -71,12 +71,50 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     return EXIT_OK if result.verdict == Verdict.OK else EXIT_PROBLEM
 
 
+def attach_to(pids: list[int], args: argparse.Namespace) -> int:
+    """Explain the running trees under ``pids`` (never stopped nor signalled); return the exit code."""
+    from gpudoctor.probe import attach, render_run
+    from gpudoctor.probe.verdicts import Verdict
+
+    html = None
+    if args.html:
+        from gpudoctor.probe import html_report
+
+        html = html_report.check_target(args.html)
+    found = attach.examine(pids, args.watch, args.native_stacks,
+                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    document = render_run.to_json(found.run, found.diagnosis)
+    document["attached"] = {"pids": list(found.roots), "watch": found.watch,
+                            "processes": [seen.to_json() for seen in found.observed]}
+    if args.json:
+        _print_json(document)
+    else:
+        render_run.render(found.run, found.diagnosis, _console())
+    if html is not None:
+        from gpudoctor.probe import html_report, machine
+
+        page = {"machine": machine.to_json(machine.collect())["machine"], "run": document}
+        html_report.write(html, html_report.command_page(page))
+        if not args.json:
+            _console().print(f"HTML report: {html}")
+    return EXIT_OK if found.diagnosis.verdict == Verdict.OK else EXIT_PROBLEM
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``gpudoctor probe``: no command means the machine report and the scenarios."""
     command = list(args.command or [])
     dashed = bool(command) and command[0] == "--"
     if dashed:
         command = command[1:]
+    if args.pid:
+        if command:
+            raise GpudoctorError("--pid cannot be combined with a command after '--': attach to a running "
+                                 "process, or run a new one under supervision")
+        for flag, given in (("--scenario", args.scenario), ("--no-scenarios", args.no_scenarios),
+                            ("--list-scenarios", args.list_scenarios)):
+            if given:
+                raise GpudoctorError(f"{flag} cannot be combined with --pid")
+        return attach_to(args.pid, args)
     if not command:
         if dashed:
             raise GpudoctorError("no command given after '--' (gpudoctor probe -- COMMAND ...)")

@@ -140,6 +140,7 @@ def scenarios_page(document: dict[str, Any]) -> str:
 def command_page(document: dict[str, Any]) -> str:
     """Return the page of ``gpudoctor probe -- COMMAND``: the machine, the verdict, the evidence."""
     from gpudoctor.probe.diagnosis import Diagnosis
+    from gpudoctor.probe.verdicts import StopReason
 
     machine, run = document["machine"], document["run"]
     diagnosis = Diagnosis.from_json(run)
@@ -154,4 +155,6 @@ def command_page(document: dict[str, Any]) -> str:
             f"{html_parts.run_body(run, 'run0', _gpu_note(machine))}</section>")
     # Paths make a title unreadable: the names say which program it was.
     short = " ".join(Path(a).name if os.sep in a else a for a in run.get("command", []))
-    return _page(f"gpudoctor probe — {short[:80] or 'command'}", "supervised command", body)
+    how = "attached to a running process tree (nothing stopped or signalled)" \
+        if diagnosis.stop_reason == StopReason.ATTACHED else "supervised command"
+    return _page(f"gpudoctor probe — {short[:80] or 'command'}", how, body)

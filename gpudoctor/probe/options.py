@@ -36,6 +36,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _pid(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return value
+
+
 def _size(text: str) -> int:
     try:
         return parse_size(text)
@@ -53,7 +63,8 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
         "under supervision and explain a hang, crash or OOM.",
         epilog="Examples: gpudoctor probe --html report.html; "
         "gpudoctor probe --scenario tensorflow-fork-after-init; "
-        "gpudoctor probe --timeout 300 --hang-after 30 -- python train.py",
+        "gpudoctor probe --timeout 300 --hang-after 30 -- python train.py; "
+        "gpudoctor probe --pid 4122 --watch 5",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--html", metavar="FILE",
@@ -68,6 +79,12 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     scenarios.add_argument("--scenario-timeout", type=_seconds, default=30.0, metavar="S",
                            help="stop a scenario variant after S seconds (default: 30; a hung one "
                            "is stopped after --hang-after)")
+    attach = parser.add_argument_group("attaching to running processes (never stops or signals them)")
+    attach.add_argument("--pid", action="append", type=_pid, metavar="PID",
+                        help="explain the running process PID and the tree under it (repeatable)")
+    attach.add_argument("--watch", type=_seconds, default=2.0, metavar="S",
+                        help="with --pid: watch CPU progress for S seconds; a tree with none in the "
+                        "window is called hung (default: 2)")
     run = parser.add_argument_group("supervising a command (after --) and running scenarios")
     run.add_argument("--timeout", type=_seconds, metavar="S",
                      help="stop the command after S seconds (default: no deadline)")

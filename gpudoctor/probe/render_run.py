@@ -53,6 +53,8 @@ def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
 _TRACKING = {
     "subreaper": "every descendant, even one that leaves the session, is reparented to gpudoctor "
                  "(Linux child subreaper)",
+    "attached": "attached from outside (gpudoctor probe --pid): the tree under the given PIDs, read "
+                "from /proc and psutil; nothing was stopped or signalled",
     "psutil scan": "descendants found by scanning the process table (no subreaper here)",
 }
 
@@ -73,8 +75,9 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
         command = short_command(p.cmdline)
         fork = ""
         if p.start == "fork":
-            fork = (f", forked with {p.threads_at_fork} threads, runtimes: "
-                    f"{', '.join(p.runtimes_at_fork) or 'none'}")
+            # An attached tree's forks have no thread count at the fork: it was not watched then.
+            threads = f" with {p.threads_at_fork} threads" if p.threads_at_fork is not None else ""
+            fork = f", forked{threads}, runtimes: {', '.join(p.runtimes_at_fork) or 'none'}"
         console.print(f"  pid {p.pid} ({p.start}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
                       f"{escape(p.explanation)}{fork}, peak RSS {format_size(p.rss_peak)}"
                       f"{' ' + escape(command) if command else ''}")

@@ -47,3 +47,4 @@ class StopReason(_Word):
     INTERRUPTED = "interrupted"  # a signal reached gpudoctor (Ctrl-C, SIGTERM, SIGHUP)
     MEMORY_LIMIT = "memory-limit"  # the tree's memory passed --memory-limit
     PROCESS_LIMIT = "process-limit"  # more live processes than --max-processes: a fork bomb
+    ATTACHED = "attached"  # gpudoctor probe --pid: watched for a window, never stopped
