@@ -25,8 +25,10 @@ def _print_json(document: dict[str, Any]) -> None:
 
 
 def _machine() -> dict[str, Any]:
-    """The machine block of a supervised run's reports (collected after the run: NVML and
-    package metadata only, never a framework import)."""
+    """The machine block of a supervised run's reports: NVML and package metadata only,
+    never a framework import. Collected after the run, not beside it: reading a
+    framework's facts can start an interpreter, which during the run would be taken for
+    an orphan of the command's tree."""
     from gpudoctor.probe import machine
 
     return dict(machine.to_json(machine.collect())["machine"])

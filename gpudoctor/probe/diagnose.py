@@ -65,7 +65,8 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
             return Verdict.HUNG, explain.stall(track)
         if run.stop_reason == StopReason.MEMORY_LIMIT:
             return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
-        if track.stalled_for >= explain.IDLE_EVIDENCE:
+        if track.stalled_for >= explain.IDLE_EVIDENCE and \
+                run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
             # Stopped (Ctrl-C, --timeout) before the hang could be proven: say what was seen.
             return Verdict.KILLED, (f"{explain.stall(track)} when gpudoctor stopped the tree "
                                     f"({run.stop_reason}): likely hung, short of --hang-after "

@@ -234,7 +234,7 @@ def test_timeout_during_a_fork_hang_still_gives_the_cause_and_the_fix(tmp_path: 
     """--timeout is gpudoctor's own clock: a run it cut before the workers went idle
     (TensorFlow still importing on a slow machine) is run again with twice the time."""
     source = script(tmp_path, "freeze.py", FREEZE)
-    timeout = 30
+    timeout = 15
     while True:
         code, doc, _ = gpudoctor_json(["--timeout", str(timeout), "--hang-after", "600", "--",
                                        sys.executable, str(source), "fork"], timeout=timeout + 120)
