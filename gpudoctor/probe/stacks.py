@@ -234,13 +234,15 @@ def _is_library(where: str) -> bool:
 # parent waiting for its child (``p.wait()``) has the wrapper as its innermost frame. It
 # is never where the program is blocked: the program's own call below it is.
 _BOOTSTRAP = str(Path(__file__).resolve().with_name("bootstrap"))
+_BOOTSTRAP_FILE = "gpudoctor/probe/bootstrap/sitecustomize.py"  # as py-spy names it under a sys.path entry
 
 
 def _is_bootstrap(where: str) -> bool:
-    """Is this frame's file gpudoctor's bootstrap (py-spy names it by its sys.path-relative
-    name, faulthandler by its full path)?"""
+    """Is this frame's file gpudoctor's bootstrap (py-spy names it relative to a sys.path
+    entry, the bootstrap's folder or one above the package; faulthandler by its full path)?"""
     path = where.rsplit(":", 1)[0]
-    return path == "sitecustomize.py" or path.startswith(_BOOTSTRAP + os.sep)
+    return path in ("sitecustomize.py", _BOOTSTRAP_FILE) or path.endswith("/" + _BOOTSTRAP_FILE) \
+        or path.startswith(_BOOTSTRAP + os.sep)
 
 
 def _describe(native: str | None, python: list[str]) -> str | None:

@@ -249,3 +249,5 @@ def test_gpudoctors_bootstrap_is_never_where_a_process_is_blocked() -> None:
                                  "        waitpid (sitecustomize.py:262)\n        f (hang.py:4)\n")
     assert "sitecustomize" not in (stacks.blocked_in_native(native) or "")
     assert "in your code f (hang.py:4)" in (stacks.blocked_in_native(native) or "")
+    under_package = native.replace("(sitecustomize.py:262)", "(gpudoctor/probe/bootstrap/sitecustomize.py:262)")
+    assert "sitecustomize" not in (stacks.blocked_in_native(under_package) or "")
