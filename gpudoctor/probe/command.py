@@ -24,6 +24,16 @@ def _print_json(document: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _machine() -> dict[str, Any]:
+    """The machine block of a supervised run's reports: NVML and package metadata only,
+    never a framework import. Collected after the run, not beside it: reading a
+    framework's facts can start an interpreter, which during the run would be taken for
+    an orphan of the command's tree."""
+    from gpudoctor.probe import machine
+
+    return dict(machine.to_json(machine.collect())["machine"])
+
+
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
     from gpudoctor.probe import diagnose, render_run
@@ -52,14 +62,13 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     supervisor = Supervisor(command, limits, echo_out, sys.stderr.buffer)
     run = supervisor.run()
     result = diagnose.diagnose(run)
+    described = _machine() if args.json or html is not None else None
     if args.json:
-        _print_json(render_run.to_json(run, result))
+        _print_json(render_run.to_json(run, result, described))
     else:
         render_run.render(run, result, _console())
     if html is not None:
-        from gpudoctor.probe import machine
-
-        document = {"machine": machine.to_json(machine.collect())["machine"],
+        document = {"schema_version": render_run.SCHEMA_VERSION, "machine": described,
                     "run": render_run.to_json(run, result)}
         html_report.write(html, html_report.command_page(document))
         if not args.json:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 
 from gpudoctor.probe import error_strings, events, explain, stacks
+from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
 from gpudoctor.probe.supervise import ProcessRun, RunRecord
@@ -64,6 +65,12 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
             return Verdict.HUNG, explain.stall(track)
         if run.stop_reason == StopReason.MEMORY_LIMIT:
             return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
+        if track.stalled_for >= explain.IDLE_EVIDENCE and \
+                run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
+            # Stopped (Ctrl-C, --timeout) before the hang could be proven: say what was seen.
+            return Verdict.KILLED, (f"{explain.stall(track)} when gpudoctor stopped the tree "
+                                    f"({run.stop_reason}): likely hung, short of --hang-after "
+                                    f"{run.limits.hang_after:g} s")
         return Verdict.KILLED, f"still running (not hung) when gpudoctor stopped the tree ({run.stop_reason})"
     if code is None:
         unseen = "its own parent reaped it, so its exit status was not observed"
@@ -177,4 +184,5 @@ def diagnose(run: RunRecord) -> Diagnosis:
     text = explain.explain(run, verdict, judged, matches)
     found = tuple(ErrorMatch(m.pattern.row, m.pattern.framework, m.pattern.kind, m.pattern.category, m.line)
                   for m in matches)
-    return Diagnosis(verdict, run.exit_code, text, tuple(judged), found, StopReason(run.stop_reason))
+    named = find_causes(run, verdict, judged, matches)
+    return Diagnosis(verdict, run.exit_code, text, tuple(judged), found, StopReason(run.stop_reason), named)

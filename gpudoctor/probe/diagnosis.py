@@ -20,6 +20,16 @@ from typing import Any
 
 from gpudoctor.probe.verdicts import StopReason, Verdict
 
+# The version of the layout of ``gpudoctor probe --json``'s document. It grows by one
+# only when a key changes meaning or goes away; a key added with a default does not
+# change it (readers ignore keys they do not know).
+SCHEMA_VERSION = 1
+
+# How sure a cause is, in the words the JSON carries.
+OBSERVED = "observed"  # the failure happened: the tree hung past --hang-after, or the error string was printed
+LIKELY = "likely"  # stopped (Ctrl-C, --timeout) before --hang-after, with the processes idle
+LATENT = "latent"  # the hazard was present but this run did not fail of it
+
 
 def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     """The items of ``data`` that are fields of the dataclass ``cls``."""
@@ -87,10 +97,41 @@ class ErrorMatch:
         return cls(**_known(cls, data))
 
 
+@dataclass(frozen=True, kw_only=True)
+class Cause:
+    """One cause a diagnosis names, in a form a program can act on.
+
+    ``kind`` is a hazard's ``cause`` (``gpudoctor/hazards.py``: ``"fork-after-init"``,
+    ``"multithreaded-fork"``, ...) or an error-string category (``"gpu-oom"``), and
+    ``rule`` the lint rule that finds it in the code, when there is one. ``parent`` is
+    the process whose state made the children fail (the one that forked them), and
+    ``processes`` the children it made fail.
+    """
+
+    kind: str
+    certainty: str  # OBSERVED, LIKELY or LATENT
+    rule: str | None = None
+    frameworks: tuple[str, ...] = ()  # runtime names as the bootstrap records them: "tensorflow", "jax:cuda"
+    parent: int | None = None
+    processes: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()  # one sentence per fact, as the explanation cites it
+    fix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cause:
+        values = _known(cls, data)
+        for key in ("frameworks", "processes", "evidence"):
+            values[key] = tuple(values.get(key) or ())
+        return cls(**values)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """The command's verdict, why the run stopped, the explanation in plain words, the
-    judged processes, and the known error strings found in the output."""
+    judged processes, the known error strings found in the output, and the causes named."""
 
     verdict: Verdict
     exit_code: int | None
@@ -98,6 +139,7 @@ class Diagnosis:
     processes: tuple[ProcessVerdict, ...] = ()
     matches: tuple[ErrorMatch, ...] = ()
     stop_reason: StopReason | None = None  # None: the run was not watched to its end
+    causes: tuple[Cause, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The diagnosis's keys of the report (the run's evidence is added by render_run)."""
@@ -108,6 +150,7 @@ class Diagnosis:
             "stop_reason": None if self.stop_reason is None else self.stop_reason.value,
             "processes": [p.to_json() for p in self.processes],
             "matches": [m.to_json() for m in self.matches],
+            "causes": [c.to_json() for c in self.causes],
         }
 
     @classmethod
@@ -121,6 +164,7 @@ class Diagnosis:
         values["stop_reason"] = None if stop is None else StopReason(stop)
         values["processes"] = tuple(ProcessVerdict.from_json(p) for p in values.get("processes") or ())
         values["matches"] = tuple(ErrorMatch.from_json(m) for m in values.get("matches") or ())
+        values["causes"] = tuple(Cause.from_json(c) for c in values.get("causes") or ())
         return cls(**values)
 
     def processes_with(self, verdict: Verdict) -> list[ProcessVerdict]:

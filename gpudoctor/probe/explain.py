@@ -90,29 +90,52 @@ def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
             "not a deadlock of the program's own. gpudoctor continued and killed the tree."]
 
 
+# Seconds without CPU progress that count as evidence of a wait when the run was stopped
+# (Ctrl-C, --timeout) before --hang-after: a computing process gains CPU time every
+# scan (0.1 s), so a second of none is a wait, though not yet a proven hang.
+IDLE_EVIDENCE = 1.0
+
+
+def waiting(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ProcessVerdict]:
+    """The processes that were idle when a signal or --timeout stopped the run short of
+    --hang-after: the evidence of a likely hang. Empty unless a fork child waited, or
+    every process still running did (a parent waiting on busy workers is no hang)."""
+    if run.stop_reason not in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
+        return []
+    alive = {t.pid for t in run.processes if t.alive_at_stop}
+    live = [p for p in judged if p.pid in alive and p.verdict == Verdict.KILLED]
+    idle = [p for p in live if p.stalled_for >= IDLE_EVIDENCE]
+    if idle and (any(p.start == "fork" for p in idle) or len(idle) == len(live)):
+        return idle
+    return []
+
+
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
+    return [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
+            f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged)]
+
+
+def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
+    low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
+    span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
+    return [f"Likely hung: {len(idle)} process(es) were idle for {span} (waiting with no CPU progress) when "
+            f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
+            f"not proven: {_pids(idle)}.", *_stuck(idle, judged)]
+
+
+def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Say who forked the waiting processes from what state, where they block, and the fix."""
     forked = [p for p in hung if p.start == "fork"]
-    lines = [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
-             f"{run.limits.hang_after:g} s: {_pids(hung)}."]
+    lines: list[str] = []
     servers = {p.pid for p in judged if is_forkserver(p)}
     by_parent: dict[tuple[int | None, tuple[str, ...]], list[ProcessVerdict]] = {}
     for p in forked:
         by_parent.setdefault((p.ppid, p.runtimes_at_fork), []).append(p)
     for (parent, runtimes), children in by_parent.items():
+        lines.append(fork_origin(children, parent, runtimes, parent in servers))
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
-        what = []
-        if runtimes:
-            what.append(f"{runtime_names(runtimes)} initialized")
-        if threads:
-            counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
-                else str(threads[0])
-            what.append(f"{counts} native threads")
-        had = " and ".join(what) or "no GPU runtime initialized"
-        when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
-        server = "the forkserver, " if parent in servers else ""
-        lines.append(f"{_pids(children)} were forked{when} from {server}pid {parent}, which had "
-                     f"{had} at the fork.")
         if runtimes:
             lines.append(hazards.FORK_AFTER_INIT.why)
         elif threads[-1:] > [1]:
@@ -121,15 +144,32 @@ def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in})
     for where in blocked[:3]:
         lines.append(f"Blocked in {where}.")
-    waiting = [p for p in hung if p.start != "fork"]
-    if forked and waiting:
-        lines.append(f"{_pids(waiting)} wait(s) for them (e.g. Pool.map waiting for results).")
+    waiting_ones = [p for p in hung if p.start != "fork"]
+    if forked and waiting_ones:
+        lines.append(f"{_pids(waiting_ones)} wait(s) for them (e.g. Pool.map waiting for results).")
     initialized = [p for p in forked if p.runtimes_at_fork]
     if initialized:
         lines += _fork_fix(initialized, judged)
     elif any((p.threads_at_fork or 0) > 1 for p in forked):
         lines.append(hazards.MULTITHREADED_FORK.fix_line)
     return lines
+
+
+def fork_origin(children: Sequence[ProcessVerdict], parent: int | None, runtimes: Sequence[str],
+                from_server: bool) -> str:
+    """Say from which parent, when and in what state ``children`` were forked."""
+    threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
+    what = []
+    if runtimes:
+        what.append(f"{runtime_names(runtimes)} initialized")
+    if threads:
+        counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
+            else str(threads[0])
+        what.append(f"{counts} native threads")
+    had = " and ".join(what) or "no GPU runtime initialized"
+    when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
+    server = "the forkserver, " if from_server else ""
+    return f"{_pids(children)} were forked{when} from {server}pid {parent}, which had {had} at the fork."
 
 
 def _memory(run: RunRecord) -> list[str]:
@@ -185,6 +225,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     """Return the whole explanation: the verdict's reason first, evidence after."""
     lines: list[str] = []
     root = next((p for p in judged if p.start == "root"), None)
+    idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {_pids_of(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
@@ -200,6 +241,10 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     elif run.stop_reason == StopReason.PROCESS_LIMIT:
         lines.append(f"Fork bomb: the tree grew past --max-processes {run.limits.max_processes} "
                      "live processes; gpudoctor stopped all of them.")
+    elif run.stop_reason == StopReason.TIMEOUT and idle:
+        lines.append(f"Stopped at --timeout {run.limits.timeout:g} s, before --hang-after "
+                     f"{run.limits.hang_after:g} s.")
+        lines += _likely_hung(run, idle, judged)
     elif run.stop_reason == StopReason.TIMEOUT:
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s; no process had made "
                      f"no progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot call "
@@ -208,6 +253,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
         name = signal_name(run.signal_received or signal.SIGINT)
         when = run.signal_at if run.signal_at is not None else run.duration
         lines.append(f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped.")
+        lines += _likely_hung(run, idle, judged) if idle else []
     elif root is not None:
         lines.append(f"The command {root.explanation}.")
     # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
@@ -216,12 +262,15 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     for p in bad[:5]:
         lines.append(f"pid {p.pid} ({p.start}) {p.explanation}.")
     lines += _matched(matches, CAUSE, "Cause: ")
-    if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG:
+    cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)
+    if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG and not idle:
         lines += _forks_from_initialized(judged)
-    elif verdict == Verdict.OK and any(p.start == "fork" and p.runtimes_at_fork for p in judged):
-        # It worked this time: say that it was luck, with the evidence.
+    elif (verdict == Verdict.OK or (cut_short and not idle)) and \
+            any(p.start == "fork" and p.runtimes_at_fork for p in judged):
+        # It worked, or nothing waited yet: the hazard was there, with its evidence.
         found = _forks_from_initialized(judged)
-        lines += [f"Warning: {found[0]} This run finished, but a child that uses the GPU runtime it "
+        ended = "This run finished" if verdict == Verdict.OK else "Nothing waited yet when the tree was stopped"
+        lines += [f"Warning: {found[0]} {ended}, but a child that uses the GPU runtime it "
                   f"inherited can hang or fail (gpudoctor lint reports it as {hazards.FORK_AFTER_INIT.rule}).",
                   *found[1:]]
     if verdict == Verdict.OOM or any(m.pattern.category == GPU_OOM for m in matches):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from gpudoctor.probe.diagnosis import ErrorMatch, ProcessVerdict
+from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
 
 
@@ -131,8 +131,24 @@ def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     return f'<figure class="chart">{drawn}</figure>'
 
 
+def causes(run: dict[str, Any]) -> str:
+    """Return the causes the diagnosis named, from their structured form in the report."""
+    found = [Cause.from_json(c) for c in run.get("causes") or ()]
+    if not found:
+        return ""
+    rows = "".join(
+        f"<tr><td><b>{e(c.kind)}</b></td><td>{e(c.rule or '')}</td><td>{badge(c.certainty)}</td>"
+        f"<td>{e(', '.join(c.frameworks))}</td><td>{e('' if c.parent is None else c.parent)}</td>"
+        f"<td>{e(', '.join(map(str, c.processes)))}</td>"
+        f"<td>{'<br>'.join(e(x) for x in c.evidence[:8])}</td><td>{e(c.fix or '')}</td></tr>"
+        for c in found)
+    return ('<h3>Causes</h3><table class="grid" id="causes"><tr><th>cause</th><th>rule</th><th>certainty</th>'
+            "<th>frameworks</th><th>parent</th><th>processes</th><th>evidence</th><th>fix</th></tr>"
+            f"{rows}</table>")
+
+
 def run_body(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     """Return everything shown about one supervised run below its heading."""
-    return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>"
+    return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>{causes(run)}"
             f"<h3>Memory timeline</h3>{chart(run, salt, gpu_note)}"
             f"<h3>Processes</h3>{processes(run)}{matches(run)}{stacks(run)}")

@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -87,6 +88,7 @@ def kill_tree(
     reap_members: Callable[[set[int]], None],
     grace: float,
     process_group: int | None = None,
+    cut_short: threading.Event | None = None,
 ) -> set[int]:
     """SIGTERM (then SIGCONT) every process of the tree, SIGKILL what is left after
     ``grace`` seconds.
@@ -98,6 +100,7 @@ def kill_tree(
     ``members`` is called again on each round because a dying tree can still fork;
     the SIGKILL rounds first SIGSTOP everything so that nothing forks in between.
     Ends when the tree is gone and its zombies reaped. Return the PIDs that needed SIGKILL.
+    ``cut_short`` set (a second Ctrl-C) ends the grace period at once.
     """
     if process_group is not None:
         for signum in (signal.SIGTERM, signal.SIGCONT):
@@ -111,6 +114,8 @@ def kill_tree(
     _signal_all(first, signal.SIGCONT)
     deadline = time.monotonic() + grace
     while _live(members, reap_members) and time.monotonic() < deadline:
+        if cut_short is not None and cut_short.is_set():
+            break
         time.sleep(0.05)
     killed: set[int] = set()
     for _ in range(100):  # a fork bomb can refill the tree between two rounds

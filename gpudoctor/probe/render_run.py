@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.probe.command_text import short_command
-from gpudoctor.probe.diagnosis import Diagnosis
+from gpudoctor.probe.diagnosis import SCHEMA_VERSION, Diagnosis
 from gpudoctor.probe.supervise import RunRecord
 from gpudoctor.probe.units import format_size
 
@@ -18,11 +18,16 @@ _STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed
            "failed": "red", "unknown": "dim"}
 
 
-def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
+def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return the document ``gpudoctor probe --json -- COMMAND`` prints: the diagnosis
-    (``Diagnosis.from_json`` reads it back) and the run's evidence."""
+    (``Diagnosis.from_json`` reads it back), the run's evidence and, when given, the
+    machine block (``machine.to_json``'s ``"machine"``)."""
     judged = diagnosis.to_json()
+    head: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    if machine is not None:
+        head["machine"] = machine
     return {
+        **head,
         "command": list(run.command),
         "verdict": judged["verdict"],
         "exit_code": judged["exit_code"],
@@ -31,6 +36,8 @@ def to_json(run: RunRecord, diagnosis: Diagnosis) -> dict[str, Any]:
         "duration": run.duration,
         "processes": judged["processes"],
         "matches": judged["matches"],
+        # The causes named, as data: kind, rule, frameworks, parent, processes, evidence, fix.
+        "causes": judged["causes"],
         "events": run.events,
         "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
         "notes": list(run.notes),
@@ -68,6 +75,10 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  exit code "
                   f"{diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})")
     console.print(escape(diagnosis.explanation))
+    for cause in diagnosis.causes:
+        rule = f" ({cause.rule})" if cause.rule else ""
+        pids = f": pid {', '.join(map(str, cause.processes))}" if cause.processes else ""
+        console.print(f"cause: [bold]{cause.kind}[/]{rule}, {cause.certainty}{pids}")
     console.print(f"tracking: {_TRACKING.get(run.tracking, run.tracking)}"
                   + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()

@@ -94,8 +94,9 @@ def exit_code(results: list[VariantResult]) -> int:
 def document(report: MachineReport, results: list[VariantResult] | None) -> dict[str, Any]:
     """Return the JSON document: the machine, and the scenarios when they ran."""
     from gpudoctor.probe import machine, scenario_run
+    from gpudoctor.probe.diagnosis import SCHEMA_VERSION
 
-    found = machine.to_json(report)
+    found: dict[str, Any] = {"schema_version": SCHEMA_VERSION, **machine.to_json(report)}
     if results is not None:
         found["scenarios"] = [scenario_run.to_json(r) for r in results]
     return found

@@ -196,6 +196,7 @@ def to_json(result: VariantResult) -> dict[str, Any]:
         "stop_reason": run.get("stop_reason"),
         "processes": run.get("processes", []),
         "matches": run.get("matches", []),
+        "causes": run.get("causes", []),
         "events": run.get("events", []),
         "samples": run.get("samples", []),
         "notes": run.get("notes", []),

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,8 +44,10 @@ def find_py_spy() -> str | None:
     return str(beside) if beside.exists() else None
 
 
-def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float = 2.0) -> dict[int, str]:
-    """Signal each process's faulthandler and return the Python stacks it wrote.
+def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float = 2.0,
+                  cancel: threading.Event | None = None) -> dict[int, str]:
+    """Signal each process's faulthandler and return the Python stacks it wrote (by
+    ``wait`` seconds, or by the time ``cancel`` is set).
 
     ``fds`` maps each PID to the descriptor its bootstrap registered. A process is
     signalled only while that descriptor still is its stack file: a program that
@@ -61,6 +64,8 @@ def python_stacks(fds: dict[int, int], directory: Path, signum: int, wait: float
     deadline = time.monotonic() + wait
     pending = set(pids)
     while pending and time.monotonic() < deadline:
+        if cancel is not None and cancel.is_set():
+            break
         time.sleep(0.05)
         pending = {pid for pid in pending if _size(files[pid]) <= before[pid]}
     found: dict[int, str] = {}
@@ -115,13 +120,15 @@ def _size(path: Path) -> int:
 
 
 def native_stacks(
-    pids: set[int], py_spy: str, started: Callable[[int], None], stopped: set[int] = frozenset()  # type: ignore[assignment]
+    pids: set[int], py_spy: str, started: Callable[[int], None], stopped: set[int] = frozenset(),  # type: ignore[assignment]
+    cancel: threading.Event | None = None,
 ) -> tuple[dict[int, str], str | None]:
     """Run ``py-spy dump --native`` on every pid at once; return the dumps and an error.
 
     ``started`` is told each py-spy PID so the tree tracker never mistakes it for
     part of the supervised command. A process in ``stopped`` (SIGSTOP, a tracer) cannot
     be paused, which ``--native`` needs: its Python stack is read as it lies in memory.
+    ``cancel`` set (a second Ctrl-C) kills the py-spy processes still running.
     """
     running: dict[int, subprocess.Popen[str]] = {}
     for pid in pids:
@@ -140,17 +147,28 @@ def native_stacks(
     error: str | None = None
     deadline = time.monotonic() + _PY_SPY_TIMEOUT
     for pid, process in running.items():
-        try:
-            output, _ = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        output = _output(process, deadline, cancel)
+        if output is None:
             _kill_group(process)
-            error = f"py-spy timed out after {_PY_SPY_TIMEOUT:g} s"
+            error = ("py-spy stopped by a second signal" if cancel is not None and cancel.is_set()
+                     else f"py-spy timed out after {_PY_SPY_TIMEOUT:g} s")
             continue
         if process.returncode == 0 and "Thread" in output:
             found[pid] = output
         else:
             error = py_spy_error(output)
     return found, error
+
+
+def _output(process: subprocess.Popen[str], deadline: float, cancel: threading.Event | None) -> str | None:
+    """Wait for py-spy's output; None when the deadline passed or ``cancel`` was set first."""
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            return process.communicate(timeout=left if cancel is None else min(left, 0.1))[0]
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline or (cancel is not None and cancel.is_set()):
+                return None
 
 
 def py_spy_error(output: str) -> str:
@@ -212,6 +230,21 @@ def _is_library(where: str) -> bool:
     return "/" in path or top.removesuffix(".py") in sys.stdlib_module_names
 
 
+# gpudoctor's own bootstrap runs in every process of the tree and wraps os.waitpid, so a
+# parent waiting for its child (``p.wait()``) has the wrapper as its innermost frame. It
+# is never where the program is blocked: the program's own call below it is.
+_BOOTSTRAP = str(Path(__file__).resolve().with_name("bootstrap"))
+_BOOTSTRAP_FILE = "gpudoctor/probe/bootstrap/sitecustomize.py"  # as py-spy names it under a sys.path entry
+
+
+def _is_bootstrap(where: str) -> bool:
+    """Is this frame's file gpudoctor's bootstrap (py-spy names it relative to a sys.path
+    entry, the bootstrap's folder or one above the package; faulthandler by its full path)?"""
+    path = where.rsplit(":", 1)[0]
+    return path in ("sitecustomize.py", _BOOTSTRAP_FILE) or path.endswith("/" + _BOOTSTRAP_FILE) \
+        or path.startswith(_BOOTSTRAP + os.sep)
+
+
 def _describe(native: str | None, python: list[str]) -> str | None:
     """Join the blocking native frame, the innermost Python frame and the user's frame."""
     parts = [native] if native else []
@@ -234,7 +267,8 @@ def blocked_in_native(text: str) -> str | None:
             continue
         name, where = found.groups()
         if re.search(r":\d+$", where):
-            python.append(f"{name} ({where})")
+            if not _is_bootstrap(where):
+                python.append(f"{name} ({where})")
         elif not python and native is None and not _BORING.match(name) \
                 and not where.startswith(_BORING_LIBRARIES):
             native = name
@@ -249,7 +283,8 @@ def blocked_in_python(text: str) -> str | None:
         found = re.match(r'^File "(.*)", line (\d+) in (.*)$', frame)
         if found:
             path, line, function = found.groups()
-            python.append(f"{function} ({path}:{line})")
+            if not _is_bootstrap(f"{path}:{line}"):
+                python.append(f"{function} ({path}:{line})")
     return _describe(None, python)
 
 

@@ -37,16 +37,24 @@ _MAX_DUMPS = 16  # stack dumps of more processes would take longer than they hel
 
 
 class _Stop:
-    """A flag the signal handlers set; the supervisor's loop checks it."""
+    """Flags the signal handlers set; the supervisor checks them.
+
+    The first signal stops the tree in order: stack dumps (the evidence of a hang), then
+    SIGTERM and the grace period. A second one means "now": ``hurry`` cuts the dumps and
+    the grace period short, and the tree is SIGKILLed at once.
+    """
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.hurry = threading.Event()
         self.signum: int | None = None
         self.at: float | None = None  # time.monotonic() of the first signal
 
     def handler(self, signum: int, frame: Any) -> None:
         if self.signum is None:
             self.signum, self.at = signum, time.monotonic()
+        else:
+            self.hurry.set()
         self.event.set()
 
 
@@ -143,7 +151,8 @@ class Supervisor:
             reason = self._watch(tree, live, start)
             now = time.monotonic()
             stalled = {p: tree.tracks[p].idle_for(now) for p in live[0]}
-            if reason not in (StopReason.EXITED, StopReason.PROCESS_LIMIT):  # a fork bomb gets no time to grow
+            if reason not in (StopReason.EXITED, StopReason.PROCESS_LIMIT) and not self._stop.hurry.is_set():
+                # (A fork bomb gets no time to grow, a second Ctrl-C no wait.)
                 stopped = {p for p in live[0] if tree.tracks[p].stopped_since is not None}
                 dumps = self._dump_stacks(live[0], start_epoch, stopped)
         finally:
@@ -209,7 +218,11 @@ class Supervisor:
         # A reaped root's PID may already be another process's: never signal its group then.
         group = None if root is not None and root.reaped else tree.root
         killed = reaper.kill_tree(tree.members, lambda pids: self._reap(tree, pids),
-                                  self.limits.grace if grace is None else grace, group)
+                                  self.limits.grace if grace is None else grace, group,
+                                  cut_short=self._stop.hurry)
+        if self._stop.hurry.is_set():
+            self._notes.append("a second signal stopped the tree at once: SIGKILL, no stack dumps "
+                               "or grace period after it")
         for pid in killed:  # SIGKILLed by us: a -9 exit status is ours, not the OOM killer's
             track = tree.tracks.get(pid)
             if track is not None:
@@ -316,12 +329,13 @@ class Supervisor:
         python = {p for p in live if p in origins}
         chosen = set(sorted(python)[:_MAX_DUMPS])
         fds = {p: fd for p in chosen - stopped if (fd := origins[p].dump_fd) is not None}
-        py_text = stacks.python_stacks(fds, self._workdir.stacks, launch.DUMP_SIGNAL)
+        py_text = stacks.python_stacks(fds, self._workdir.stacks, launch.DUMP_SIGNAL, cancel=self._stop.hurry)
         native: dict[int, str] = {}
         targets = chosen if self.limits.native_stacks else chosen & stopped
         py_spy = stacks.find_py_spy() if targets else None
         if py_spy:
-            native, error = stacks.native_stacks(targets, py_spy, self._tools.add, stopped=stopped)
+            native, error = stacks.native_stacks(targets, py_spy, self._tools.add, stopped=stopped,
+                                                 cancel=self._stop.hurry)
             if error:
                 self._notes.append(f"py-spy: {error}")
         found = {p: stacks.combine(py_text.get(p), native.get(p)) for p in chosen}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
+from gpudoctor.probe.diagnosis import OBSERVED, Cause, Diagnosis, ProcessVerdict
 from gpudoctor.probe.verdicts import Verdict
 from gpudoctor.pytest_plugin.checks import Failure
 
@@ -42,6 +42,20 @@ def _stack(text: str) -> str:
     return "\n".join(kept[:_STACK_LINES] + [f"    ... {len(kept) - _STACK_LINES} more lines"])
 
 
+def _cause_line(cause: Cause) -> str:
+    """One line per cause the diagnosis named, from its structured form."""
+    rule = f"{cause.rule}, " if cause.rule else ""
+    parent = f"; parent pid {cause.parent}" if cause.parent is not None else ""
+    pids = f"; pid {', '.join(map(str, cause.processes))}" if cause.processes else ""
+    return f"cause: {cause.kind} ({rule}{cause.certainty}){parent}{pids}"
+
+
+def _named(causes: tuple[Cause, ...]) -> str:
+    """The causes for the one-line reason: those seen happen, else the others."""
+    shown = [c for c in causes if c.certainty == OBSERVED] or list(causes)
+    return "".join(f"; {c.certainty} cause {c.kind}" + (f" ({c.rule})" if c.rule else "") for c in shown[:2])
+
+
 _STUCK = ("The test's main thread did not return after the interrupt: it is blocked in native code, "
           "where Python cannot interrupt it. gpudoctor failed the test from its rescue thread and "
           "ended the session; the tests after it were not run.")
@@ -63,8 +77,8 @@ def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools:
     else:
         summary = "no process was waiting: the test was still busy (slow, or looping)"
         explanation = "No process of the test waited without CPU progress: it was running, not deadlocked."
-    reason = f"hang_timeout: still running after {seconds:g} s; {summary}"
-    lines = [explanation, ""] + ([_STUCK, ""] if stuck else [])
+    reason = f"hang_timeout: still running after {seconds:g} s; {summary}{_named(diagnosis.causes)}"
+    lines = [explanation, *[_cause_line(c) for c in diagnosis.causes], ""] + ([_STUCK, ""] if stuck else [])
     lines += [_process_line(p) for p in processes]
     if pools:
         lines.append(f"terminated the test's multiprocessing pool(s): workers {', '.join(map(str, pools))}")

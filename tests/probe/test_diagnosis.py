@@ -87,3 +87,52 @@ def test_reading_back_ignores_unknown_keys_and_defaults_missing_ones() -> None:
     (process,) = diagnosis.processes
     assert (process.pid, process.verdict, process.start, process.cmdline, process.gpu_memory_peak) == \
         (5, Verdict.HUNG, "unknown", (), {})
+
+
+def _cut_short(reason: StopReason, idle: float) -> RunRecord:
+    """The TensorFlow fork hang stopped by Ctrl-C or --timeout before --hang-after 30 s."""
+    return RunRecord(
+        command=("python", "train.py"), stop_reason=reason, signal_received=2 if reason == "interrupted" else None,
+        root_pid=100, exit_code=-15, duration=9.0, limits=Limits(hang_after=30.0, timeout=9.0),
+        processes=(_track(100, 1, idle), _track(101, 100, idle), _track(102, 100, idle)),
+        events=[_fork(101, 0.4, 9, ["tensorflow"]), _fork(102, 0.4, 9, ["tensorflow"])],
+        samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="", stderr="", notes=(),
+        signal_at=8.9 if reason == "interrupted" else None)
+
+
+def test_a_hang_cut_short_by_ctrl_c_or_timeout_gives_the_cause_and_fix_as_likely() -> None:
+    for reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
+        diagnosis = diagnose(_cut_short(reason, idle=4.2))
+        assert diagnosis.verdict == Verdict.KILLED
+        lines = diagnosis.explanation.splitlines()
+        assert any(line.startswith("Likely hung: 3 process(es) were idle for 4.2 s") for line in lines), lines
+        assert "short of --hang-after 30 s" in diagnosis.explanation
+        assert hazards.FORK_AFTER_INIT.why in lines and lines[-1] == hazards.FORK_AFTER_INIT.fix_line
+        worker = diagnosis.processes[1]
+        assert "likely hung" in worker.explanation and "not hung" not in worker.explanation
+        (cause,) = diagnosis.causes
+        assert (cause.kind, cause.rule, cause.certainty, cause.frameworks, cause.parent, cause.processes) == \
+            ("fork-after-init", "GD101", "likely", ("tensorflow",), 100, (101, 102))
+        assert cause.fix == hazards.FORK_AFTER_INIT.fix
+        assert "pid 101 was idle (waiting with no CPU progress) for 4.2 s" in cause.evidence
+
+
+def test_busy_processes_cut_short_are_no_hang_but_the_fork_is_a_latent_cause() -> None:
+    diagnosis = diagnose(_cut_short(StopReason.INTERRUPTED, idle=0.2))
+    assert "Likely hung" not in diagnosis.explanation
+    assert "still running (not hung)" in diagnosis.processes[1].explanation
+    assert "Nothing waited yet when the tree was stopped" in diagnosis.explanation
+    assert [(c.kind, c.certainty) for c in diagnosis.causes] == [("fork-after-init", "latent")]
+
+
+def test_a_proven_hang_has_an_observed_cause_and_the_json_carries_schema_and_causes() -> None:
+    run = _hung_run(["tensorflow"])
+    diagnosis = diagnose(run)
+    (cause,) = diagnosis.causes
+    assert (cause.kind, cause.certainty, cause.processes) == ("fork-after-init", "observed", (101, 102))
+    document = json.loads(json.dumps(render_run.to_json(run, diagnosis, {"python": "3.11"})))
+    assert document["schema_version"] == 1 and document["machine"] == {"python": "3.11"}
+    assert document["causes"][0]["rule"] == "GD101" and document["causes"][0]["parent"] == 100
+    assert Diagnosis.from_json(document).causes == diagnosis.causes
+    threads_only = diagnose(_hung_run([], threads=4)).causes
+    assert [(c.kind, c.rule) for c in threads_only] == [("multithreaded-fork", "GD102")]

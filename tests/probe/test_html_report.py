@@ -169,3 +169,16 @@ def test_chart_labels_are_text_not_markup_or_mathtext() -> None:
     assert "JAX <script>alert(1)</script> initialized (seen at fork)" in page.text
     assert "GPU memory: <b>no</b> $x$ & y" in page.text
     assert "script" not in page.tags and "b" not in page.tags
+
+
+def test_the_page_shows_the_structured_causes_of_the_report() -> None:
+    cause = {"kind": "fork-after-init", "certainty": "likely", "rule": "GD101", "frameworks": ["tensorflow"],
+             "parent": 10, "processes": [11], "evidence": ["pid 11 was idle <for> 4.0 s"],
+             "fix": "start the workers with the spawn start method", "added_later": True}
+    page = Page(html_report.command_page({"schema_version": 1, "machine": MACHINE,
+                                          "run": {**RUN, "causes": [cause]}}))
+    assert "causes" in page.ids
+    for text in ("fork-after-init", "GD101", "likely", "tensorflow", "pid 11 was idle <for> 4.0 s",
+                 "start the workers with the spawn start method"):
+        assert text in page.text
+    assert "causes" not in Page(html_report.command_page({"machine": MACHINE, "run": RUN})).ids

@@ -232,3 +232,22 @@ def test_short_command_keeps_the_arguments_of_a_deep_interpreter_path() -> None:
     cut = short_command(["python", "-c", "x" * 200], limit=20)
     assert cut == "python -c xxxxxxxxx…" and len(cut) == 20
     assert short_command([]) == ""
+
+
+def test_gpudoctors_bootstrap_is_never_where_a_process_is_blocked() -> None:
+    """A launcher waiting in ``p.wait()`` goes through the bootstrap's os.waitpid wrapper."""
+    bootstrap = Path(stacks.__file__).resolve().with_name("bootstrap") / "sitecustomize.py"
+    dump = textwrap.dedent(f"""\
+        Current thread 0x00007f2 (most recent call first):
+          File "{bootstrap}", line 262 in waitpid
+          File "/usr/lib/python3.11/subprocess.py", line 1959 in _wait
+          File "/home/me/launch.py", line 7 in main
+    """)
+    assert stacks.blocked_in_python(dump) == (
+        "Python _wait (/usr/lib/python3.11/subprocess.py:1959), in your code main (/home/me/launch.py:7)")
+    native = PY_SPY_DUMP.replace("        f (hang.py:4)\n",
+                                 "        waitpid (sitecustomize.py:262)\n        f (hang.py:4)\n")
+    assert "sitecustomize" not in (stacks.blocked_in_native(native) or "")
+    assert "in your code f (hang.py:4)" in (stacks.blocked_in_native(native) or "")
+    under_package = native.replace("(sitecustomize.py:262)", "(gpudoctor/probe/bootstrap/sitecustomize.py:262)")
+    assert "sitecustomize" not in (stacks.blocked_in_native(under_package) or "")

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -209,3 +210,46 @@ def test_pool_workers_stopped_by_their_pool_are_not_called_killed(tmp_path: Path
     for worker in workers:
         assert worker["verdict"] == "ok"
         assert "stopped with SIGTERM by its parent" in worker["explanation"]
+
+
+# Notes each SIGTERM in a file (argv[1] + ".term") and goes on sleeping: gpudoctor's
+# first stop waits out its whole grace period on it.
+OUTLASTS_TERM = WRITE_PIDS + """\
+import os, signal, sys, time
+out = sys.argv[1]
+signal.signal(signal.SIGTERM, lambda *_: open(out + ".term", "a").close())
+write_pids(out, [os.getpid()])
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_second_ctrl_c_stops_everything_at_once(tmp_path: Path) -> None:
+    source = script(tmp_path, "outlasts.py", OUTLASTS_TERM)
+    out = tmp_path / "pids"
+    # A grace period no run reaches: gpudoctor only returns in time if the second
+    # Ctrl-C cut it short.
+    gpudoctor = subprocess.Popen(
+        [PY, "-m", "gpudoctor", "probe", "--json", "--grace", "900", "--", PY, str(source), str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (pid,) = read_pids(out, 1)
+        watchdog = _watchdog_of(gpudoctor)
+        gpudoctor.send_signal(signal.SIGINT)
+        term = tmp_path / "pids.term"
+        while not term.exists():  # the first Ctrl-C: stacks dumped, SIGTERM sent, grace period begun
+            assert gpudoctor.poll() is None, gpudoctor.communicate()
+            time.sleep(0.01)
+        gpudoctor.send_signal(signal.SIGINT)
+        stdout, stderr = gpudoctor.communicate(timeout=120)
+    finally:
+        if gpudoctor.poll() is None:
+            gpudoctor.kill()
+            gpudoctor.wait()
+    assert gpudoctor.returncode == 130, stderr[-2000:]
+    doc = json.loads(stdout)
+    assert doc["stop_reason"] == "interrupted"
+    assert "a second signal stopped the tree at once" in " ".join(doc["notes"])
+    root = next(p for p in doc["processes"] if p["start"] == "root")
+    assert (root["pid"], root["exit_code"]) == (pid, -signal.SIGKILL)
+    assert wait_gone([pid, watchdog]) == []

@@ -136,3 +136,21 @@ def test_existing_sitecustomize_still_runs(tmp_path: Path) -> None:
     assert code == 0, stderr
     assert "marker: chained" in stderr
     assert any(e["event"] == "start" for e in doc["events"])
+
+
+LAUNCHER = """\
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+child.wait()
+"""
+
+
+def test_a_launcher_waiting_on_its_child_is_blocked_in_its_own_wait_line(tmp_path: Path) -> None:
+    # The bootstrap wraps os.waitpid in every process: its frame is innermost, never named.
+    source = script(tmp_path, "launcher.py", LAUNCHER)
+    code, doc, _ = gpudoctor_json(["--hang-after", "1", "--", sys.executable, str(source)])
+    assert (code, doc["verdict"]) == (1, "hung"), doc["explanation"]
+    root = next(p for p in doc["processes"] if p["start"] == "root")
+    assert f"in your code <module> ({source}:3)" in root["blocked_in"] or \
+        "in your code <module> (launcher.py:3)" in root["blocked_in"], root["blocked_in"]
+    assert "sitecustomize" not in root["blocked_in"] and "sitecustomize" not in doc["explanation"]

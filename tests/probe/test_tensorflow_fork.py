@@ -9,11 +9,17 @@ TensorFlow alone. The spawn start method is the fix.
 from __future__ import annotations
 
 import importlib.util
+import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from gpudoctor import hazards
 from tests.probe.helpers import gpudoctor_json, running, script
 
 pytestmark = [
@@ -161,3 +167,81 @@ def test_workers_of_a_forkserver_that_initialized_tensorflow_get_the_forkserver_
     assert 'Fix: move the GPU initialization under `if __name__ == "__main__":`' in explanation
     assert "set_forkserver_preload" in explanation
     assert running([p["pid"] for p in doc["processes"]]) == []
+
+
+# How long the fork workers must have been idle (no CPU time gained) before the test
+# interrupts gpudoctor: the "Ctrl-C after a few seconds of a real hang" of a user.
+IDLE = 3.0
+
+
+def _idle_workers(gpudoctor: subprocess.Popen[str], deadline: float) -> list[int]:
+    """Wait until the command's two fork workers exist and neither has gained CPU time for
+    IDLE seconds (however long TensorFlow takes to import and run here); return their PIDs."""
+    cpu: dict[int, tuple[float, float]] = {}  # pid -> (CPU seconds, when they last changed)
+    while time.monotonic() < deadline:
+        assert gpudoctor.poll() is None, gpudoctor.communicate()
+        now = time.monotonic()
+        try:
+            roots = [c for c in psutil.Process(gpudoctor.pid).children() if "freeze.py" in " ".join(c.cmdline())]
+            workers = [w for r in roots for w in r.children()]
+            for worker in workers:
+                used = sum(worker.cpu_times()[:2])
+                if worker.pid not in cpu or cpu[worker.pid][0] != used:
+                    cpu[worker.pid] = (used, now)
+        except psutil.Error:
+            workers = []
+        if len(workers) == 2 and all(now - cpu[w.pid][1] >= IDLE for w in workers):
+            return [w.pid for w in workers]
+        time.sleep(0.1)
+    pytest.fail("the fork workers never went idle")
+
+
+def _assert_likely_fork_after_init(doc: dict, workers: list[int]) -> None:  # type: ignore[type-arg]
+    explanation = doc["explanation"]
+    assert "Likely hung: " in explanation and "short of --hang-after 600 s" in explanation, explanation
+    assert hazards.FORK_AFTER_INIT.why in explanation.splitlines()
+    assert hazards.FORK_AFTER_INIT.fix_line in explanation.splitlines()
+    assert "sitecustomize" not in explanation
+    likely = [c for c in doc["causes"] if c["certainty"] == "likely"]
+    assert [(c["kind"], c["rule"], c["frameworks"]) for c in likely] == [("fork-after-init", "GD101", ["tensorflow"])]
+    assert set(workers) <= set(likely[0]["processes"])
+    assert doc["schema_version"] == 1 and doc["machine"]["python"]
+    assert running([p["pid"] for p in doc["processes"]]) == []
+
+
+def test_ctrl_c_during_a_fork_hang_still_gives_the_cause_and_the_fix(tmp_path: Path) -> None:
+    source = script(tmp_path, "freeze.py", FREEZE)
+    gpudoctor = subprocess.Popen(
+        [sys.executable, "-m", "gpudoctor", "probe", "--json", "--hang-after", "600", "--",
+         sys.executable, str(source), "fork"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        workers = _idle_workers(gpudoctor, time.monotonic() + TIMEOUT)
+        gpudoctor.send_signal(signal.SIGINT)
+        stdout, stderr = gpudoctor.communicate(timeout=120)
+    finally:
+        if gpudoctor.poll() is None:
+            gpudoctor.kill()
+            gpudoctor.wait()
+    assert gpudoctor.returncode == 130, stderr[-3000:]
+    doc = json.loads(stdout)
+    assert (doc["verdict"], doc["stop_reason"]) == ("killed", "interrupted")
+    _assert_likely_fork_after_init(doc, workers)
+    assert running(workers) == []
+
+
+def test_timeout_during_a_fork_hang_still_gives_the_cause_and_the_fix(tmp_path: Path) -> None:
+    """--timeout is gpudoctor's own clock: a run it cut before the workers went idle
+    (TensorFlow still importing on a slow machine) is run again with twice the time."""
+    source = script(tmp_path, "freeze.py", FREEZE)
+    timeout = 15
+    while True:
+        code, doc, _ = gpudoctor_json(["--timeout", str(timeout), "--hang-after", "600", "--",
+                                       sys.executable, str(source), "fork"], timeout=timeout + 120)
+        idle = [p for p in doc["processes"] if p["start"] == "fork" and p["stalled_for"] >= IDLE]
+        if len(idle) == 2 or timeout >= TIMEOUT:
+            break
+        timeout *= 2
+    assert (code, doc["verdict"], doc["stop_reason"]) == (1, "killed", "timeout"), doc["explanation"]
+    assert f"Stopped at --timeout {timeout:g} s, before --hang-after 600 s." in doc["explanation"]
+    _assert_likely_fork_after_init(doc, [p["pid"] for p in idle])
