@@ -32,7 +32,7 @@ import psutil
 
 from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import explain, stacks
+from gpudoctor.probe import causes, explain, stacks
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.sampler import Peaks, Sample
@@ -467,5 +467,7 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
                          "process waits for SIGCONT or its debugger (gpudoctor leaves it as it is).")
         lines += _running_text(judged) + _parents_line(observed)
         lines += [f"Note: {note}" for note in notes]
-    diagnosis = Diagnosis(verdict, None, "\n".join(lines), tuple(judged), (), StopReason.ATTACHED)
+    # The causes as data, from the same evidence a supervised run's are named from.
+    named = causes.find(run, verdict, judged, ())
+    diagnosis = Diagnosis(verdict, None, "\n".join(lines), tuple(judged), (), StopReason.ATTACHED, named)
     return Attached(run, diagnosis, tuple(observed[pid] for pid in sorted(observed)), tuple(root_pids), window)

@@ -92,7 +92,8 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
         html = html_report.check_target(args.html)
     found = attach.examine(pids, args.watch, args.native_stacks,
                            progress=lambda line: print(line, file=sys.stderr, flush=True))
-    document = render_run.to_json(found.run, found.diagnosis)
+    described = _machine() if args.json or html is not None else None
+    document = render_run.to_json(found.run, found.diagnosis, described)
     document["attached"] = {"pids": list(found.roots), "watch": found.watch,
                             "processes": [seen.to_json() for seen in found.observed]}
     if args.json:
@@ -100,9 +101,9 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     else:
         render_run.render(found.run, found.diagnosis, _console())
     if html is not None:
-        from gpudoctor.probe import html_report, machine
+        from gpudoctor.probe import html_report
 
-        page = {"machine": machine.to_json(machine.collect())["machine"], "run": document}
+        page = {"schema_version": render_run.SCHEMA_VERSION, "machine": described, "run": document}
         html_report.write(html, html_report.command_page(page))
         if not args.json:
             _console().print(f"HTML report: {html}")

@@ -100,6 +100,9 @@ def test_attach_explains_a_frozen_tensorflow_fork_pool_without_stopping_it(
         assert by_pid[pid]["runtimes_at_fork"] == ["tensorflow"]
         assert by_pid[pid]["verdict"] == "hung"
     explanation = doc["explanation"]
+    assert doc["schema_version"] >= 1 and "machine" in doc
+    [cause] = [c for c in doc["causes"] if c["kind"] == "fork-after-init"]
+    assert cause["rule"] == "GD101" and cause["parent"] == parent and set(cause["processes"]) == set(workers)
     assert f"were forked from pid {parent}, which had TensorFlow" in explanation
     assert 'multiprocessing.get_context("spawn")' in explanation  # the fix
     seen = {p["pid"]: p for p in doc["attached"]["processes"]}
