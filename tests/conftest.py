@@ -19,6 +19,21 @@ from gpudoctor.lint.settings import Settings
 pytest_plugins = ["pytester"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Run the suite with SIGHUP and SIGQUIT at their default actions, whatever started it.
+
+    ``nohup`` ignores SIGHUP, and a shell without job control ignores SIGQUIT (and SIGINT)
+    in the commands it runs in the background; ignored signals are inherited by every
+    process the tests start. gpudoctor rightly leaves an ignored signal ignored, so the
+    tests of what a signal does to it would then test the launcher instead."""
+    import signal
+
+    for name in ("SIGHUP", "SIGQUIT"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def _private_user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """The result cache's signing key lives in the user's cache folder: tests use one of
