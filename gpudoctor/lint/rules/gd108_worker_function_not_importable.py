@@ -50,6 +50,7 @@ class WorkerFunctionNotImportable(Rule):
     `ProcessPoolExecutor`, the function of `torch.multiprocessing.spawn`, the
     Dataset, `collate_fn` and `worker_init_fn` of a `DataLoader` with workers. It is
     reported when the function is
+
     - defined in a Jupyter notebook cell, and the workers are started with spawn or
       forkserver (explicitly, or because that is the target's default: forkserver
       on Linux from Python 3.14, spawn on macOS and Windows);
@@ -58,6 +59,7 @@ class WorkerFunctionNotImportable(Rule):
     - a lambda or a function defined inside another function, with spawn or
       forkserver, or as a pool's task under any start method (tasks are always
       pickled).
+
     Not reported in a module that sends functions by value: one using `multiprocess`
     or `pathos` (they pickle with dill), or importing cloudpickle, dill or
     multiprocessing's `ForkingPickler` (to install a by-value reducer). Such a patch
