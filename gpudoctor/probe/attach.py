@@ -318,6 +318,15 @@ def _ptrace_hint() -> str:
     return hint
 
 
+def _is_python(seen: Observed) -> bool:
+    """Does the process run a Python interpreter (by its executable's or program's name)?
+    An unreadable executable counts as Python: the ptrace hint is then worth giving."""
+    if seen.exe is None:
+        return True
+    names = (Path(seen.exe).name, Path(seen.cmdline[0]).name if seen.cmdline else "")
+    return any(name.startswith(("python", "pypy")) for name in names)
+
+
 def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tuple[dict[int, stacks.Stack], list[str]]:
     if not wanted:
         return {}, ["No stacks: --no-native-stacks was given."]
@@ -331,8 +340,10 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
     notes = []
     if error and len(dumps) < len(pids):
         missing = sorted(pids - set(dumps))
-        notes.append(f"No stacks of pid(s) {', '.join(map(str, missing))}: py-spy failed ({error}). "
-                     f"{_ptrace_hint()}.")
+        # py-spy reads Python processes only: for another program the ptrace hint is wrong.
+        python = [pid for pid in missing if _is_python(observed[pid])]
+        hint = f". {_ptrace_hint()}." if python else ": it reads the stacks of Python processes only."
+        notes.append(f"No stacks of pid(s) {', '.join(map(str, missing))}: py-spy failed ({error}){hint}")
     found = {pid: stack for pid, text in dumps.items() if (stack := stacks.combine(None, text))}
     return found, notes
 

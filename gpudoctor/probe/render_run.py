@@ -9,6 +9,7 @@ from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.diagnosis import SCHEMA_VERSION, Diagnosis
 from gpudoctor.probe.supervise import RunRecord
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.verdicts import StopReason
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,8 +73,11 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
 
     style = _STYLES.get(diagnosis.verdict, "bold")
     console.rule("gpudoctor probe")
-    console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  exit code "
-                  f"{diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})")
+    if run.stop_reason == StopReason.ATTACHED:  # still running: no exit code of its own
+        head = f"watched {run.duration:.1f} s (attached)"
+    else:
+        head = f"exit code {diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})"
+    console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  {head}")
     console.print(escape(diagnosis.explanation))
     for cause in diagnosis.causes:
         rule = f" ({cause.rule})" if cause.rule else ""

@@ -284,3 +284,15 @@ def test_when_py_spy_may_not_trace_the_report_says_how_to_enable_it(
     note = next(n for n in doc["notes"] if n.startswith("No stacks of pid"))
     assert "py-spy failed (Permission denied (os error 1))" in note
     assert "--cap-add SYS_PTRACE" in note
+
+
+def test_the_ptrace_hint_is_given_for_python_processes_only() -> None:
+    from gpudoctor.probe.attach import Observed, _is_python
+
+    def seen(exe: str | None, *argv: str) -> Observed:
+        return Observed(pid=1, ppid=0, create_time=0.0, exe=exe, cmdline=argv)
+
+    assert _is_python(seen("/usr/bin/python3.11", "python3", "train.py"))
+    assert _is_python(seen("/opt/venv/bin/python", "gunicorn: worker"))
+    assert _is_python(seen(None, "whatever"))  # unreadable: the hint may help
+    assert not _is_python(seen("/usr/bin/sleep", "sleep", "60"))
