@@ -55,6 +55,7 @@ def test_with_a_gpu_an_unknown_part_is_a_sentence_and_exit_2(fake_nvml: FakeNvml
     done = _gpucheck(["--out", str(tmp_path / "out"), "--parts", "nope"], fake_nvml.env())
     assert done.returncode == 2, done.stderr
     assert done.stdout.startswith("gpu-check: unknown part 'nope' (--parts); known parts: ")
+    assert {"scenarios", "scripts", "plugin"} <= set(done.stdout.split("known parts: ")[1].strip().split(", "))
     assert "Traceback" not in done.stdout + done.stderr
 
 
