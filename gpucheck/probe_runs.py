@@ -16,6 +16,8 @@ from typing import Any
 from gpucheck import children
 from gpucheck.part import Context
 
+_LEAST = 5.0  # seconds: less than this left of the budget, a probe run is not started
+
 
 @dataclass(frozen=True)
 class ProbeRun:
@@ -27,12 +29,15 @@ class ProbeRun:
     finished: children.Finished
     json_path: Path
     html_path: Path
+    not_started: str | None = None  # why the child was not even started
 
     @property
     def problem(self) -> str | None:
         """Why there is no document to judge, or None."""
         if self.document is not None:
             return None
+        if self.not_started:
+            return self.not_started
         if self.finished.timed_out:
             return f"gpudoctor probe did not end within {self.finished.seconds:.0f} s"
         return f"gpudoctor probe printed no JSON (exit status {self.finished.returncode}): {self.finished.tail(3)}"
@@ -54,6 +59,9 @@ def probe(ctx: Context, folder: Path, label: str, args: Sequence[str], timeout: 
     html = folder / f"{label}.html"
     as_json = folder / f"{label}.json"
     command = [ctx.python, "-m", "gpudoctor", "probe", "--json", "--html", str(html), *args]
+    if ctx.seconds_left() < _LEAST:
+        return ProbeRun(label, None, children.Finished(tuple(command), None, "", "", 0.0), as_json, html,
+                        "not started: no time left of --budget")
     finished = children.run(command, timeout=min(timeout, ctx.seconds_left()),
                             env=children.environment(ctx.repo, env), cwd=ctx.repo)
     as_json.write_text(finished.stdout)

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from gpucheck.part import Context
 from gpucheck.parts import plugin, scenarios, scripts
-from gpucheck.probe_runs import gpu_facts, read_document
+from gpucheck.probe_runs import gpu_facts, probe, read_document
 
 RECORDED = Path(__file__).parent / "recorded"
 
@@ -206,3 +207,10 @@ def test_every_expected_marker_test_exists() -> None:
     tree = ast.parse((plugin.TESTS / "test_gpu_markers.py").read_text())
     tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
     assert tests == set(plugin.EXPECTED)
+
+
+def test_no_probe_is_started_without_time_left(tmp_path: Path) -> None:
+    ctx = Context(tmp_path, "python3", tmp_path, deadline=0.0)
+    done = probe(ctx, tmp_path, "torch-oom-fill", ["--scenario", "torch-oom-fill"], timeout=200)
+    assert done.problem == "not started: no time left of --budget"
+    assert scenarios.verdicts(done.document, "torch-oom-fill", done.problem)[0]["reason"] == done.problem
