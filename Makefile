@@ -1,11 +1,13 @@
 # Two entry points for a fresh clone: `make demo` and `make test`.
 # Both create .venv and install everything they need into it.
+# `make gpu-check` runs gpudoctor's GPU paths on a machine with an NVIDIA GPU, with
+# $(PYTHON) as it is (the interpreter that holds the frameworks): no venv, nothing installed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo test lint-self clean
+.PHONY: demo test gpu-check lint-self clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +29,11 @@ demo: $(VENV)/.demo-installed
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
+
+# e.g. make gpu-check PYTHON=/opt/torch/.venv/bin/python3 GPU_CHECK_ARGS="--parts scenarios"
+GPU_CHECK_ARGS ?=
+gpu-check:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m gpucheck --python $(PYTHON) $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .gpudoctor_cache

@@ -22,6 +22,9 @@ STABLE = {
     "cupy-fork-after-init": "GD101",
     "torch-fork-after-init": "GD101",
     "jax-fork-after-init": "GD101",
+    "numba-fork-after-init": "GD101",
+    "torch-object-to-worker": "GD201",
+    "torch-oom-fill": "GD401",
     "cupy-object-to-worker": "GD201",
     "tensorflow-env-after-init": "GD301",
     "tensorflow-config-after-init": "GD302",
@@ -167,9 +170,18 @@ def _only(scenario: scenarios.Scenario, variant: str, directory: Path) -> Path:
     return path
 
 
+# Scenarios of a failure the linter cannot see: the probe finds them at run time.
+RUNTIME_ONLY = {
+    # PyTorch allocates on demand: how much each worker takes is data, not code (GD401's
+    # documentation says PyTorch is not flagged).
+    "torch-oom-fill",
+}
+
+
 @pytest.mark.parametrize("name", sorted(STABLE))
 def test_the_linter_flags_the_unsafe_variant_and_not_the_safe_one(
         name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = _scenario(name)
-    assert scenario.rule in _lint(_only(scenario, "unsafe", tmp_path), capsys)
+    flagged = _lint(_only(scenario, "unsafe", tmp_path), capsys)
+    assert (scenario.rule not in flagged) if name in RUNTIME_ONLY else (scenario.rule in flagged)
     assert _lint(_only(scenario, "safe", tmp_path), capsys) == set()
