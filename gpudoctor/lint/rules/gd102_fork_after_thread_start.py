@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start, ThreadStart
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB)
 
@@ -239,9 +239,9 @@ class ForkAfterThreadStart(Rule):
                 message = (f"the process is forked while threads of the thread pool created at {where} "
                            "may still run (they start with its first task and live until shutdown); "
                            "locks they hold stay locked in the child")
-                related = Related(started.site, "thread pool created here")
+                related = related_site(started.site, "thread pool created here")
             else:
                 message = (f"the process is forked while a thread started at {where} ({started.api}) "
                            "may still run; locks held by that thread stay locked in the child")
-                related = Related(started.site, "thread started here")
+                related = related_site(started.site, "thread started here")
             yield self.finding(effect.site, message, (related,))

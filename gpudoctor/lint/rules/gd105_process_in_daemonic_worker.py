@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.analysis.flows import FlowKind
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule, related_site
 
 STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER)
 
@@ -171,6 +171,6 @@ class ProcessInDaemonicWorker(Rule):
                         effect.site,
                         f"a process is started inside {where}; it will fail with "
                         '"daemonic processes are not allowed to have children"',
-                        (Related(parent.site, "the worker runs in this Pool" if pool
+                        (related_site(parent.site, "the worker runs in this Pool" if pool
                                  else "this Process is daemonic"),),
                     )

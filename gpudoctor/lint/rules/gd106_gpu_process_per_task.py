@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import FlowKind, first_gpu_use
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
 
 
 class GpuProcessPerTask(Rule):
@@ -259,5 +259,5 @@ class GpuProcessPerTask(Rule):
                 effect.site,
                 f"a new process that initializes {display(init.framework)} is started {where}; "
                 "each pays for CUDA initialization and a new GPU context",
-                (Related(init.site, f"the process initializes {display(init.framework)} here"),),
+                (related_site(init.site, f"the process initializes {display(init.framework)} here"),),
             )

@@ -8,7 +8,7 @@ from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
 from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
 from gpudoctor.lint.findings import ERROR, Finding, Related, Site
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of, related_site
 
 # What each kind of start is called in a message, and what its workers do when they cannot
 # load what they were sent (observed on CPython 3.11: a Pool replaces each dead worker and
@@ -228,5 +228,5 @@ class WorkerFunctionNotImportable(Rule):
         related: tuple[Related, ...] = ()
         defined = ctx.definition_site(child.func)
         if defined is not None and why != "lambda":
-            related = (Related(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
+            related = (related_site(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
         return self.finding(site, message, related, hint=LOADING_STEPS[why].format(name=name))
