@@ -200,6 +200,11 @@ class Event:
     ctx: Context = field(default_factory=Context)
 
 
+def site_of(effect: Effect) -> LazySite | None:
+    """Where an effect happens; None for the marks of a chain's branches (Branch, Merge)."""
+    return None if isinstance(effect, (Branch, Merge)) else effect.site
+
+
 def splice(events: list[Event], outer: Context, call_site: LazySite | None, linted: bool = False) -> list[Event]:
     """Re-home a callee's events at a call made in context ``outer`` (``linted``: the call
     is in the linted file)."""

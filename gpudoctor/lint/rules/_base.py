@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start
+from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start, site_of
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
 from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
@@ -119,9 +119,10 @@ class CheckContext:
             self._import_time = frozenset(
                 e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
                 if isinstance(e.effect, Start) and e.ctx.import_time)
-        path = getattr(getattr(site.event.effect, "site", None), "path", None)
+        where = site_of(site.event.effect)
+        path = where.path if where is not None else None
         state = self._state(path) if path else None
-        states = {path: state} if state is not None else {}
+        states = {path: state} if path and state is not None else {}
         return spawn_fix(site.event, site.child, states, set(self._import_time))
 
     def frameworks_of(self, path: str) -> set[str]:
@@ -202,7 +203,7 @@ LOADING_STEPS = {
 }
 
 
-def spawn_hint(kind: str, child: Flow | None, default: str | None) -> str | None:
+def spawn_hint(kind: P.ProcessKind, child: Flow | None, default: str | None) -> str | None:
     """The hint of a finding whose way out is the spawn start method: ``SPAWN_HINTS`` for
     the kind (or ``default``), preceded by the step that lets spawned workers load what the
     child runs, when it needs one."""

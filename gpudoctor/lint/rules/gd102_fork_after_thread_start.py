@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import Start, ThreadStart
+from gpudoctor.lint.analysis.events import Start, ThreadStart, site_of
 from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
@@ -229,7 +229,7 @@ class ForkAfterThreadStart(Rule):
             running = parent.threads_at(flow.points[index][1].branches)
             # A call that starts a thread or a process, as the value it is made on may be
             # either (``p = Process(...) if mp else Thread(...)``), does one or the other.
-            running = [t for t in running if t.effect.site != effect.site]
+            running = [t for t in running if site_of(t.effect) != effect.site]
             if not running:
                 continue
             started = running[0].effect

@@ -164,7 +164,8 @@ class ProcessInDaemonicWorker(Rule):
             for event, _ in flow.points[flow.prelude:]:
                 effect = event.effect
                 if isinstance(effect, Start) and effect.kind in STARTS:
-                    parent = flow.start.effect  # type: ignore[union-attr]
+                    parent = flow.start.effect
+                    assert isinstance(parent, Start)  # (only a Start makes daemonic children)
                     pool = parent.kind != P.PROCESS
                     where = "a daemonic Pool worker" if pool else "a daemonic Process (daemon=True)"
                     yield self.finding(

@@ -246,8 +246,8 @@ class GpuProcessPerTask(Rule):
             use = first_gpu_use(child) if child is not None else None
             if use is None:
                 continue
-            per_task = flow.kind == FlowKind.CHILD and flow.start is not None \
-                and flow.start.effect.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)  # type: ignore[union-attr]
+            parent = flow.start.effect if flow.kind == FlowKind.CHILD and flow.start is not None else None
+            per_task = isinstance(parent, Start) and parent.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)
             loop = event.ctx.loop
             per_item = loop is not None and ctx.joined_later(flow, index, effect.started, loop, threads=False)
             if not (per_task or per_item):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import DataLoaderStart, Init
+from gpudoctor.lint.analysis.events import DataLoaderStart, DefaultDevice, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK
@@ -138,9 +138,11 @@ class GpuWorkInDataloaderWorker(Rule):
                     (related_site(init.site, "the worker uses CUDA here"),),
                 )
             elif state.default_cuda is not None:
+                device = state.default_cuda.effect
+                assert isinstance(device, DefaultDevice)
                 yield self.finding(
                     effect.site,
                     f"DataLoader forks {effect.workers} workers after the default device was "
                     "set to CUDA; tensors the workers create go to the GPU",
-                    (related_site(state.default_cuda.effect.site, "default device set to CUDA here"),),  # type: ignore[union-attr]
+                    (related_site(device.site, "default device set to CUDA here"),),
                 )

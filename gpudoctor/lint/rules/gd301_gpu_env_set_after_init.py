@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
-from gpudoctor.lint.analysis.flows import State
+from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import SavedEnv
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
@@ -247,7 +247,7 @@ class GpuEnvSetAfterInit(Rule):
                 hint=hint,
             )
 
-    def _after_import(self, write: EnvWrite, import_event: Event, flow) -> Finding:  # type: ignore[no-untyped-def]
+    def _after_import(self, write: EnvWrite, import_event: Event, flow: Flow) -> Finding:
         imported = import_event.effect
         assert isinstance(imported, Imported)
         module = IMPORT_READERS[write.var]
