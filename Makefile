@@ -29,4 +29,4 @@ test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .gpudoctor_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gpudoctor_cache
