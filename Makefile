@@ -36,4 +36,4 @@ gpu-check:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m gpucheck --python $(PYTHON) $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .gpudoctor_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gpudoctor_cache

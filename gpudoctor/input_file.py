@@ -82,8 +82,9 @@ def is_regular(path: Path) -> bool:
 
 
 def _size(count: int) -> str:
+    amount: float = count  # (an int until it is divided: bytes are shown whole)
     for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}".replace(".0 ", " ")
-        count /= 1024  # type: ignore[assignment]
-    return f"{count} bytes"
+        if amount < 1024 or unit == "GiB":
+            return f"{amount} {unit}" if unit == "bytes" else f"{amount:.1f} {unit}".replace(".0 ", " ")
+        amount /= 1024
+    return f"{amount} bytes"

@@ -129,7 +129,7 @@ def _found(name: str, entries: list[str], hooks: bool = True) -> bool:
 def _home_of(name: str) -> str | None:
     """The path entry an imported package was loaded from."""
     module = sys.modules.get(name)
-    file = getattr(module, "__file__", None)
+    file: str | None = getattr(module, "__file__", None)
     if not file:
         return None
     file = os.path.realpath(file)

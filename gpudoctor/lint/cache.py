@@ -255,7 +255,7 @@ def finding_from_json(data: dict[str, Any]) -> Finding:
         related=tuple(Related(Site(**r["site"]), r["message"]) for r in data.get("related", ())),
         fix_hint=data.get("fix_hint"),
         fix=None if fix is None else Fix(fix["message"], fix["applicability"], tuple(
-            Edit(e["content"], tuple(e["start"]), tuple(e["end"])) for e in fix["edits"])),  # type: ignore[arg-type]
+            Edit(e["content"], tuple(e["start"]), tuple(e["end"])) for e in fix["edits"])),
         reached=None if (reached := data.get("reached")) is None else
         Related(Site(**reached["site"]), reached["message"]),
     )

@@ -323,4 +323,4 @@ class _Reach:
             if not relative and len(stems) <= _FEW_STEMS and not any(stem in text for stem in stems):
                 return False
             words = self._words[path] = None if relative else frozenset(imported_words(text))
-        return words is None or not words.isdisjoint(stems)  # type: ignore[union-attr]
+        return words is None or not words.isdisjoint(stems)

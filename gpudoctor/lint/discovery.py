@@ -15,11 +15,16 @@ import os
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.input_file import NotReadable, not_regular, read_regular
 from gpudoctor.lint.patterns import compile_lines
 from gpudoctor.lint.reporters.printable import printable
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 # Folders no one wants linted: ruff's default exclusions (and this tool's cache, and
 # Python's). A folder ruff does check (``build``, ``env``) is checked here too; a
@@ -38,7 +43,7 @@ NOT_CHECKED: dict[str, str] = {}
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)
 
 
-def _gitignore_spec(folder: Path, problems: list[str]):  # type: ignore[no-untyped-def]
+def _gitignore_spec(folder: Path, problems: list[str]) -> GitIgnoreSpec | None:
     """The .gitignore of ``folder`` compiled, or None; a .gitignore that is there but
     cannot be read is said in ``problems`` (git warns too) and counts as none."""
     ignore_file = folder / ".gitignore"
@@ -54,7 +59,7 @@ def _gitignore_spec(folder: Path, problems: list[str]):  # type: ignore[no-untyp
     return compile_lines(text.splitlines())
 
 
-def _named_folder_specs(root: Path, problems: list[str]) -> list[tuple[Path, object]]:
+def _named_folder_specs(root: Path, problems: list[str]) -> list[tuple[Path, GitIgnoreSpec]]:
     """The .gitignore files above a folder named on the command line, as they apply to it.
 
     The folder is checked even if one of them lists it (as ruff does). A pattern that
@@ -64,15 +69,15 @@ def _named_folder_specs(root: Path, problems: list[str]) -> list[tuple[Path, obj
     """
     import pathspec
 
-    specs: list[tuple[Path, object]] = []
-    below: list[object] = []  # unanchored patterns that matched the way down
+    specs: list[tuple[Path, GitIgnoreSpec]] = []
+    below: list[GitIgnoreSpecPattern] = []  # unanchored patterns that matched the way down
     for base in reversed(root.parents):
         spec = _gitignore_spec(base, problems)
         if spec is None:
             continue
         parts = root.relative_to(base).parts
         folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
-        kept = []
+        kept: list[GitIgnoreSpecPattern] = []
         for pattern in spec.patterns:
             if pattern.include and any(pattern.match_file(f) for f in folders):
                 if "/" not in str(getattr(pattern, "pattern", "/")).rstrip("/"):
@@ -85,7 +90,7 @@ def _named_folder_specs(root: Path, problems: list[str]) -> list[tuple[Path, obj
     return specs
 
 
-def _ignored(path: Path, is_dir: bool, specs: Sequence[tuple[Path, object]]) -> bool:
+def _ignored(path: Path, is_dir: bool, specs: Sequence[tuple[Path, GitIgnoreSpec]]) -> bool:
     """As git decides: the deepest .gitignore with a word on the path wins (its ``!`` can
     bring back what one above excluded), and a folder's exclusion covers what is in it."""
     for base, spec in reversed(specs):
@@ -93,7 +98,7 @@ def _ignored(path: Path, is_dir: bool, specs: Sequence[tuple[Path, object]]) -> 
             rel = path.relative_to(base).as_posix()
         except ValueError:
             continue
-        result = spec.check_file(rel + "/" if is_dir else rel)  # type: ignore[attr-defined]
+        result = spec.check_file(rel + "/" if is_dir else rel)
         if result.include is not None:
             return bool(result.include)
     return False
@@ -128,7 +133,7 @@ def _walk(root: Path, excluded: Callable[[Path], bool], within: Sequence[str],
     top = Path(os.path.abspath(root))
     specs = tuple(_named_folder_specs(top, problems))
     # Depth first with a stack rather than recursion: a deep tree must not hit Python's limit.
-    stack: list[tuple[Path, tuple[tuple[Path, object], ...]]] = [(top, specs)]
+    stack: list[tuple[Path, tuple[tuple[Path, GitIgnoreSpec], ...]]] = [(top, specs)]
     while stack:
         here, specs = stack.pop()
         try:

@@ -14,6 +14,7 @@ from gpudoctor.lint.settings import Settings
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.cache import Cache
+    from gpudoctor.lint.noqa import FileDirectives
     from gpudoctor.lint.notebook import Notebook
     from gpudoctor.lint.producer import Outcome
 
@@ -271,7 +272,7 @@ def _selected(code: str, path: Path, settings: Settings) -> bool:
     return not any(code.startswith(prefix) for prefix in settings.ignored_codes(path))
 
 
-def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]],
+def _unused_noqa(directives: dict[Path, FileDirectives], used: set[tuple[Path, int, str]],
                  settings: Settings, known: frozenset[str], texts: dict[Path, str]) -> list[Finding]:
     """GD001 for each ``# noqa`` code that suppressed nothing (a file that cannot be parsed
     has no findings to suppress, so none of its directives is called unused)."""
@@ -281,9 +282,9 @@ def _unused_noqa(directives: dict[Path, object], used: set[tuple[Path, int, str]
     rule = UnusedNoqa()
     out = []
     for path, found in directives.items():
-        if found.whole_file or not _selected(rule.code, path, settings):  # type: ignore[attr-defined]
+        if found.whole_file or not _selected(rule.code, path, settings):
             continue
-        for row, directive in found.lines.items():  # type: ignore[attr-defined]
+        for row, directive in found.lines.items():
             stale = sorted(c for c in directive.codes or () if c.startswith("GD") and (path, row, c) not in used)
             if stale:
                 site = Site(str(path), row, directive.col, row, directive.end_col)

@@ -169,8 +169,9 @@ def _python(metadata: object) -> bool:
         return True
     for key, field in (("language_info", "name"), ("kernelspec", "language")):
         entry = metadata.get(key)
-        if isinstance(entry, dict) and isinstance(entry.get(field), str):
-            return entry[field].lower() == "python"
+        name = entry.get(field) if isinstance(entry, dict) else None
+        if isinstance(name, str):
+            return name.lower() == "python"
     return True
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 
-def compile_lines(lines: Sequence[str]):  # type: ignore[no-untyped-def]
+def compile_lines(lines: Sequence[str]) -> GitIgnoreSpec:
     """The gitignore ``lines`` as one spec; a line pathspec cannot compile is left out.
 
     git reads a line it cannot make sense of (a lone ``!``, a pattern that ends in an

@@ -19,6 +19,7 @@ from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.flows import Flow
+    from gpudoctor.lint.analysis.source import LazySite
 
 
 def attach(findings: list[Finding], flows: list[Flow], linted: str, codes: frozenset[str]) -> list[Finding]:
@@ -42,15 +43,16 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
     """(path, row, column) of each event site in ``paths`` -> the call or import in the
     linted file its flow went through to get there (for a child process's events, the one
     that led to starting it). The first one met, parent flows first."""
+    from gpudoctor.lint.analysis.events import site_of
     from gpudoctor.lint.analysis.source import concrete
     from gpudoctor.lint.rules._base import what_runs
 
     out: dict[tuple[str, int, int], Related] = {}
-    queue: deque[tuple[Flow, object]] = deque((flow, None) for flow in flows)
+    queue: deque[tuple[Flow, LazySite | None]] = deque((flow, None) for flow in flows)
     while queue:
         flow, fallback = queue.popleft()
         for event in flow.events:
-            site = getattr(event.effect, "site", None)
+            site = site_of(event.effect)
             entry = event.ctx.entry or fallback
             if site is None or entry is None or site.path not in paths or entry.path != linted:
                 continue
@@ -60,8 +62,9 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
             start = child.start
             inherited = fallback
             if start is not None:
-                start_site = start.effect.site  # type: ignore[union-attr]
-                inherited = start_site if start_site.path == linted else (start.ctx.entry or fallback)
+                start_site = site_of(start.effect)
+                inherited = start_site if start_site is not None and start_site.path == linted else (
+                    start.ctx.entry or fallback)
             queue.append((child, inherited))
     return out
 
@@ -73,7 +76,7 @@ def _moved(finding: Finding, home: Site) -> str:
 
     from gpudoctor.lint.rules._base import line_of
 
-    places = {}
+    places: dict[str, str] = {}
     for site in (finding.site, home, *(r.site for r in finding.related)):
         places.setdefault(line_of(site, finding.site), line_of(site, home))
     changed = {old: new for old, new in places.items() if old != new}

@@ -22,6 +22,7 @@ from gpudoctor.lint.inputs import LintInputs, gather
 
 if TYPE_CHECKING:
     from gpudoctor.lint.engine import LintResult
+    from gpudoctor.lint.findings import Finding
     from gpudoctor.lint.reporters import ReportOptions
 
 __all__ = ["exit_code", "report_options", "run_lint", "run_rule"]
@@ -116,7 +117,7 @@ def _stdin_source(inputs: LintInputs) -> dict[str, str]:
     return out
 
 
-def _show_diff(findings: list, args: argparse.Namespace, root: Path | None) -> int:  # type: ignore[type-arg]
+def _show_diff(findings: list[Finding], args: argparse.Namespace, root: Path | None) -> int:
     """Print the fixes as a diff, or write it to -o's file (-q: and nothing else; -s:
     nothing); exit 1 if a file would change."""
     from gpudoctor.lint.execution import preview, say_refused

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.input_file import read_regular
@@ -17,6 +18,9 @@ from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.patterns import compile_lines
 from gpudoctor.lint.reporters.printable import printable
 from gpudoctor.lint.selection import Selection
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 SUPPORTED_MINORS = range(10, 15)  # py310 .. py314
 _LOWER_BOUND = re.compile(r"(>=|~=|==|\^|>)\s*3\.(\d+)")
@@ -74,7 +78,7 @@ class Settings:
 
 
 @lru_cache(maxsize=64)
-def _spec(patterns: tuple[str, ...]):  # type: ignore[no-untyped-def]
+def _spec(patterns: tuple[str, ...]) -> GitIgnoreSpec:
     # The configuration's patterns were checked where they were read (config.py); one
     # given otherwise (a test, an API user) that cannot be compiled matches nothing.
     return compile_lines(patterns)
@@ -150,7 +154,8 @@ def read_pyproject(path: Path) -> dict[str, object]:
         raise GpudoctorError(f"cannot read {shown}: it is not UTF-8 text (byte {exc.start + 1} is "
                              f"{raw[exc.start:exc.start + 1]!r}); TOML files must be UTF-8") from exc
     try:
-        return tomllib.loads(text)
+        data: dict[str, object] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as exc:
         raise GpudoctorError(f"cannot read {shown}: {exc}") from exc
 

@@ -33,6 +33,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from gpudoctor.lint.analysis.gate import Facts
     from gpudoctor.lint.analysis.prescan import Prescan
     from gpudoctor.lint.limits import Limits
@@ -260,7 +262,7 @@ def _watch(parent: int) -> None:
         import time
 
         try:
-            handle = os.pidfd_open(parent)  # type: ignore[attr-defined]
+            handle = os.pidfd_open(parent)
         except (AttributeError, OSError):
             handle = None
         if handle is not None:
@@ -283,7 +285,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _stop(executor: object) -> None:
+def _stop(executor: ProcessPoolExecutor) -> None:
     """End the workers now: on Ctrl-C (they ignore SIGINT, and would otherwise finish the
     share they are on first), and when one died (before Python 3.12, the executor then
     waits for the others, which may wait on it for ever). SIGKILL: a worker holds nothing
@@ -302,7 +304,7 @@ def _stop(executor: object) -> None:
     # worker left alive would make that wait for ever.
     for process in multiprocessing.active_children():
         process.kill()
-    executor.shutdown(wait=True, cancel_futures=True)  # type: ignore[attr-defined]
+    executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:

@@ -9,14 +9,24 @@ import textwrap
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, EnvWrite, Event, Imported, Init, Send, SetMethod, Start, Task
+from gpudoctor.lint.analysis.events import (
+    Context,
+    EnvWrite,
+    Event,
+    Imported,
+    Init,
+    Send,
+    SetMethod,
+    Start,
+    Task,
+    site_of,
+)
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.interpreter import Interpreter
 from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.analysis.nesting import Meter
-from gpudoctor.lint.analysis.source import ParsedModule
+from gpudoctor.lint.analysis.source import LazySite, ParsedModule
 from gpudoctor.lint.analysis.values import UNKNOWN, Atom, ClassRef, FuncRef, GpuObj, ModRef, ModuleObj, Str, Value, one
-from gpudoctor.lint.findings import Site
 from gpudoctor.lint.limits import DEFAULT_LIMITS
 
 
@@ -55,7 +65,7 @@ class Snippets:
         env = dict(zip([p.name.value for p in node.params.params], (*func.bound, *positional), strict=False))
         executor = Executor(self, self.states[func.module.removesuffix(".py")], env, module_level=False,
                             ctx=Context())
-        if not executor.walk_block(node.body.body):  # type: ignore[arg-type]
+        if not executor.walk_block(node.body.body):
             executor.give_back(UNKNOWN)
         return executor.events, executor.result(), device
 
@@ -68,13 +78,13 @@ class Snippets:
         return self.states[atom.path.removesuffix(".py")].env.get(attr, UNKNOWN)
 
     def import_module(self, importer: str, dotted: str, level: int,
-                      site: Site | None) -> tuple[Value, list[ModuleState]]:
+                      site: LazySite | None) -> tuple[Value, list[ModuleState]]:
         if dotted not in self._texts:  # an installed module: known by its name
             return one(ModRef(dotted)), []
         return one(ModuleObj(f"{dotted}.py")), [] if site is None else [self.run(dotted)]
 
     def import_submodule(self, importer: str, package: Value, full: str, level: int,
-                         site: Site) -> tuple[Value, list[ModuleState]]:
+                         site: LazySite) -> tuple[Value, list[ModuleState]]:
         return UNKNOWN, []
 
     def import_star(self, value: Value) -> list[tuple[str, Value]]:
@@ -94,8 +104,8 @@ HELPERS = """
 """
 
 
-def _where(site: object) -> str | None:
-    return None if site is None else site.path  # type: ignore[attr-defined]
+def _where(site: LazySite | None) -> str | None:
+    return None if site is None else site.path
 
 
 def test_a_snippet_runs_into_its_module_state_and_events() -> None:
@@ -116,7 +126,7 @@ def test_a_snippet_runs_into_its_module_state_and_events() -> None:
     assert interpreter.linted_paths == {"main.py"}
     state = analysis.run("main")
     # (what happened, in which module, through which statement of main.py)
-    assert [(type(e.effect).__name__, _where(getattr(e.effect, "site", None)), _where(e.ctx.via))
+    assert [(type(e.effect).__name__, _where(site_of(e.effect)), _where(e.ctx.via))
             for e in state.events] == [
         ("Imported", "helpers.py", "main.py"),  # helpers' top level, run by ``import helpers``
         ("EnvWrite", "helpers.py", "main.py"),
@@ -146,3 +156,29 @@ def test_a_module_imported_twice_runs_its_top_level_once() -> None:
     state = analysis.run("main")
     assert [type(e.effect).__name__ for e in state.events] == ["Imported", "EnvWrite"]
     assert state.env["again"] == state.env["helpers"] == one(ModuleObj("helpers.py"))
+
+
+def test_the_branches_of_a_fork_are_told_apart_in_the_context() -> None:
+    # ``if pid == 0:`` runs in the child: its events carry the fork's site in
+    # ``fork_child``; the ``else`` branch, and what follows a child that exits, in ``fork_parent``.
+    analysis = Snippets({"main": """
+        import os
+        import cupy as cp
+
+        pid = os.fork()
+        if pid == 0:
+            cp.ones(1)
+            os._exit(0)
+        else:
+            cp.zeros(1)
+        cp.empty(1)
+    """})
+    state = analysis.run("main")
+    fork = next(e.effect for e in state.events if isinstance(e.effect, Start))
+    inits = [(e.effect.api, e.ctx.fork_child, e.ctx.fork_parent) for e in state.events
+             if isinstance(e.effect, Init)]
+    assert inits == [
+        ("cupy.ones", frozenset({fork.site}), frozenset()),
+        ("cupy.zeros", frozenset(), frozenset({fork.site})),
+        ("cupy.empty", frozenset(), frozenset({fork.site})),
+    ]

@@ -35,10 +35,10 @@ from gpudoctor.lint.analysis.values import (
     ordered,
 )
 from gpudoctor.lint.analysis.walks import Active, Walked
-from gpudoctor.lint.findings import Site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.source import LazySite
 
 
 class Analyzer:
@@ -74,7 +74,7 @@ class Analyzer:
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
         self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
         self.linted_paths = frozenset(str(p) for p in self.linted)
-        self.failed_imports: dict[str, Site] = {}  # unparseable module -> import in a linted file
+        self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
@@ -154,7 +154,7 @@ class Analyzer:
         return state, active
 
     def import_module(self, importer: str, dotted: str, level: int,
-                      site: Site | None) -> tuple[Value, list[ModuleState]]:
+                      site: LazySite | None) -> tuple[Value, list[ModuleState]]:
         """What an import of ``dotted`` at ``site`` in module ``importer`` binds, and the
         project modules whose top level it ran, in order (see Interpreter.import_module)."""
         origin = self.project.path_of(importer)
@@ -181,7 +181,7 @@ class Analyzer:
         return frozenset((module, ModRef(qualname))) if qualname else one(module)
 
     def import_submodule(self, importer: str, package: Value, full: str, level: int,
-                         site: Site) -> tuple[Value, list[ModuleState]]:
+                         site: LazySite) -> tuple[Value, list[ModuleState]]:
         """``from package import name`` where the package binds no ``name``: Python imports
         the submodule ``package.name``, running its top level."""
         origin = self.project.path_of(importer)
@@ -205,7 +205,7 @@ class Analyzer:
             return self.import_module(importer, full, level, site)  # a namespace package's module
         return UNKNOWN, []
 
-    def _run_import(self, importer: str, path: Path, site: Site, ran: list[ModuleState]) -> None:
+    def _run_import(self, importer: str, path: Path, site: LazySite, ran: list[ModuleState]) -> None:
         """Run a project module's top level for an import in ``importer``; add it to ``ran``
         unless it cannot be run (unparseable, not analysed, or still being imported)."""
         if self._depth + self._import_depth >= self.limits.max_import_depth:
@@ -335,7 +335,7 @@ class Analyzer:
 
     def _bind(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
               keywords: dict[str, Value]) -> dict[str, Value]:
-        params = func.node.params  # type: ignore[attr-defined]
+        params = func.node.params
         ordered = [*params.posonly_params, *params.params]
         digits = self.limits.max_integer_chars
         env: dict[str, Value] = {}

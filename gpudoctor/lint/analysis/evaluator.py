@@ -9,6 +9,7 @@ statements.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -83,10 +84,10 @@ ENV_CALLS = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update"
 ENV_READS = frozenset({"os.environ.get", "os.getenv", "os.environ.pop"})
 
 
-_HANDLERS: dict[tuple[type, type], Any] = {}
+_HANDLERS: dict[tuple[type, type], Callable[[Evaluator, Any], Value] | None] = {}
 
 
-def _handler(evaluator: type, kind: type) -> Any:
+def _handler(evaluator: type[Evaluator], kind: type[cst.CSTNode]) -> Callable[[Evaluator, Any], Value] | None:
     """The ``_e_<Node>`` method of ``evaluator`` for a node type, looked up once per pair
     (eval runs for every expression: a name built and looked up each time showed)."""
     key = (evaluator, kind)
@@ -114,7 +115,7 @@ class Evaluator(Frame):
         try:
             handler = _handler(type(self), type(node))
             if handler is not None:
-                return handler(self, node)  # type: ignore[no-any-return]
+                return handler(self, node)
             self.eval_children(node)
             return UNKNOWN
         finally:
@@ -511,10 +512,10 @@ class Evaluator(Frame):
             # method called on the object (``.use()``) is looked up as ``Device.use``.
             return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
         if api is None:
-            framework = framework_of_module(qualname) if "." in qualname else None
-            if framework is not None and framework in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
-                self.emit(Init(framework, InitLevel.RUNTIME, f'{qualname}(device="cuda")', self.site(node)))
-                return one(GpuObj(framework, self.site(node)))
+            owner = framework_of_module(qualname) if "." in qualname else None
+            if owner is not None and owner in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
+                self.emit(Init(owner, InitLevel.RUNTIME, f'{qualname}(device="cuda")', self.site(node)))
+                return one(GpuObj(owner, self.site(node)))
             return UNKNOWN
         framework = self.backend_of(qualname, api.framework)
         if api.effect == TF_CONFIG:

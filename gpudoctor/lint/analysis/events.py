@@ -7,9 +7,12 @@ callee's events in at the call, with the call's context merged in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
-from gpudoctor.lint.findings import Site
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.source import LazySite
 from gpudoctor.lint.knowledge.processes import ProcessKind
 from gpudoctor.lint.knowledge.table import InitLevel
 
@@ -21,7 +24,7 @@ class Init:
     framework: str
     level: InitLevel
     api: str
-    site: Site
+    site: LazySite
     # (variable, value): no init happens when ``os.environ`` holds that value at the call
     # (registry.INIT_UNLESS); decided where the flow is replayed.
     unless: tuple[str, str] | None = None
@@ -43,12 +46,12 @@ class Start:
 
     kind: ProcessKind
     method: str | None  # None: the platform default
-    site: Site
+    site: LazySite
     children: tuple[Child, ...] = ()
     daemonic: bool = False
     pool: PoolObj | None = None
     workers: int | None = None
-    started: Site | None = None  # for a Process: its constructor site
+    started: LazySite | None = None  # for a Process: its constructor site
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class Task:
     """Work submitted to an existing pool or executor."""
 
     pool: PoolObj
-    site: Site
+    site: LazySite
     children: tuple[Child, ...]
 
 
@@ -64,7 +67,7 @@ class Task:
 class Send:
     """Values cross a process boundary here (task args, Process args, queue put, pipe send)."""
 
-    site: Site
+    site: LazySite
     channel: str
     value: frozenset[Atom]
     method: str | None
@@ -73,22 +76,22 @@ class Send:
 @dataclass(frozen=True)
 class SetMethod:
     method: str
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
 class ThreadStart:
-    site: Site
+    site: LazySite
     api: str
-    started: Site | None = None  # constructor site of the thread or thread pool
+    started: LazySite | None = None  # constructor site of the thread or thread pool
 
 
 @dataclass(frozen=True)
 class Join:
     """Threads or a process started at ``started`` (their constructor site) are joined here."""
 
-    started: Site
-    site: Site
+    started: LazySite
+    site: LazySite
     threads: bool
 
 
@@ -96,7 +99,7 @@ class Join:
 class EnvWrite:
     var: str
     value: frozenset[Atom]
-    site: Site
+    site: LazySite
     environ: bool = True  # False for ``os.putenv``: the process environment, not os.environ
 
 
@@ -105,7 +108,7 @@ class TfConfig:
     """Device configuration that must run before its framework's runtime exists."""
 
     api: str
-    site: Site
+    site: LazySite
     swallowed: bool  # inside a try whose handler only logs or passes
     framework: str = ""
 
@@ -115,12 +118,12 @@ class Imported:
     """A module of a GPU framework was imported (it may read its configuration then)."""
 
     module: str  # the dotted name imported
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
 class DataLoaderStart:
-    site: Site
+    site: LazySite
     method: str | None
     workers: int | None
     children: tuple[Child, ...]
@@ -129,7 +132,7 @@ class DataLoaderStart:
 @dataclass(frozen=True)
 class DefaultDevice:
     cuda: bool
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ class SetPreload:
     those events comes from."""
 
     modules: tuple[str, ...] | None
-    site: Site
+    site: LazySite
     events: tuple[Event, ...] = ()
     sources: tuple[str, ...] = ()  # per event: the preloaded module it comes from
 
@@ -158,7 +161,7 @@ class Branch:
     other (a thread started in one is not running at a start in another). Only chains
     where that matters carry these (see Executor.mark_branches)."""
 
-    chain: Site  # the ``if`` statement (named so, not ``site``: nothing happens there)
+    chain: LazySite  # the ``if`` statement (named so, not ``site``: nothing happens there)
     index: int
 
 
@@ -167,7 +170,7 @@ class Merge:
     """A branch of the ``if`` chain ``chain`` ends here (``last``: the chain ends; what
     lies between its branches, the tests of ``elif``, is in none of them)."""
 
-    chain: Site
+    chain: LazySite
     last: bool
 
 
@@ -181,11 +184,11 @@ class Context:
 
     import_time: bool = False  # module level of the entry module, outside the main guard
     in_loop: bool = False
-    loop: Site | None = None  # the innermost loop statement around the event
-    fork_parent: frozenset[Site] = frozenset()  # parent-side branches of these os.fork() calls
-    fork_child: frozenset[Site] = frozenset()  # child-side branches of these os.fork() calls
-    via: Site | None = None  # the call that led into the function where this happened
-    entry: Site | None = None  # the innermost call or import in the linted file that led here
+    loop: LazySite | None = None  # the innermost loop statement around the event
+    fork_parent: frozenset[LazySite] = frozenset()  # parent-side branches of these os.fork() calls
+    fork_child: frozenset[LazySite] = frozenset()  # child-side branches of these os.fork() calls
+    via: LazySite | None = None  # the call that led into the function where this happened
+    entry: LazySite | None = None  # the innermost call or import in the linted file that led here
     # In the entry module's ``if __name__ == "__main__":`` block, or in what it calls or
     # imports (a module imported there runs its top level then, not at import time).
     main_block: bool = False
@@ -197,7 +200,12 @@ class Event:
     ctx: Context = field(default_factory=Context)
 
 
-def splice(events: list[Event], outer: Context, call_site: Site | None, linted: bool = False) -> list[Event]:
+def site_of(effect: Effect) -> LazySite | None:
+    """Where an effect happens; None for the marks of a chain's branches (Branch, Merge)."""
+    return None if isinstance(effect, (Branch, Merge)) else effect.site
+
+
+def splice(events: list[Event], outer: Context, call_site: LazySite | None, linted: bool = False) -> list[Event]:
     """Re-home a callee's events at a call made in context ``outer`` (``linted``: the call
     is in the linted file)."""
     default = outer == _DEFAULT

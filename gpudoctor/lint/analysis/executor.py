@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict
 
 import libcst as cst
 
@@ -65,10 +66,20 @@ from gpudoctor.lint.knowledge.registry import (
 )
 from gpudoctor.lint.knowledge.table import InitLevel
 
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.source import LazySite
+
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
                    # exec replaces the process: the code after it never runs
                    *(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))})
 IMPORT_READ_MODULES = frozenset(IMPORT_READERS.values())
+
+
+class ForkSide(TypedDict, total=False):
+    """What one side of ``if pid == 0`` adds to the context (see Executor.fork_sides)."""
+
+    fork_child: frozenset[LazySite]
+    fork_parent: frozenset[LazySite]
 
 
 class Executor(Evaluator):
@@ -123,9 +134,9 @@ class Executor(Evaluator):
 
     def walk_small(self, node: cst.BaseSmallStatement) -> bool:
         if isinstance(node, cst.Expr):
-            value = node.value
-            callee = self.eval(value.func) if isinstance(value, cst.Call) else UNKNOWN
-            self.eval(value)
+            expr = node.value
+            callee = self.eval(expr.func) if isinstance(expr, cst.Call) else UNKNOWN
+            self.eval(expr)
             return any(isinstance(a, ModRef) and a.qualname in EXITS for a in callee)
         if isinstance(node, cst.Assign):
             value = self.eval(node.value)
@@ -206,7 +217,7 @@ class Executor(Evaluator):
         for name in dict.fromkeys(name for bound in live for name in bound):
             before = self.env.get(name)  # (a branch that did not bind it leaves it so)
             # (a way on which it stays unbound adds nothing: using it there raises)
-            ways = [value for bound in live if (value := bound.get(name, before)) is not None]
+            ways = [held for bound in live if (held := bound.get(name, before)) is not None]
             if ways:
                 self.assign(name, join(*ways))
         return False
@@ -220,7 +231,7 @@ class Executor(Evaluator):
         ctx = original  # the context the rest of the chain runs in
         outcomes: list[tuple[dict[str, Value], bool]] = []
         fallthrough = False  # the chain may run none of its branches
-        parent_only: dict[str, object] = {}
+        parent_only: ForkSide = {}
         head = True  # nothing branched yet: what is decided here is walked in place
         current: cst.If | cst.Else | None = node
         spans: list[tuple[int, int]] = []  # where the events of each branch walked lie
@@ -302,7 +313,7 @@ class Executor(Evaluator):
             events.insert(end, Event(Merge(chain, last=k == len(spans) - 1), ctx))
             events.insert(begin, Event(Branch(chain, k), ctx))
 
-    def fork_sides(self, test: cst.BaseExpression) -> tuple[dict[str, object], dict[str, object]]:
+    def fork_sides(self, test: cst.BaseExpression) -> tuple[ForkSide, ForkSide]:
         """Which branch of ``if pid == 0`` (and its variants) runs in the forked child."""
         negate = False
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -326,8 +337,8 @@ class Executor(Evaluator):
             return {}, {}
         if negate:
             child_if_true = not child_if_true
-        child = {"fork_child": self.ctx.fork_child | forks}
-        parent = {"fork_parent": self.ctx.fork_parent | forks}
+        child: ForkSide = {"fork_child": self.ctx.fork_child | forks}
+        parent: ForkSide = {"fork_parent": self.ctx.fork_parent | forks}
         return (child, parent) if child_if_true else (parent, child)
 
     def _loop(self, node: cst.For | cst.While, bind_target: bool) -> bool:
@@ -402,7 +413,7 @@ class Executor(Evaluator):
     _s_TryStar = _s_Try
 
     def dead_handler(self, handler: cst.ExceptHandler | cst.ExceptStarHandler,
-                     body: Sequence[cst.BaseStatement]) -> bool:
+                     body: Sequence[cst.BaseStatement] | Sequence[cst.BaseSmallStatement]) -> bool:
         """Can the handler never run? It catches only a missing attribute or import
         (conditions.MISSING_NAME_ERRORS) around statements that only call, or import
         from ``multiprocessing``, names every supported target has, with literal or

@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from gpudoctor.lint.analysis.events import (
     Branch,
@@ -36,8 +36,18 @@ from gpudoctor.lint.analysis.events import (
     Task,
     ThreadStart,
 )
-from gpudoctor.lint.analysis.values import UNKNOWN, FuncRef, Instance, PoolObj, Str, gpu_objects, ordered
-from gpudoctor.lint.findings import Site
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    Atom,
+    ClassRef,
+    FuncRef,
+    Instance,
+    PoolObj,
+    Str,
+    Value,
+    gpu_objects,
+    ordered,
+)
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.names import StrEnum
 from gpudoctor.lint.knowledge.table import InitLevel
@@ -45,9 +55,22 @@ from gpudoctor.lint.knowledge.table import InitLevel
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
+    from gpudoctor.lint.analysis.source import LazySite
 
 
-class Chain:
+T = TypeVar("T")
+E = TypeVar("E")
+
+
+def _effects(events: Iterable[Event], kind: type[E]) -> Iterator[E]:
+    """The effects of ``events``, each of which is known to be a ``kind``."""
+    for event in events:
+        effect = event.effect
+        assert isinstance(effect, kind)
+        yield effect
+
+
+class Chain(Generic[T]):
     """A sequence of events that shares what came before: one event longer is one link
     more. A flow keeps the state before each of its events; with the thread starts and
     environment writes so far held in tuples, a module starting a thread on each of its
@@ -56,35 +79,37 @@ class Chain:
 
     __slots__ = ("_before", "_first", "_last", "_length")
 
-    def __init__(self, before: Chain | None = None, last: Event | None = None) -> None:
+    def __init__(self, before: Chain[T] | None = None, last: T | None = None) -> None:
         self._before = before
         self._last = last
-        self._length = 0 if before is None else before._length + 1
-        self._first: Event | None = last if before is None or before._length == 0 else before._first
+        self._length: int = 0 if before is None else before._length + 1
+        self._first: T | None = last if before is None or before._length == 0 else before._first
 
     @classmethod
-    def of(cls, events: Iterable[Event]) -> Chain:
-        chain = EMPTY
+    def of(cls, events: Iterable[T]) -> Chain[T]:
+        chain: Chain[T] = EMPTY
         for event in events:
             chain = chain.plus(event)
         return chain
 
-    def plus(self, event: Event) -> Chain:
+    def plus(self, event: T) -> Chain[T]:
         return Chain(self, event)
 
     def __len__(self) -> int:
         return self._length
 
-    def __reversed__(self) -> Iterator[Event]:
-        link: Chain | None = self
+    def __reversed__(self) -> Iterator[T]:
+        link: Chain[T] | None = self
         while link is not None and link._length:
-            yield link._last  # type: ignore[misc]
+            last = link._last
+            assert last is not None  # only the empty chain holds nothing
+            yield last
             link = link._before
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[T]:
         return iter(self._items())
 
-    def _items(self) -> list[Event]:
+    def _items(self) -> list[T]:
         items = list(reversed(self))
         items.reverse()
         return items
@@ -92,7 +117,7 @@ class Chain:
     def __contains__(self, event: object) -> bool:
         return any(item == event for item in reversed(self))
 
-    def __getitem__(self, index: int) -> Event:
+    def __getitem__(self, index: int) -> T:
         if index == 0 and self._first is not None:
             return self._first
         return self._items()[index]
@@ -111,14 +136,14 @@ class Chain:
         return f"Chain({self._items()!r})"
 
 
-EMPTY = Chain()
+EMPTY: Chain[Any] = Chain()
 
 
 # Where an event runs among the branches of ``if`` chains marked so (events.Branch): per
 # enclosing chain, its site, which run of it (numbered as the flow is replayed: each run
 # of a chain in a loop, or of a function called twice, is another) and the branch taken
 # (None: between its branches, in the test of an ``elif``).
-Branches = tuple[tuple[Site, int, "int | None"], ...]
+Branches = tuple[tuple["LazySite", int, "int | None"], ...]
 
 
 @dataclass(frozen=True)
@@ -127,6 +152,13 @@ class Running:
 
     event: Event
     branches: Branches = ()
+
+    @property
+    def started(self) -> LazySite | None:
+        """Where the thread or thread pool was created."""
+        effect = self.event.effect
+        assert isinstance(effect, ThreadStart)
+        return effect.started
 
     def excluded_by(self, branches: Branches) -> bool:
         """Did it happen in another branch of the same run of a chain than ``branches``
@@ -142,17 +174,17 @@ class State:
 
     inits: tuple[Event, ...] = ()  # first Init per (framework, level), in order
     method: SetMethod | None = None
-    threads: Chain = EMPTY  # Running: thread starts whose threads may still run
+    threads: Chain[Running] = EMPTY  # thread starts whose threads may still run
     branches: Branches = ()  # the branches of marked chains being replayed
     runs: int = 0  # runs of marked chains replayed so far
     default_cuda: Event | None = None
-    env: Chain = EMPTY  # EnvWrite events, in order
+    env: Chain[Event] = EMPTY  # EnvWrite events, in order
     imports: tuple[Event, ...] = ()  # first Imported per top-level module, in order
     preload: Event | None = None  # the last set_forkserver_preload (None: the default list)
 
     def threads_at(self, branches: Branches) -> list[Event]:
         """The thread starts whose threads may run at a point in ``branches``."""
-        return [r.event for r in self.threads if not r.excluded_by(branches)]  # type: ignore[attr-defined]
+        return [r.event for r in self.threads if not r.excluded_by(branches)]
 
     def first_init(self) -> Event | None:
         return self.inits[0] if self.inits else None
@@ -170,7 +202,7 @@ class State:
         if isinstance(effect, Init):
             if self.skips(effect):
                 return self
-            known = {(e.effect.framework, e.effect.level) for e in self.inits}  # type: ignore[union-attr]
+            known = {(init.framework, init.level) for init in _effects(self.inits, Init)}
             if (effect.framework, effect.level) in known:
                 return self
             return replace(self, inits=(*self.inits, event))
@@ -179,11 +211,11 @@ class State:
         if isinstance(effect, SetPreload):
             return replace(self, preload=event)
         if isinstance(effect, ThreadStart):
-            return replace(self, threads=self.threads.plus(Running(event, self.branches)))  # type: ignore[arg-type]
+            return replace(self, threads=self.threads.plus(Running(event, self.branches)))
         if isinstance(effect, Join) and effect.threads:
-            if not any(r.event.effect.started == effect.started for r in self.threads):  # type: ignore[attr-defined]
+            if not any(r.started == effect.started for r in self.threads):
                 return self
-            live = Chain.of([r for r in self.threads if r.event.effect.started != effect.started])  # type: ignore[attr-defined]
+            live = Chain.of([r for r in self.threads if r.started != effect.started])
             return replace(self, threads=live)
         if isinstance(effect, Branch):
             top = self.branches[-1] if self.branches else None
@@ -204,8 +236,8 @@ class State:
         if isinstance(effect, DefaultDevice) and not effect.cuda and self.default_cuda is not None:
             return replace(self, default_cuda=None)
         if isinstance(effect, Imported):
-            top = effect.module.split(".", 1)[0]
-            if any(e.effect.module.split(".", 1)[0] == top for e in self.imports):  # type: ignore[union-attr]
+            package = effect.module.split(".", 1)[0]
+            if any(i.module.split(".", 1)[0] == package for i in _effects(self.imports, Imported)):
                 return self
             return replace(self, imports=(*self.imports, event))
         return self
@@ -213,7 +245,9 @@ class State:
     def import_of(self, module: str) -> Event | None:
         """The first import of ``module`` (or of a submodule of it) so far."""
         for event in self.imports:
-            if event.effect.module.split(".", 1)[0] == module:  # type: ignore[union-attr]
+            effect = event.effect
+            assert isinstance(effect, Imported)
+            if effect.module.split(".", 1)[0] == module:
                 return event
         return None
 
@@ -227,14 +261,17 @@ class State:
         var, value = init.unless
         for event in reversed(self.env):
             write = event.effect
-            if write.var == var and write.environ:  # type: ignore[union-attr]
-                return write.value == frozenset({Str(value)})  # type: ignore[union-attr]
+            assert isinstance(write, EnvWrite)
+            if write.var == var and write.environ:
+                return write.value == frozenset({Str(value)})
         return False
 
     def env_value(self, var: str) -> Event | None:
         """The last write to ``var`` so far."""
         for event in reversed(self.env):
-            if event.effect.var == var:  # type: ignore[union-attr]
+            write = event.effect
+            assert isinstance(write, EnvWrite)
+            if write.var == var:
                 return event
         return None
 
@@ -290,15 +327,17 @@ class Flow:
         return self._tasks.get(pool, []) if pool is not None else []
 
     def tasks_of(self, start: Event) -> list[Event]:
-        return [self.events[i] for i in self.task_indexes(start.effect.pool)]  # type: ignore[union-attr]
+        effect = start.effect
+        assert isinstance(effect, Start)
+        return [self.events[i] for i in self.task_indexes(effect.pool)]
 
     def child_started_by(self, event: Event) -> Flow | None:
         if len(self._child_index) != len(self.children):
             self._child_index = {}
             for child in reversed(self.children):  # the first child of a start wins
                 self._child_index[id(child.start)] = child
-        child = self._child_index.get(id(event))
-        return child if child is not None and child.start is event else None
+        found = self._child_index.get(id(event))
+        return found if found is not None and found.start is event else None
 
 
 class FlowBuilder:
@@ -404,8 +443,8 @@ class FlowBuilder:
                         method="fork")
         children = list(effect.children)
         if effect.pool is not None:
-            for task in flow.tasks_of(event):
-                children.extend(task.effect.children)  # type: ignore[union-attr]
+            for task in _effects(flow.tasks_of(event), Task):
+                children.extend(task.children)
         return self._child(flow, event, self.parent_state(flow, index), tuple(children),
                            effect.method, effect.daemonic)
 
@@ -449,8 +488,9 @@ class FlowBuilder:
         ``__main__.py`` nor a module inside a package: those are run with ``python -m``,
         and the server preloads only a main module it is given the path of. A list
         gpudoctor cannot read preloads nothing it knows of."""
-        preload = state.preload
-        names = P.DEFAULT_PRELOAD if preload is None else preload.effect.modules  # type: ignore[union-attr]
+        preload = None if state.preload is None else state.preload.effect
+        assert preload is None or isinstance(preload, SetPreload)
+        names = P.DEFAULT_PRELOAD if preload is None else preload.modules
         if names is None:
             return [], False
         main = (self.preloads_main and P.MAIN_MODULE in names and flow.kind == FlowKind.MODULE and flow.depth == 0
@@ -458,7 +498,7 @@ class FlowBuilder:
         # (a module the main block imports runs there, not when the server imports the script)
         events = [e for e in flow.origin.import_events if not e.ctx.main_block] if main else []
         if preload is not None:
-            events.extend(preload.effect.events)  # type: ignore[union-attr]
+            events.extend(preload.events)
         return events, main
 
     def _script(self, module: ModuleState) -> bool:
@@ -472,13 +512,13 @@ class FlowBuilder:
         return flow.child_started_by(event)
 
 
-def _methods(builder: FlowBuilder, cls: object) -> frozenset:
+def _methods(builder: FlowBuilder, cls: ClassRef) -> Value:
     import libcst as cst
 
-    out = set()
-    for statement in cls.node.body.body:  # type: ignore[attr-defined]
+    out: set[Atom] = set()
+    for statement in cls.node.body.body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value != "__init__":
-            out |= builder.analyzer.classes.member(Instance(cls), statement.name.value)  # type: ignore[arg-type]
+            out |= builder.analyzer.classes.member(Instance(cls), statement.name.value)
     return frozenset(out)
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from gpudoctor.lint.analysis.interpreter import Interpreter
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.findings import Site
+    from gpudoctor.lint.analysis.source import LazySite
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
@@ -56,7 +56,7 @@ class Frame:
         self.loops = 0  # loops around the statement being walked
         self.carried: dict[int, dict[str, Value]] = {}  # inner loop -> names its iterations left
 
-    def site(self, node: cst.CSTNode) -> Site:
+    def site(self, node: cst.CSTNode) -> LazySite:
         return self.tree.site(node, self.anchor if self.tree is self.module.parsed else None)
 
     def emit(self, effect: Effect) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
@@ -83,11 +84,11 @@ class Facts:
                 self.spawns, [list(m) for m in self.members]]
 
     @classmethod
-    def from_json(cls, data: list[object]) -> Facts:
+    def from_json(cls, data: list[Any]) -> Facts:  # as to_json wrote it, read back from JSON
         acts, uses_gpu, starts, follow, imports, spawns, members = data
         return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
-                   tuple((str(n), int(level)) for n, level in imports),  # type: ignore[union-attr]
-                   bool(spawns), tuple((str(n), int(level)) for n, level in members))  # type: ignore[union-attr]
+                   tuple((str(n), int(level)) for n, level in imports),
+                   bool(spawns), tuple((str(n), int(level)) for n, level in members))
 
 
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000

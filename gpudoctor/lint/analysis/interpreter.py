@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.events import Event
     from gpudoctor.lint.analysis.module_state import ModuleState
     from gpudoctor.lint.analysis.nesting import Meter
+    from gpudoctor.lint.analysis.source import LazySite
     from gpudoctor.lint.analysis.values import Atom, FuncRef, Value
-    from gpudoctor.lint.findings import Site
     from gpudoctor.lint.limits import Limits
 
 
@@ -55,13 +55,13 @@ class Interpreter(Protocol):
         """What a project module (``atom``) binds to ``attr``."""
 
     def import_module(self, importer: str, dotted: str, level: int,
-                      site: Site | None) -> tuple[Value, list[ModuleState]]:
+                      site: LazySite | None) -> tuple[Value, list[ModuleState]]:
         """What an import of ``dotted`` in module ``importer`` binds, and the project
         modules whose top level it ran, in order (none when ``site`` is None: the name
         only)."""
 
     def import_submodule(self, importer: str, package: Value, full: str, level: int,
-                         site: Site) -> tuple[Value, list[ModuleState]]:
+                         site: LazySite) -> tuple[Value, list[ModuleState]]:
         """``from package import name`` where the package binds no ``name``: the
         submodule ``full``, and the modules importing it ran (as ``import_module``)."""
 

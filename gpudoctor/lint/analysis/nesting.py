@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 # What each step costs, in Python frames it may hold on the stack until the next step is
 # charged (counted on the deepest paths between them, and rounded up).
@@ -97,10 +98,10 @@ class Meter:
 def current_depth() -> int:
     """The frames on the stack now (counted once per analysis, not per step)."""
     depth = 0
-    frame = sys._getframe(1)  # noqa: SLF001 - the one cheap way to count them
+    frame: FrameType | None = sys._getframe(1)  # noqa: SLF001 - the one cheap way to count them
     while frame is not None:
         depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back
     return depth
 
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
+from typing import cast
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 try:
     from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
+    _INTERNALS = True
 except ImportError:  # pragma: no cover - a libcst without these internals
-    PositionProvidingCodegenState = None  # type: ignore[assignment,misc]
+    _INTERNALS = False
 
 __all__ = ["every_position", "locate", "locate_in_statement"]
 
@@ -33,12 +35,16 @@ class _Done(Exception):
     """The wanted node has been generated: the rest of the tree is not needed."""
 
 
-if PositionProvidingCodegenState is not None:
+if _INTERNALS:
 
-    class _Measuring(PositionProvidingCodegenState):  # type: ignore[misc,valid-type]
+    class _Measuring(PositionProvidingCodegenState):
         """The provider's state, counting positions only inside ``wanted``."""
 
         __slots__ = ("anchor", "depth", "head", "wanted")
+        anchor: cst.CSTNode | None
+        depth: int
+        head: int | None
+        wanted: cst.CSTNode
 
         def add_token(self, value: str) -> None:
             self.tokens.append(value)
@@ -67,8 +73,11 @@ if PositionProvidingCodegenState is not None:
                 if not self.depth:
                     raise _Done
 
-        def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
-                                      end_node: cst.CSTNode | None = None) -> AbstractContextManager[None]:
+        # libcst annotates the method with the generator context manager its decorator
+        # makes; its callers only enter what it returns, which is all this one promises.
+        def record_syntactic_position(  # type: ignore[override]
+                self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                end_node: cst.CSTNode | None = None) -> AbstractContextManager[None]:
             if self.depth:
                 return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
             if node is self.anchor and start_node is None:  # where the statement's own range starts
@@ -97,13 +106,13 @@ def _measure(module: cst.Module, root: cst.CSTNode, node: cst.CSTNode,
 def locate(module: cst.Module, node: cst.CSTNode) -> Mapping[cst.CSTNode, CodeRange]:
     """The ranges of ``node`` and of every node inside it (perhaps of others too); empty if
     ``node`` is not in ``module``."""
-    if PositionProvidingCodegenState is None:
+    if not _INTERNALS:
         return every_position(module)
     try:
         state = _measure(module, module, node)
     except (AttributeError, TypeError):  # pragma: no cover - the internals changed shape
         return every_position(module)
-    return {} if state is None else state.provider._computed  # noqa: SLF001
+    return {} if state is None else _ranges(state.provider)
 
 
 def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
@@ -116,7 +125,7 @@ def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
 
     Only the statement's code up to the end of ``node`` is generated, as the module would
     generate it: the cheap way to position a node in a large module."""
-    if PositionProvidingCodegenState is None:
+    if not _INTERNALS:
         return None
     try:
         state = _measure(module, statement, node, anchor=statement)
@@ -124,7 +133,7 @@ def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
         return None
     if state is None:
         return None
-    computed = state.provider._computed  # noqa: SLF001
+    computed = _ranges(state.provider)
     head = state.head if state.head is not None else \
         (computed[statement].start.line if statement in computed else None)
     return None if head is None else (head, computed)
@@ -139,9 +148,15 @@ def every_position(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     try:
         provider = PositionProvider()
         provider._gen_impl(module)  # noqa: SLF001
-        return provider._computed  # noqa: SLF001
+        return _ranges(provider)
     except RecursionError:  # nested deeper than libcst can generate (see _measure)
         return {}
     except AttributeError:  # pragma: no cover - the internals changed shape
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
+
+
+def _ranges(provider: BaseMetadataProvider[CodeRange]) -> Mapping[cst.CSTNode, CodeRange]:
+    """The ranges a provider computed. libcst types its table for any provider, whose
+    values may be computed lazily; the position provider stores each range itself."""
+    return cast("Mapping[cst.CSTNode, CodeRange]", provider._computed)  # noqa: SLF001

@@ -329,7 +329,7 @@ def prescan(text: str) -> Prescan | None:
 
 def _applied(node: ast.stmt) -> set[str]:
     """The names of the decorators given by name (applied: called when the def runs)."""
-    return {getattr(d, "id", None) or getattr(d, "attr", "") for d in getattr(node, "decorator_list", ())
+    return {d.id if isinstance(d, ast.Name) else d.attr for d in getattr(node, "decorator_list", ())
             if isinstance(d, (ast.Name, ast.Attribute))}
 
 

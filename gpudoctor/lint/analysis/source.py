@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -116,8 +116,9 @@ class ParsedModule:
                 return ()
             snippet = ParsedModule(self.path, tree, shifts=[(1, offset)])
             snippet._parent = self
+            # The snippet is the function, or a class holding the method (see body_snippet).
             first = snippet.module.body[0]
-            full = first.body.body[0] if unit.method else first  # type: ignore[attr-defined]
+            full = cast(cst.FunctionDef, cast(cst.ClassDef, first).body.body[0] if unit.method else first)
             self._snippets.append(snippet)
             self._bodies[id(node)] = getattr(full.body, "body", ())
             self._body_trees[id(node)] = snippet
@@ -170,6 +171,7 @@ class ParsedModule:
             span = cached[1].get(node)
             if span is None:
                 return None
+        assert cached is not None  # the span came from it
         head = cached[0]
         # Rows of the skeleton (elided bodies removed), then of the file.
         original = self._top_rows[index]

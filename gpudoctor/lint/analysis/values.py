@@ -6,7 +6,7 @@ NumPy array in the other leaves both atoms on the name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Site
@@ -14,6 +14,9 @@ from gpudoctor.lint.knowledge.processes import ProcessKind
 
 if TYPE_CHECKING:
     import libcst as cst
+    from _typeshed import DataclassInstance
+
+    from gpudoctor.lint.analysis.source import LazySite
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class GpuObj:
     """A device-resident object (CuPy array, CUDA tensor, TF tensor or model, ...)."""
 
     framework: str
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ class FuncRef:
 
     module: str  # the file's path
     qualname: str
-    node: cst.CSTNode  # FunctionDef or Lambda
+    node: cst.FunctionDef | cst.Lambda
     bound: tuple[frozenset[Atom], ...] = ()  # partial() / bound self
     cuda_kernel: str | None = None  # the framework whose kernel decorator it carries (registry.KERNEL_DECORATORS)
     closure: tuple[tuple[str, frozenset[Atom]], ...] = ()  # enclosing names a nested def uses
@@ -137,7 +140,7 @@ class PoolObj:
 
     kind: ProcessKind  # POOL, EXECUTOR or THREAD_POOL
     method: str | None
-    site: Site
+    site: LazySite
     initializer: tuple[FuncRef, ...]
     initargs: frozenset[Atom]
     workers: int | None
@@ -147,7 +150,7 @@ class PoolObj:
 @dataclass(frozen=True)
 class ProcessObj:
     method: str | None
-    site: Site
+    site: LazySite
     targets: tuple[FuncRef, ...]
     args: tuple[frozenset[Atom], ...]
     daemon: bool
@@ -160,7 +163,7 @@ class QueueObj:
 
 @dataclass(frozen=True)
 class ThreadObj:
-    site: Site
+    site: LazySite
     targets: tuple[FuncRef, ...] = ()
     args: frozenset[Atom] = frozenset()
 
@@ -169,7 +172,7 @@ class ThreadObj:
 class LoaderObj:
     """A DataLoader, with what decides what iterating it does in this process."""
 
-    site: Site
+    site: LazySite
     pin_memory: bool  # surely ``pin_memory=True``
     workers: int | None  # ``num_workers`` when it is a literal
     persistent: bool  # surely ``persistent_workers=True``: its iterator lives with it
@@ -179,14 +182,14 @@ class LoaderObj:
 class Compiled:
     """What a lazy compiler wrapped (registry: processes.COMPILER): calling it compiles."""
 
-    site: Site  # where it was compiled (the call or the decorator)
+    site: LazySite  # where it was compiled (the call or the decorator)
 
 
 @dataclass(frozen=True)
 class Compiler:
     """A compiler called with options only (``@compile(mode=...)``): a decorator."""
 
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ class JoblibConfig:
 class ForkPid:
     """The return value of ``os.fork()``: 0 in the child."""
 
-    site: Site
+    site: LazySite
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,7 @@ class Opaque:
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
         | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
         | Deferred | JoblibConfig | SavedEnv | Opaque)
-Value = frozenset  # frozenset[Atom]
+Value = frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
 SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))
 # The name under which a scope's environment holds the default device factories allocate
@@ -259,7 +262,7 @@ def ordered(value: frozenset[Atom]) -> list[Atom] | frozenset[Atom]:
     return sorted(value, key=_atom_key)
 
 
-def _atom_key(atom: object) -> str:
+def _atom_key(atom: DataclassInstance) -> str:
     if isinstance(atom, (FuncRef, ClassRef)):
         return f"{type(atom).__name__}:{atom.module}:{atom.qualname}:{_part(getattr(atom, 'bound', ()))}"
     return f"{type(atom).__name__}:" + "|".join(_part(getattr(atom, name)) for name in _fields(type(atom)))
@@ -274,7 +277,7 @@ def _part(value: object) -> str:
         return "(" + ",".join(_part(item) for item in value) + ")"
     if isinstance(value, frozenset):
         return "{" + ",".join(sorted(_part(item) for item in value)) + "}" if len(value) < 8 else f"{{{len(value)}}}"
-    if hasattr(value, "__dataclass_fields__"):
+    if is_dataclass(value) and not isinstance(value, type):
         return _atom_key(value)
     return ""
 
@@ -282,7 +285,7 @@ def _part(value: object) -> str:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _fields(kind: type) -> tuple[str, ...]:
+def _fields(kind: type[DataclassInstance]) -> tuple[str, ...]:
     names = _FIELDS.get(kind)
     if names is None:
         names = _FIELDS[kind] = tuple(name for name in kind.__dataclass_fields__ if name != "node")

@@ -158,7 +158,7 @@ def _overlaps(a: Edit, b: Edit) -> bool:
 
 
 def diff(fix_plan: FixPlan) -> str:
-    out = []
+    out: list[str] = []
     for path, (old, new) in fix_plan.texts.items():
         name = printable(path.as_posix())  # a newline in it would end the header line
         out.extend(difflib.unified_diff(_lines(old), _lines(new), fromfile=f"a/{name}", tofile=f"b/{name}"))

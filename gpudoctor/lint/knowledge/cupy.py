@@ -7,6 +7,8 @@ alone touches no device.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import (
     DRIVER_INIT,
@@ -18,6 +20,11 @@ from gpudoctor.lint.knowledge.table import (
     Api,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
+
+    from gpudoctor.lint.knowledge.table import Conditions
+
 FW = "cupy"
 BASICS = "https://docs.cupy.dev/en/stable/user_guide/basic.html"
 DEVICE = "https://docs.cupy.dev/en/stable/reference/generated/cupy.cuda.Device.html"
@@ -26,8 +33,8 @@ DEVICE = "https://docs.cupy.dev/en/stable/reference/generated/cupy.cuda.Device.h
 SRC = "cupy v14.2.0"
 
 
-def _api(pattern: str, effect: str, source: str, **condition: object) -> Api:
-    return Api(pattern, effect, FW, source, **condition)  # type: ignore[arg-type]
+def _api(pattern: str, effect: str, source: str, **condition: Unpack[Conditions]) -> Api:
+    return Api(pattern, effect, FW, source, **condition)
 
 
 TABLE = (

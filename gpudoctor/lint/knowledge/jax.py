@@ -16,8 +16,15 @@ before the backend exists: ``jax.distributed.initialize()`` and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, TF_CONFIG, Api
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
+
+    from gpudoctor.lint.knowledge.table import Conditions
 
 FW = "jax"
 GPU_MEM = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"
@@ -26,8 +33,8 @@ RAN = "run on jax 0.10.2 (CPU): the backend stays uncreated"
 BRIDGE = "jax 0.11 jax/_src/xla_bridge.py"
 
 
-def _api(pattern: str, effect: str, source: str, **condition: object) -> Api:
-    return Api(pattern, effect, FW, source, **condition)  # type: ignore[arg-type]
+def _api(pattern: str, effect: str, source: str, **condition: Unpack[Conditions]) -> Api:
+    return Api(pattern, effect, FW, source, **condition)
 
 
 TABLE = (

@@ -14,6 +14,8 @@ else:  # pragma: no cover - Python 3.10
         """``enum.StrEnum`` of Python 3.11: a member formats and prints as its value."""
 
         __str__ = str.__str__
+        # typeshed gives Enum.__format__ an Enum self, which str's method does not take
+        # (at run time str's is the one a str mixin must use).
         __format__ = str.__format__  # type: ignore[assignment]
 
 __all__ = ["StrEnum"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from gpudoctor.lint.knowledge.names import StrEnum
 
@@ -33,6 +34,16 @@ class InitLevel(StrEnum):
 # do not hold the call is inert, and so is any call passing the literal ``enabled=False``.
 ON_CUDA = "cuda-device"  # the device argument names CUDA (or is left out and ``cuda_default``)
 ON_NO_ARGUMENTS = "no-arguments"  # called with no argument at all
+
+
+class Conditions(TypedDict, total=False):
+    """The optional fields of an Api, as a framework's table passes them on."""
+
+    attribute: bool
+    when: str | None
+    cuda_default: bool
+    keys: frozenset[str]
+    returns: str | None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,15 @@ places values so (``cuda_placement``) and the analysis reads the arguments.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, ON_CUDA, RUNTIME_INIT, Api
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
+
+    from gpudoctor.lint.knowledge.table import Conditions
 
 FW = "torch"
 NOTES = "https://pytorch.org/docs/stable/notes/multiprocessing.html"
@@ -31,8 +38,8 @@ AMP = "torch 2.11 torch/amp/grad_scaler.py, torch/amp/autocast_mode.py, torch/cu
 ACCEL = "torch 2.11 torch/accelerator/__init__.py (torch >= 2.6)"
 
 
-def _api(pattern: str, effect: str, source: str, **condition: object) -> Api:
-    return Api(pattern, effect, FW, source, **condition)  # type: ignore[arg-type]
+def _api(pattern: str, effect: str, source: str, **condition: Unpack[Conditions]) -> Api:
+    return Api(pattern, effect, FW, source, **condition)
 
 
 # Helpers of torch.cuda that call _lazy_init() (or current_device(), which does) and so

@@ -33,7 +33,7 @@ def _location(site: Site) -> dict[str, object]:
 def _rules() -> list[dict[str, object]]:
     from gpudoctor.lint.rules._registry import all_rules
 
-    described = []
+    described: list[dict[str, object]] = []
     for rule in all_rules():
         doc = rule.documentation()
         described.append({

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start
+from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start, site_of
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
 from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
@@ -18,6 +18,7 @@ from gpudoctor.lint.knowledge.registry import DISPLAY
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
+    from gpudoctor.lint.analysis.source import LazySite
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,9 +119,10 @@ class CheckContext:
             self._import_time = frozenset(
                 e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
                 if isinstance(e.effect, Start) and e.ctx.import_time)
-        path = getattr(getattr(site.event.effect, "site", None), "path", None)
+        where = site_of(site.event.effect)
+        path = where.path if where is not None else None
         state = self._state(path) if path else None
-        states = {path: state} if state is not None else {}
+        states = {path: state} if path and state is not None else {}
         return spawn_fix(site.event, site.child, states, set(self._import_time))
 
     def frameworks_of(self, path: str) -> set[str]:
@@ -135,7 +137,7 @@ class CheckContext:
             isinstance(atom, ModRef) and any(atom.qualname == n or atom.qualname.startswith(n + ".") for n in names)
             for value in state.env.values() for atom in value)
 
-    def definition_site(self, func: FuncRef) -> Site | None:
+    def definition_site(self, func: FuncRef) -> LazySite | None:
         """Where ``func`` is defined (its name, for a ``def``)."""
         state = self._state(func.module)
         if state is None:
@@ -201,7 +203,7 @@ LOADING_STEPS = {
 }
 
 
-def spawn_hint(kind: str, child: Flow | None, default: str | None) -> str | None:
+def spawn_hint(kind: P.ProcessKind, child: Flow | None, default: str | None) -> str | None:
     """The hint of a finding whose way out is the spawn start method: ``SPAWN_HINTS`` for
     the kind (or ``default``), preceded by the step that lets spawned workers load what the
     child runs, when it needs one."""
@@ -224,7 +226,7 @@ def what_runs(site: object) -> str:
     return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
 
 
-def line_of(site: Site, here: Site | None = None) -> str:
+def line_of(site: Site | LazySite, here: Site | LazySite | None = None) -> str:
     """Where ``site`` is, for a message about ``here``: "line 12", or "helpers.py:12" when
     it is in another file, always relative to ``here``'s folder ("../main.py:10"), unless
     that climbs more than two folders (then the absolute path). In a Jupyter notebook,
@@ -234,14 +236,22 @@ def line_of(site: Site, here: Site | None = None) -> str:
     from gpudoctor.lint.analysis.source import concrete
     from gpudoctor.lint.notebook import describe
 
-    site = concrete(site)
-    cell = describe(site.path, site.row)  # "cell 3, line 2" in a notebook
-    if here is None or concrete(here).path == site.path:
-        return cell or f"line {site.row}"
-    shown = os.path.relpath(site.path, os.path.dirname(concrete(here).path))
+    where = concrete(site)
+    cell = describe(where.path, where.row)  # "cell 3, line 2" in a notebook
+    if here is None or concrete(here).path == where.path:
+        return cell or f"line {where.row}"
+    shown = os.path.relpath(where.path, os.path.dirname(concrete(here).path))
     if shown.startswith(os.path.join(os.pardir, os.pardir, os.pardir)):
-        shown = site.path
-    return f"{shown}, {cell}" if cell else f"{shown}:{site.row}"
+        shown = where.path
+    return f"{shown}, {cell}" if cell else f"{shown}:{where.row}"
+
+
+def related_site(site: Site | LazySite, message: str) -> Related:
+    """A second location of a finding, from a site of the analysis (its rows and columns
+    computed now)."""
+    from gpudoctor.lint.analysis.source import concrete
+
+    return Related(concrete(site), message)
 
 
 class Rule:
@@ -279,7 +289,7 @@ class Rule:
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         raise NotImplementedError
 
-    def finding(self, site: Site, message: str, related: tuple[Related, ...] = (),
+    def finding(self, site: Site | LazySite, message: str, related: tuple[Related, ...] = (),
                 severity: str | None = None, fix: Fix | None = None, hint: str | None = None) -> Finding:
         """A finding of this rule; ``hint`` replaces the rule's ``fix_title`` where the way
         out depends on the code (``os.fork()`` takes no start method)."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import Init, SetPreload, Start
+from gpudoctor.lint.analysis.events import Event, Init, SetPreload, Start
 from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_objects, server_init
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding, Fix
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, spawn_hint, what_runs
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site, spawn_hint, what_runs
 
 WHAT = {
     P.POOL: "the Pool forks its worker processes",
@@ -301,7 +301,8 @@ class ForkAfterGpuInit(Rule):
             else:
                 yield self._served(effect, child, init, use, received, ctx.spawn_fix(site))
 
-    def _finding(self, start: Start, init_event, use_event, received: list[str], fix, child: Flow) -> Finding:  # type: ignore[no-untyped-def]
+    def _finding(self, start: Start, init_event: Event, use_event: Event | None, received: list[str],
+                 fix: Fix | None, child: Flow) -> Finding:
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
@@ -310,15 +311,16 @@ class ForkAfterGpuInit(Rule):
             f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
             f"{display(child_fw)} and will {consequence}"
         )
-        related = [Related(init.site, f"{display(init.framework)} initialized here ({init.api})")]
+        related = [related_site(init.site, f"{display(init.framework)} initialized here ({init.api})")]
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
-            related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
+            related.append(related_site(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:
-            related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
+            related.append(related_site(_used(use_event).site, f"the child uses {display(child_fw)} here"))
         return self.finding(start.site, message, tuple(related), fix=fix,
                             hint=spawn_hint(start.kind, child, self.fix_title))
 
-    def _served(self, start: Start, child: Flow, init_event, use_event, received: list[str], fix) -> Finding:  # type: ignore[no-untyped-def]
+    def _served(self, start: Start, child: Flow, init_event: Event, use_event: Event | None, received: list[str],
+                fix: Fix | None) -> Finding:
         """A forkserver worker: the server initialized the GPU while importing the main
         module (its top level) or a module named to set_forkserver_preload."""
         init = init_event.effect
@@ -327,11 +329,11 @@ class ForkAfterGpuInit(Rule):
         preload = child.preload.effect if child.preload is not None else None
         assert preload is None or isinstance(preload, SetPreload)
         fw = display(init.framework)
-        related = [Related(init.site, f"{fw} initialized here ({init.api})")]
+        related = [related_site(init.site, f"{fw} initialized here ({init.api})")]
         module = preload.source_of(init_event) if preload is not None else None
         if preload is not None and module is not None:
             where = f"it imported {module}, named by set_forkserver_preload ({line_of(preload.site, start.site)})"
-            related.append(Related(preload.site, f"the forkserver is told to import {module} here"))
+            related.append(related_site(preload.site, f"the forkserver is told to import {module} here"))
             hint = (f"Do not preload a module that initializes the GPU ({module}): import it where the "
                     'worker needs it, or use the spawn start method: multiprocessing.get_context("spawn")')
         else:
@@ -341,9 +343,9 @@ class ForkAfterGpuInit(Rule):
                     'worker from itself), or use the spawn start method: multiprocessing.get_context("spawn")')
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path \
                 and (preload is None or init_event.ctx.via != preload.site):
-            related.append(Related(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
+            related.append(related_site(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:
-            related.append(Related(use_event.effect.site, f"the child uses {display(child_fw)} here"))
+            related.append(related_site(_used(use_event).site, f"the child uses {display(child_fw)} here"))
         message = (
             f"{SERVED[start.kind]}, which initialized CUDA ({fw}) when {where}; the child uses "
             f"{display(child_fw)} and will {consequence}"
@@ -351,7 +353,14 @@ class ForkAfterGpuInit(Rule):
         return self.finding(start.site, message, tuple(related), fix=fix, hint=hint)
 
 
-def _child_framework(use_event, received: list[str]) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _used(use_event: Event) -> Init:
+    """The init of a child's first GPU use (what first_gpu_use finds)."""
+    init = use_event.effect
+    assert isinstance(init, Init)
+    return init
+
+
+def _child_framework(use_event: Event | None, received: list[str]) -> tuple[str, str]:
     """The framework the child uses, and what it will do."""
-    child_fw = use_event.effect.framework if use_event is not None else received[0]
+    child_fw = _used(use_event).framework if use_event is not None else received[0]
     return child_fw, BY_NAME[child_fw].consequence if child_fw in BY_NAME else "fail"

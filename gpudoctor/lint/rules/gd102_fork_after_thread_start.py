@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import Start, ThreadStart
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.analysis.events import Start, ThreadStart, site_of
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB)
 
@@ -229,7 +229,7 @@ class ForkAfterThreadStart(Rule):
             running = parent.threads_at(flow.points[index][1].branches)
             # A call that starts a thread or a process, as the value it is made on may be
             # either (``p = Process(...) if mp else Thread(...)``), does one or the other.
-            running = [t for t in running if t.effect.site != effect.site]
+            running = [t for t in running if site_of(t.effect) != effect.site]
             if not running:
                 continue
             started = running[0].effect
@@ -239,9 +239,9 @@ class ForkAfterThreadStart(Rule):
                 message = (f"the process is forked while threads of the thread pool created at {where} "
                            "may still run (they start with its first task and live until shutdown); "
                            "locks they hold stay locked in the child")
-                related = Related(started.site, "thread pool created here")
+                related = related_site(started.site, "thread pool created here")
             else:
                 message = (f"the process is forked while a thread started at {where} ({started.api}) "
                            "may still run; locks held by that thread stay locked in the child")
-                related = Related(started.site, "thread started here")
+                related = related_site(started.site, "thread started here")
             yield self.finding(effect.site, message, (related,))

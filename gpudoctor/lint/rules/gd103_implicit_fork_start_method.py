@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import Start
+from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, spawn_hint
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site, spawn_hint
 
 KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process",
          P.JOBLIB: 'joblib\'s Parallel(backend="multiprocessing")'}
@@ -158,8 +158,11 @@ class ImplicitForkStartMethod(Rule):
             received = received_gpu_objects(child)
             if use is None and not received:
                 continue  # the children do CPU-only work (or what they run is not known)
-            used = use.effect.framework if use is not None else received[0]
-            related = (Related(use.effect.site, f"the child uses {display(used)} here"),) if use is not None else ()
+            init = None if use is None else use.effect
+            assert init is None or isinstance(init, Init)  # (what first_gpu_use finds)
+            used = init.framework if init is not None else received[0]
+            related = ((related_site(init.site, f"the child uses {display(used)} here"),)
+                       if init is not None else ())
             # The same start reached with a context the code chose (``get_context("fork")
             # if ... else mp``): the default is one way among others, never the choice.
             others = chosen.get(effect.site)

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.analysis.flows import FlowKind
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule
+from gpudoctor.lint.rules._base import CheckContext, Rule, related_site
 
 STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER)
 
@@ -164,13 +164,14 @@ class ProcessInDaemonicWorker(Rule):
             for event, _ in flow.points[flow.prelude:]:
                 effect = event.effect
                 if isinstance(effect, Start) and effect.kind in STARTS:
-                    parent = flow.start.effect  # type: ignore[union-attr]
+                    parent = flow.start.effect
+                    assert isinstance(parent, Start)  # (only a Start makes daemonic children)
                     pool = parent.kind != P.PROCESS
                     where = "a daemonic Pool worker" if pool else "a daemonic Process (daemon=True)"
                     yield self.finding(
                         effect.site,
                         f"a process is started inside {where}; it will fail with "
                         '"daemonic processes are not allowed to have children"',
-                        (Related(parent.site, "the worker runs in this Pool" if pool
+                        (related_site(parent.site, "the worker runs in this Pool" if pool
                                  else "this Process is daemonic"),),
                     )

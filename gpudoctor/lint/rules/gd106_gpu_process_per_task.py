@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import FlowKind, first_gpu_use
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
 
 
 class GpuProcessPerTask(Rule):
@@ -246,8 +246,8 @@ class GpuProcessPerTask(Rule):
             use = first_gpu_use(child) if child is not None else None
             if use is None:
                 continue
-            per_task = flow.kind == FlowKind.CHILD and flow.start is not None \
-                and flow.start.effect.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)  # type: ignore[union-attr]
+            parent = flow.start.effect if flow.kind == FlowKind.CHILD and flow.start is not None else None
+            per_task = isinstance(parent, Start) and parent.kind in (P.POOL, P.EXECUTOR, P.JOBLIB)
             loop = event.ctx.loop
             per_item = loop is not None and ctx.joined_later(flow, index, effect.started, loop, threads=False)
             if not (per_task or per_item):
@@ -259,5 +259,5 @@ class GpuProcessPerTask(Rule):
                 effect.site,
                 f"a new process that initializes {display(init.framework)} is started {where}; "
                 "each pays for CUDA initialization and a new GPU context",
-                (Related(init.site, f"the process initializes {display(init.framework)} here"),),
+                (related_site(init.site, f"the process initializes {display(init.framework)} here"),),
             )

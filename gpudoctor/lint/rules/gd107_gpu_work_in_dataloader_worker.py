@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpudoctor.lint.analysis.events import DataLoaderStart, Init
+from gpudoctor.lint.analysis.events import DataLoaderStart, DefaultDevice, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 
 class GpuWorkInDataloaderWorker(Rule):
@@ -135,12 +135,14 @@ class GpuWorkInDataloaderWorker(Rule):
                     f"DataLoader forks {effect.workers} workers whose code uses CUDA "
                     f"({init.api}, {line_of(init.site, effect.site)}); in a forked worker that fails with "
                     '"Cannot re-initialize CUDA in forked subprocess"',
-                    (Related(init.site, "the worker uses CUDA here"),),
+                    (related_site(init.site, "the worker uses CUDA here"),),
                 )
             elif state.default_cuda is not None:
+                device = state.default_cuda.effect
+                assert isinstance(device, DefaultDevice)
                 yield self.finding(
                     effect.site,
                     f"DataLoader forks {effect.workers} workers after the default device was "
                     "set to CUDA; tensors the workers create go to the GPU",
-                    (Related(state.default_cuda.effect.site, "default device set to CUDA here"),),  # type: ignore[union-attr]
+                    (related_site(device.site, "default device set to CUDA here"),),
                 )

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
 from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
-from gpudoctor.lint.findings import ERROR, Finding, Related, Site
+from gpudoctor.lint.findings import ERROR, Finding, Related
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of
+from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of, related_site
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.analysis.source import LazySite
 
 # What each kind of start is called in a message, and what its workers do when they cannot
 # load what they were sent (observed on CPython 3.11: a Pool replaces each dead worker and
@@ -212,7 +216,7 @@ class WorkerFunctionNotImportable(Rule):
                 seen.add((site, name))
                 yield self._finding(ctx, site, kind, child, why, resolved, explicit)
 
-    def _finding(self, ctx: CheckContext, site: Site, kind: str, child: Child, why: str,
+    def _finding(self, ctx: CheckContext, site: LazySite, kind: P.ProcessKind, child: Child, why: str,
                  method: str, explicit: bool) -> Finding:
         what, consequence = STARTS[kind]
         name = shown_name(child.func)
@@ -228,5 +232,5 @@ class WorkerFunctionNotImportable(Rule):
         related: tuple[Related, ...] = ()
         defined = ctx.definition_site(child.func)
         if defined is not None and why != "lambda":
-            related = (Related(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
+            related = (related_site(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
         return self.finding(site, message, related, hint=LOADING_STEPS[why].format(name=name))

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
-from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
+from gpudoctor.lint.findings import ERROR, WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_SHARING
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
 
 CHANNELS = {
     "task": "as task arguments to a worker pool",
@@ -179,7 +179,7 @@ class GpuObjectSentToProcess(Rule):
                 continue
             first = min(found, key=lambda o: (o.site.row, o.site.col))
             name = display(first.framework)
-            related = (Related(first.site, f"the {name} object is created here"),)
+            related = (related_site(first.site, f"the {name} object is created here"),)
             host_copy = BY_NAME[first.framework].host_copy
             sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}"
             if not self._shared(first, effect):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
-from gpudoctor.lint.analysis.flows import State
+from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import SavedEnv
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
 from gpudoctor.lint.knowledge.table import InitLevel
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site
 
 
 def too_late(var: str, state: State) -> Event | None:
@@ -243,11 +243,11 @@ class GpuEnvSetAfterInit(Rule):
                 effect.site,
                 f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
                 f"({init.api}, {line_of(init.site, effect.site)}); the new value is ignored",
-                (Related(init.site, f"{display(init.framework)} initialized here"),),
+                (related_site(init.site, f"{display(init.framework)} initialized here"),),
                 hint=hint,
             )
 
-    def _after_import(self, write: EnvWrite, import_event: Event, flow) -> Finding:  # type: ignore[no-untyped-def]
+    def _after_import(self, write: EnvWrite, import_event: Event, flow: Flow) -> Finding:
         imported = import_event.effect
         assert isinstance(imported, Imported)
         module = IMPORT_READERS[write.var]
@@ -266,6 +266,6 @@ class GpuEnvSetAfterInit(Rule):
             write.site,
             f"{write.var} is set after {module} was imported{where} ({line_of(imported.site, write.site)}); "
             f"{module} reads it when it is imported, so the new value is ignored",
-            (Related(imported.site, f"{module} imported here"),),
+            (related_site(imported.site, f"{module} imported here"),),
             hint=hint,
         )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
 from gpudoctor.lint.knowledge.table import InitLevel
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, what_runs
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site, what_runs
 
 
 class TfDeviceConfigAfterInit(Rule):
@@ -177,7 +177,7 @@ class TfDeviceConfigAfterInit(Rule):
             # when the init happened inside a function called from here.
             via = init_event.ctx.via
             name = display(framework)
-            related = [Related(init.site, f"{name} runtime initialized here")]
+            related = [related_site(init.site, f"{name} runtime initialized here")]
             # Only when the init ran inside a call or import the configuration did not: in
             # the same function, moving the call above the init is the fix.
             if via is not None and via != event.ctx.via and \
@@ -185,7 +185,7 @@ class TfDeviceConfigAfterInit(Rule):
                 how = what_runs(via)
                 reached = f", reached through the {how} at {line_of(via, effect.site)}"
                 target = via
-                related.append(Related(via, f"through this {how}"))
+                related.append(related_site(via, f"through this {how}"))
             else:
                 reached, target = "", init.site
             parts = effect.api.split(".")

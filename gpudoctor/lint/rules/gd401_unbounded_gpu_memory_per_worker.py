@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Init, Start, TfConfig
 from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import strings
-from gpudoctor.lint.findings import WARNING, Finding, Related
+from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.knowledge.table import InitLevel
-from gpudoctor.lint.rules._base import CheckContext, Rule, display
+from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
 
 # The frameworks that reserve (nearly) all GPU memory by default, and how (their records'
 # ``reserves``, ``memory_caps`` and ``capping_config`` say what bounds it).
@@ -277,7 +277,7 @@ class UnboundedGpuMemoryPerWorker(Rule):
                 effect.site,
                 f"{count} run at once and each initializes {display(init.framework)}, which "
                 f"{GREEDY[init.framework]} by default; the workers will run out of GPU memory",
-                (Related(init.site, f"each worker initializes {display(init.framework)} here"),),
+                (related_site(init.site, f"each worker initializes {display(init.framework)} here"),),
             )
 
     def _greedy_init(self, child: Flow, parent: State) -> Event | None:
