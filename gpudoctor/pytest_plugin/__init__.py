@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan, plan_for
+from gpudoctor.pytest_plugin import suite_options
+from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan
+from gpudoctor.pytest_plugin.suite_options import SUITE, item_plan
 
 if TYPE_CHECKING:
     from gpudoctor.pytest_plugin.isolation import Isolated
     from gpudoctor.pytest_plugin.item_watch import ItemWatch
     from gpudoctor.pytest_plugin.monitor import GpuMonitor
 
-INTERVAL_INI = "gpudoctor_sample_interval"
 
 
 @dataclasses.dataclass
 class _State:
     """What the plugin learns over the session."""
 
-    interval: float = 0.5
     nvml_reason: str | None = None  # once NVML failed, it fails for every later test
     not_checked: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -42,20 +42,14 @@ _WATCH = pytest.StashKey["ItemWatch"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(INTERVAL_INI, "seconds between NVML readings of the GPU memory of a test's processes "
-                  "(each reading lists the GPU's processes, ~5 ms under a driver-wide lock; default: 0.5)",
-                  default="0.5")
+    suite_options.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for line in DOCS:
         config.addinivalue_line("markers", line)
-    try:
-        interval = float(config.getini(INTERVAL_INI))
-    except ValueError:
-        raise pytest.UsageError(f"{INTERVAL_INI} in the pytest configuration must be a number of seconds, "
-                                f"got {config.getini(INTERVAL_INI)!r}") from None
-    config.stash[_STATE] = _State(interval=interval)
+    config.stash[SUITE] = suite_options.read(config)
+    config.stash[_STATE] = _State()
     if config.pluginmanager.hasplugin("timeout"):
         from gpudoctor.pytest_plugin import timeout_interop
 
@@ -68,7 +62,7 @@ def _watch(item: pytest.Item) -> ItemWatch:
     if watch is None:
         from gpudoctor.pytest_plugin.item_watch import ItemWatch
 
-        watch = item.stash[_WATCH] = ItemWatch(item.config.stash[_STATE].interval)
+        watch = item.stash[_WATCH] = ItemWatch(item.config.stash[SUITE].interval)
     return watch
 
 
@@ -87,7 +81,7 @@ def _with_outer_deadline(item: pytest.Item, plan: Plan) -> Plan:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
-        plan = plan_for(item)
+        plan = item_plan(item)
     except MarkerError as error:
         pytest.fail(f"invalid marker: {error}", pytrace=False)
     if plan is None and _WATCH not in item.stash:

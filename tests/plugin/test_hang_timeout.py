@@ -152,3 +152,34 @@ def test_pytest_timeout_hands_its_timer_over(pytester: pytest.Pytester) -> None:
         "*Failed: Timeout (>1.0s) from pytest-timeout.*",
     ])
     assert "Timeout (>2.0s) from pytest-timeout" not in result.stdout.str()
+
+
+SUITE_WIDE_AND_PYTEST_TIMEOUT = """\
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def test_suite_deadline_takes_the_shorter_pytest_timeout():
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+@pytest.mark.hang_timeout(0)
+def test_exempt_keeps_pytest_timeout():
+    time.sleep(30)
+"""
+
+
+def test_pytest_timeout_with_a_suite_wide_deadline(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_timeout")
+    pytester.makepyfile(test_suite=SUITE_WIDE_AND_PYTEST_TIMEOUT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--timeout=1", "--gpudoctor-hang-timeout=60")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_suite_deadline_takes_the_shorter_pytest_timeout _*",
+        "hang_timeout: still running after 1 s; *",
+        "*_ test_exempt_keeps_pytest_timeout _*",
+        "*Failed: Timeout (>1.0s) from pytest-timeout.*",
+    ])
