@@ -38,6 +38,7 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
+NOT_CHECKED_PROPERTY = "gpudoctor_gpu_memory"
 _WATCH = pytest.StashKey["ItemWatch"]()
 
 
@@ -108,9 +109,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     from gpudoctor.pytest_plugin.judge import apply, judge
 
-    judgement = judge(watch.record)
+    state, suite = item.config.stash[_STATE], item.config.stash[SUITE]
+    judgement = judge(watch.record, state.nvml_reason, suite.require_nvml)
     if judgement.not_checked:
-        item.config.stash[_STATE].not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
+        # On the item, for the reports still to come (JUnit XML reads the teardown's), and on this one.
+        note = (NOT_CHECKED_PROPERTY, f"not checked: {judgement.not_checked}")
+        item.user_properties.append(note)
+        report.user_properties.append(note)
+        if not suite.require_nvml:
+            state.not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
     apply(report, call.excinfo, judgement)
     return report
 
@@ -128,11 +135,13 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or not state.not_checked:
         return
-    for reason, nodeids in state.not_checked.items():
-        tests = "1 test" if len(nodeids) == 1 else f"{len(nodeids)} tests"
-        terminalreporter.write_line(f"gpudoctor: GPU memory markers were not checked ({tests}): {reason}")
+    from gpudoctor.pytest_plugin.summary import not_checked_lines
+
+    terminalreporter.section("gpudoctor: GPU memory not checked", sep="=")
+    for line in not_checked_lines(state.not_checked, config.get_verbosity() > 0):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture
