@@ -118,6 +118,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append(note)
         if not suite.require_nvml:
             state.not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
+    if judgement.failures and not report.skipped:
+        from gpudoctor.pytest_plugin.report_files import place
+
+        judgement = dataclasses.replace(judgement, failures=tuple(place(item.config, item.nodeid, f)
+                                                                   for f in judgement.failures))
     apply(report, call.excinfo, judgement)
     return report
 

@@ -81,10 +81,11 @@ def apply(report: Any, excinfo: Any, judgement: Judgement) -> None:
         return
     ours = excinfo is None or excinfo.errisinstance(HangExpired)
     for failure in judgement.failures:
-        report.sections.append(failure.section)
+        if failure.section is not None:
+            report.sections.append(failure.section)
     if not ours and report.failed:
         return
     reasons = [f.reason for f in judgement.failures]
     more = f" (and {len(reasons) - 1} more, see below)" if len(reasons) > 1 else ""
     report.outcome = "failed"
-    report.longrepr = reasons[0] + more
+    report.longrepr = "\n".join([reasons[0] + more, *(line for f in judgement.failures for line in f.brief)])
