@@ -122,7 +122,7 @@ def _flag(config: pytest.Config, name: str) -> bool:
 def _report_dir(config: pytest.Config) -> Path | None:
     given = config.getoption(REPORT_DIR)
     if given:
-        return config.invocation_params.dir / given
+        return config.invocation_params.dir / str(given)
     configured = str(_ini(config, REPORT_DIR)).strip()
     if not configured:
         return None
