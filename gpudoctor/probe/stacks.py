@@ -245,19 +245,31 @@ def _is_bootstrap(where: str) -> bool:
         or path.startswith(_BOOTSTRAP + os.sep)
 
 
-def _describe(native: str | None, python: list[str]) -> str | None:
-    """Join the blocking native frame, the innermost Python frame and the user's frame."""
-    parts = [native] if native else []
-    if python:
-        parts.append(f"Python {python[0]}")
-        user = next((frame for frame in python if not _is_library(frame.split(" (", 1)[-1][:-1])), None)
-        if user and user != python[0]:
-            parts.append(f"in your code {user}")
-    return ", ".join(parts) or None
+@dataclass(frozen=True)
+class BlockedAt:
+    """Where a main thread waits: its blocking native frame (py-spy only), its innermost
+    Python frame, and the innermost frame of the user's own code (not a library's)."""
+
+    native: str | None = None
+    python: str | None = None
+    user: str | None = None
+
+    def describe(self) -> str | None:
+        """Join the three in one phrase, as the diagnosis says it ("Blocked in ...")."""
+        parts = [self.native] if self.native else []
+        if self.python:
+            parts.append(f"Python {self.python}")
+        if self.user and self.user != self.python:
+            parts.append(f"in your code {self.user}")
+        return ", ".join(parts) or None
 
 
-def blocked_in_native(text: str) -> str | None:
-    """Name the innermost telling native frame of a py-spy dump, with its Python callers."""
+def _blocked(native: str | None, python: list[str]) -> BlockedAt:
+    user = next((frame for frame in python if not _is_library(frame.split(" (", 1)[-1][:-1])), None)
+    return BlockedAt(native, python[0] if python else None, user)
+
+
+def _native_blocked(text: str) -> BlockedAt:
     frames = _main_thread_block(text, re.compile(r"^Thread \d+"))
     native: str | None = None
     python: list[str] = []
@@ -272,11 +284,10 @@ def blocked_in_native(text: str) -> str | None:
         elif not python and native is None and not _BORING.match(name) \
                 and not where.startswith(_BORING_LIBRARIES):
             native = name
-    return _describe(native, python)
+    return _blocked(native, python)
 
 
-def blocked_in_python(text: str) -> str | None:
-    """Name the innermost frame of a faulthandler dump, and the user's own innermost frame."""
+def _python_blocked(text: str) -> BlockedAt:
     frames = _main_thread_block(text, re.compile(r"^(Current thread|Thread) 0x"))
     python: list[str] = []
     for frame in frames:
@@ -285,7 +296,22 @@ def blocked_in_python(text: str) -> str | None:
             path, line, function = found.groups()
             if not _is_bootstrap(f"{path}:{line}"):
                 python.append(f"{function} ({path}:{line})")
-    return _describe(None, python)
+    return _blocked(None, python)
+
+
+def blocked_in_native(text: str) -> str | None:
+    """Name the innermost telling native frame of a py-spy dump, with its Python callers."""
+    return _native_blocked(text).describe()
+
+
+def blocked_in_python(text: str) -> str | None:
+    """Name the innermost frame of a faulthandler dump, and the user's own innermost frame."""
+    return _python_blocked(text).describe()
+
+
+def where_blocked(text: str, source: str) -> BlockedAt:
+    """Read where the main thread of a dump (``source``: "py-spy" or "faulthandler") waits."""
+    return _native_blocked(text) if source == "py-spy" else _python_blocked(text)
 
 
 def combine(python: str | None, native: str | None) -> Stack | None:

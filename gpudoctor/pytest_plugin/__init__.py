@@ -18,44 +18,39 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan, plan_for
+from gpudoctor.pytest_plugin import suite_options
+from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan
+from gpudoctor.pytest_plugin.suite_options import SUITE, item_plan
 
 if TYPE_CHECKING:
     from gpudoctor.pytest_plugin.isolation import Isolated
     from gpudoctor.pytest_plugin.item_watch import ItemWatch
     from gpudoctor.pytest_plugin.monitor import GpuMonitor
 
-INTERVAL_INI = "gpudoctor_sample_interval"
 
 
 @dataclasses.dataclass
 class _State:
     """What the plugin learns over the session."""
 
-    interval: float = 0.5
     nvml_reason: str | None = None  # once NVML failed, it fails for every later test
     not_checked: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 _STATE = pytest.StashKey[_State]()
+NOT_CHECKED_PROPERTY = "gpudoctor_gpu_memory"
 _WATCH = pytest.StashKey["ItemWatch"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(INTERVAL_INI, "seconds between NVML readings of the GPU memory of a test's processes "
-                  "(each reading lists the GPU's processes, ~5 ms under a driver-wide lock; default: 0.5)",
-                  default="0.5")
+    suite_options.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for line in DOCS:
         config.addinivalue_line("markers", line)
-    try:
-        interval = float(config.getini(INTERVAL_INI))
-    except ValueError:
-        raise pytest.UsageError(f"{INTERVAL_INI} in the pytest configuration must be a number of seconds, "
-                                f"got {config.getini(INTERVAL_INI)!r}") from None
-    config.stash[_STATE] = _State(interval=interval)
+    config.stash[SUITE] = suite_options.read(config)
+    config.stash[_STATE] = _State()
     if config.pluginmanager.hasplugin("timeout"):
         from gpudoctor.pytest_plugin import timeout_interop
 
@@ -68,7 +63,7 @@ def _watch(item: pytest.Item) -> ItemWatch:
     if watch is None:
         from gpudoctor.pytest_plugin.item_watch import ItemWatch
 
-        watch = item.stash[_WATCH] = ItemWatch(item.config.stash[_STATE].interval)
+        watch = item.stash[_WATCH] = ItemWatch(item.config.stash[SUITE].interval)
     return watch
 
 
@@ -87,7 +82,7 @@ def _with_outer_deadline(item: pytest.Item, plan: Plan) -> Plan:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     try:
-        plan = plan_for(item)
+        plan = item_plan(item)
     except MarkerError as error:
         pytest.fail(f"invalid marker: {error}", pytrace=False)
     if plan is None and _WATCH not in item.stash:
@@ -114,9 +109,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     from gpudoctor.pytest_plugin.judge import apply, judge
 
-    judgement = judge(watch.record)
+    state, suite = item.config.stash[_STATE], item.config.stash[SUITE]
+    judgement = judge(watch.record, state.nvml_reason, suite.require_nvml)
     if judgement.not_checked:
-        item.config.stash[_STATE].not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
+        # On the item, for the reports still to come (JUnit XML reads the teardown's), and on this one.
+        note = (NOT_CHECKED_PROPERTY, f"not checked: {judgement.not_checked}")
+        item.user_properties.append(note)
+        report.user_properties.append(note)
+        if not suite.require_nvml:
+            state.not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
+    if judgement.failures and not report.skipped:
+        from gpudoctor.pytest_plugin.report_files import place
+
+        judgement = dataclasses.replace(judgement, failures=tuple(place(item.config, item.nodeid, f)
+                                                                   for f in judgement.failures))
     apply(report, call.excinfo, judgement)
     return report
 
@@ -134,11 +140,13 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or not state.not_checked:
         return
-    for reason, nodeids in state.not_checked.items():
-        tests = "1 test" if len(nodeids) == 1 else f"{len(nodeids)} tests"
-        terminalreporter.write_line(f"gpudoctor: GPU memory markers were not checked ({tests}): {reason}")
+    from gpudoctor.pytest_plugin.summary import not_checked_lines
+
+    terminalreporter.section("gpudoctor: GPU memory not checked", sep="=")
+    for line in not_checked_lines(state.not_checked, config.get_verbosity() > 0):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture

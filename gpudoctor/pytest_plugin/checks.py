@@ -21,10 +21,16 @@ from gpudoctor.pytest_plugin.markers import ForkSafe, Plan
 
 @dataclass(frozen=True)
 class Failure:
-    """Why the test fails, in one line, and the evidence under a section name."""
+    """Why the test fails, in one line, and the evidence under a section name.
+
+    A failure whose evidence is long (a hang's stacks of every process) also has a
+    ``brief``: the few lines under the reason that say what matters; its section is
+    then written to a file and shown in the report only with -v (see ``report_files``).
+    """
 
     reason: str
-    section: tuple[str, str]
+    section: tuple[str, str] | None
+    brief: tuple[str, ...] = ()
 
 
 def _short(site: str | None) -> str | None:

@@ -1,10 +1,18 @@
-"""The report of a test that outlived its hang_timeout: the diagnosis, then every stack."""
+"""The report of a test that outlived its hang_timeout: a brief, then the diagnosis and every stack.
+
+The brief is what a reader of a failed run needs first, in a few lines under the reason:
+the cause (who forked from what state), where the processes are blocked (the frame of
+the user's code and the first telling native frame) and the fix. The full report
+(every process, every stack) is long; ``report_files`` decides where it goes.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 
 from gpudoctor.probe.diagnosis import OBSERVED, Cause, Diagnosis, ProcessVerdict
+from gpudoctor.probe.stacks import where_blocked
 from gpudoctor.probe.verdicts import Verdict
 from gpudoctor.pytest_plugin.checks import Failure
 
@@ -56,6 +64,46 @@ def _named(causes: tuple[Cause, ...]) -> str:
     return "".join(f"; {c.certainty} cause {c.kind}" + (f" ({c.rule})" if c.rule else "") for c in shown[:2])
 
 
+_BLOCKED_LINES = 3
+
+
+def _short_paths(frame: str) -> str:
+    """Show a file under the current directory relative to it, as pytest shows test files."""
+    return frame.replace(os.getcwd() + os.sep, "")
+
+
+def _blocked_lines(processes: list[ProcessVerdict]) -> list[str]:
+    """Where the waiting processes are blocked, one line per place, forked workers first."""
+    waiting = [p for p in processes if p.verdict in (Verdict.HUNG, Verdict.STOPPED)] or processes
+    places: dict[tuple[str, str], list[int]] = {}
+    for process in sorted(waiting, key=lambda p: p.start != "fork"):
+        label = "test process" if process.start == "root" else process.start
+        if process.stack and process.stack_source:
+            at = where_blocked(process.stack, process.stack_source)
+            where = " in your code " + at.user if at.user else (" in " + at.python if at.python else "")
+            place = where + (f"; native frame {at.native}" if at.native else "")
+        else:
+            place = f" in {process.blocked_in}" if process.blocked_in else ""
+        if place:
+            places.setdefault((label, _short_paths(place)), []).append(process.pid)
+    return [f"Blocked: pid {', '.join(map(str, pids))} ({label}){place}"
+            for (label, place), pids in list(places.items())[:_BLOCKED_LINES]]
+
+
+def _brief(diagnosis: Diagnosis, processes: list[ProcessVerdict], stuck: bool) -> list[str]:
+    """The few lines that matter: the cause, where it is blocked, the fix."""
+    causes = [c for c in diagnosis.causes if c.certainty == OBSERVED] or list(diagnosis.causes)
+    cause = causes[0] if causes else None
+    lines = [f"Cause: {cause.evidence[0]}"] if cause is not None and cause.evidence else []
+    lines += _blocked_lines(processes)
+    if cause is not None and cause.fix:
+        lines.append(f"Fix: {cause.fix}")
+    if stuck:
+        lines.append("Its main thread stayed blocked in native code after the interrupt: the session ended "
+                     "here; the tests after it were not run.")
+    return lines
+
+
 _STUCK = ("The test's main thread did not return after the interrupt: it is blocked in native code, "
           "where Python cannot interrupt it. gpudoctor failed the test from its rescue thread and "
           "ended the session; the tests after it were not run.")
@@ -63,7 +111,7 @@ _STUCK = ("The test's main thread did not return after the interrupt: it is bloc
 
 def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools: list[int],
                  stuck: bool = False) -> Failure:
-    """Fail a test that outlived its hang_timeout, with the diagnosis and every stack."""
+    """Fail a test that outlived its hang_timeout: a brief, and the diagnosis with every stack."""
     processes = [p for p in diagnosis.processes if p.verdict != Verdict.OK or p.stack]
     if diagnosis.verdict == Verdict.HUNG:
         hung = [p for p in processes if p.verdict == Verdict.HUNG]
@@ -87,4 +135,5 @@ def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools:
     for process in processes:
         if process.stack:
             lines += ["", f"--- stack of pid {process.pid} ({process.stack_source}) ---", _stack(process.stack)]
-    return Failure(reason, ("gpudoctor hang_timeout", "\n".join(lines)))
+    return Failure(reason, ("gpudoctor hang_timeout", "\n".join(lines)),
+                   tuple(_brief(diagnosis, processes, stuck)))

@@ -19,13 +19,15 @@ NAMES = (FORK_SAFE, HANG_TIMEOUT, MEMORY_LIMIT, LEAK_LIMIT)
 
 # One line each, as pytest shows them: "name(args): what it does".
 DOCS = (
-    f"{FORK_SAFE}(threads=False): fail the test if, while it ran, any process of its tree "
+    f"{FORK_SAFE}(check=True, threads=False): fail the test if, while it ran, any process of its tree "
     "forked while it had a GPU runtime (or TensorFlow's runtime and its thread pools) "
     "initialized; threads=True also fails a fork from a process with more than one native thread. "
-    "The report names the fork site and the runtimes.",
+    "The report names the fork site and the runtimes. fork_safe(False) exempts a test from "
+    "--gpudoctor-fork-safe.",
     f"{HANG_TIMEOUT}(seconds, hang_after=None, native_stacks=True): after SECONDS, dump the stacks "
     "of the test process and of all its child processes, explain the hang (gpudoctor's "
-    "diagnosis), kill the children and fail the test; the session goes on.",
+    "diagnosis), kill the children and fail the test; the session goes on. hang_timeout(0) "
+    "exempts a test from --gpudoctor-hang-timeout.",
     f"{MEMORY_LIMIT}(size): fail the test if the GPU memory its processes hold together "
     '(NVML, sampled) exceeds SIZE, e.g. "2 GiB"; not checked without NVML.',
     f"{LEAK_LIMIT}(size): fail the test if its processes hold more than SIZE more GPU memory "
@@ -110,34 +112,52 @@ def _size(marker: _Marker) -> int:
         raise MarkerError(f"{marker.name}: {error}") from None
 
 
-def _seconds(marker: _Marker, value: Any, what: str) -> float:
+def _seconds(marker: _Marker, value: Any, what: str, none: bool = False) -> float:
+    """Read a number of seconds; 0 is allowed (meaning none) only where ``none`` says so."""
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         raise MarkerError(f"{marker.name}: {what} must be a number of seconds, got {value!r}") from None
-    if seconds <= 0:
-        raise MarkerError(f"{marker.name}: {what} must be more than 0 seconds, got {value!r}")
+    if none and seconds == 0:
+        return seconds
+    if not seconds > 0:  # also refuses nan, which compares false with everything
+        least = "0 (none) or more" if none else "more than 0 seconds"
+        raise MarkerError(f"{marker.name}: {what} must be {least}, got {value!r}")
     return seconds
 
 
-def _hang(marker: _Marker) -> HangTimeout:
+def _hang(marker: _Marker) -> HangTimeout | None:
     bound = _bind(marker, ("seconds", "hang_after", "native_stacks"), 1)
-    seconds = _seconds(marker, bound["seconds"], "seconds")
+    seconds = _seconds(marker, bound["seconds"], "seconds", none=True)
+    if seconds == 0:  # as pytest-timeout's timeout(0): no deadline for this test
+        return None
     after = bound.get("hang_after")
     return HangTimeout(seconds, None if after is None else _seconds(marker, after, "hang_after"),
                        bool(bound.get("native_stacks", True)))
 
 
-def plan_for(item: Any) -> Plan | None:
-    """Return what ``item``'s markers ask for, or None when it carries none of them."""
+def _fork_safe(marker: _Marker) -> ForkSafe | None:
+    bound = _bind(marker, ("check", "threads"), 0)
+    if not bound.get("check", True):
+        return None
+    return ForkSafe(bool(bound.get("threads", False)))
+
+
+def plan_for(item: Any, hang_timeout: float | None = None, fork_safe: bool = False) -> Plan | None:
+    """Return what ``item``'s markers ask for, or None when it asks for nothing.
+
+    ``hang_timeout`` and ``fork_safe`` are the run's settings for every test; a marker on
+    the test (or its class or module: the closest one) wins over them.
+    """
     found = {name: item.get_closest_marker(name) for name in NAMES}
-    if not any(found.values()):
+    if not any(found.values()) and hang_timeout is None and not fork_safe:
         return None
     fork, hang = found[FORK_SAFE], found[HANG_TIMEOUT]
     limit, leak = found[MEMORY_LIMIT], found[LEAK_LIMIT]
-    return Plan(
-        fork_safe=None if fork is None else ForkSafe(bool(_bind(fork, ("threads",), 0).get("threads", False))),
-        hang=None if hang is None else _hang(hang),
+    plan = Plan(
+        fork_safe=(ForkSafe() if fork_safe else None) if fork is None else _fork_safe(fork),
+        hang=(None if hang_timeout is None else HangTimeout(hang_timeout)) if hang is None else _hang(hang),
         memory_limit=None if limit is None else _size(limit),
         leak_limit=None if leak is None else _size(leak),
     )
+    return None if plan == Plan() else plan

@@ -1,9 +1,14 @@
-"""Cooperate with pytest-timeout: a test marked ``hang_timeout`` gets one timer, gpudoctor's.
+"""Cooperate with pytest-timeout: a test with a hang deadline gets one timer, gpudoctor's.
 
 pytest-timeout lets another plugin take over a test's timer through its
-``pytest_timeout_set_timer``/``pytest_timeout_cancel_timer`` hooks. For a test with
-``hang_timeout``, gpudoctor takes it (no SIGALRM is set) and keeps pytest-timeout's
-deadline when that one is shorter; every other test keeps pytest-timeout's own timer.
+``pytest_timeout_set_timer``/``pytest_timeout_cancel_timer`` hooks. For a test with a
+gpudoctor hang deadline (its ``hang_timeout`` marker, or ``--gpudoctor-hang-timeout``
+for the run), gpudoctor takes it and keeps pytest-timeout's deadline when that one is
+shorter. One timer, because two would fight: pytest-timeout's SIGALRM would end the
+call without the diagnosis, and its thread method would kill the whole session and make
+every fork of the test a fork with threads. gpudoctor's deadline covers the test's call;
+such a test's fixtures are not timed. Every other test (``hang_timeout(0)``, or no
+deadline from gpudoctor) keeps pytest-timeout's own timer.
 Registered only when pytest-timeout is installed, whose hook specifications these are.
 """
 
@@ -13,15 +18,24 @@ from typing import Any
 
 import pytest
 
-from gpudoctor.pytest_plugin.markers import HANG_TIMEOUT
+from gpudoctor.pytest_plugin.markers import MarkerError
+from gpudoctor.pytest_plugin.suite_options import item_plan
 
 OUTER_TIMEOUT = pytest.StashKey[float]()
 
 
+def _has_deadline(item: pytest.Item) -> bool:
+    try:
+        plan = item_plan(item)
+    except MarkerError:  # the test fails at its call, saying why; pytest-timeout keeps its timer
+        return False
+    return plan is not None and plan.hang is not None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    """Take over the timer of a test marked hang_timeout; leave the others alone."""
-    if item.get_closest_marker(HANG_TIMEOUT) is None:
+    """Take over the timer of a test with a hang deadline; leave the others alone."""
+    if not _has_deadline(item):
         return None
     timeout = getattr(settings, "timeout", None)
     if timeout:
@@ -32,4 +46,4 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
     """There is no timer to cancel for a test whose timer gpudoctor took over."""
-    return True if item.get_closest_marker(HANG_TIMEOUT) is not None else None
+    return True if _has_deadline(item) else None

@@ -8,6 +8,8 @@ subprocess with that environment.
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 import pytest
 
 from tests.probe.helpers import FakeNvml, real_driver_present
@@ -98,8 +100,9 @@ def fake_gpu(fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
 def test_limits_fail_with_the_per_process_table(pytester: pytest.Pytester, fake_gpu: FakeNvml) -> None:
     pytester.makeconftest(INNER_CONFTEST)
     pytester.makepyfile(test_limits=LIMITS)
+    # NVML is there (the fake): requiring it changes nothing.
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-o", "gpudoctor_sample_interval=0.1",
-                                           timeout=120)
+                                           "--gpudoctor-require-nvml", timeout=120)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*_ test_over_the_limit _*",
@@ -117,35 +120,90 @@ def test_limits_fail_with_the_per_process_table(pytester: pytest.Pytester, fake_
     assert "not checked" not in result.stdout.str()
 
 
-@pytest.mark.skipif(real_driver_present(), reason="this machine has a real NVIDIA driver")
-def test_without_nvml_the_markers_are_not_checked(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("""
-        import pytest
+NO_NVML = """\
+import pytest
 
-        @pytest.mark.gpu_memory_limit("1 MiB")
-        def test_limited():
-            pass
+@pytest.mark.gpu_memory_limit("1 MiB")
+def test_limited():
+    pass
 
-        @pytest.mark.gpu_memory_leak_limit("1 MiB")
-        def test_leak_limited():
-            pass
+@pytest.mark.gpu_memory_leak_limit("1 MiB")
+def test_leak_limited():
+    pass
 
-        def test_monitor(gpu_monitor):
-            assert gpu_monitor.peak() is None
-            assert gpu_monitor.per_process() == {}
-            assert "no NVIDIA driver" in gpu_monitor.reason
+def test_monitor(gpu_monitor):
+    assert gpu_monitor.peak() is None
+    assert gpu_monitor.per_process() == {}
+    assert "no NVIDIA driver" in gpu_monitor.reason
 
-        @pytest.mark.gpu_memory_limit("1 MiB")
-        def test_fails_on_its_own():
-            assert 1 == 2
-    """)
-    result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=1)
+@pytest.mark.gpu_memory_limit("1 MiB")
+def test_fails_on_its_own():
+    assert 1 == 2
+
+def test_unmarked():
+    pass
+"""
+NO_DRIVER = "no NVML (no NVIDIA driver: libnvidia-ml.so.1 not found)"
+no_real_driver = pytest.mark.skipif(real_driver_present(), reason="this machine has a real NVIDIA driver")
+
+
+@no_real_driver
+def test_without_nvml_the_unchecked_tests_are_listed_and_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_no_nvml=NO_NVML)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines([
         "*assert 1 == 2*",
-        "gpudoctor: GPU memory markers were not checked (3 tests): no NVIDIA driver: libnvidia-ml.so.1 not found",
+        "*= gpudoctor: GPU memory not checked =*",
+        f"not checked: {NO_DRIVER}: 3 tests",
+        "  test_no_nvml.py::test_limited",
+        "  test_no_nvml.py::test_leak_limited",
+        "  test_no_nvml.py::test_fails_on_its_own",
+        "*= short test summary info =*",
     ])
-    assert result.stdout.str().count("were not checked") == 1
+    assert result.stdout.str().count("not checked:") == 1
+    # Each such test carries it as a property, which JUnit XML writes (monitor and unmarked: none).
+    cases = {case.get("name"): case for case in ElementTree.parse(pytester.path / "junit.xml").iter("testcase")}
+    for name in ("test_limited", "test_leak_limited", "test_fails_on_its_own"):
+        [prop] = cases[name].iter("property")
+        assert (prop.get("name"), prop.get("value")) == ("gpudoctor_gpu_memory", f"not checked: {NO_DRIVER}")
+    assert not list(cases["test_monitor"].iter("property")) and not list(cases["test_unmarked"].iter("property"))
+
+
+@no_real_driver
+def test_a_long_list_is_cut_unless_verbose(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_many="""
+        import pytest
+
+        @pytest.mark.parametrize("n", range(12))
+        @pytest.mark.gpu_memory_limit("1 MiB")
+        def test_limited(n):
+            pass
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines([f"not checked: {NO_DRIVER}: 12 tests", "  test_many.py::test_limited[[]9[]]",
+                                 "  ... and 2 more (-v lists them)"])
+    verbose = pytester.runpytest("-p", "no:cacheprovider", "-v")
+    verbose.stdout.fnmatch_lines([f"not checked: {NO_DRIVER}: 12 tests", "  test_many.py::test_limited[[]11[]]"])
+    assert "more (-v lists them)" not in verbose.stdout.str()
+
+
+@no_real_driver
+@pytest.mark.parametrize("how", [("--gpudoctor-require-nvml",), ("-o", "gpudoctor_require_nvml=true")])
+def test_requiring_nvml_fails_the_unchecked_tests(pytester: pytest.Pytester, how: tuple[str, ...]) -> None:
+    pytester.makepyfile(test_no_nvml=NO_NVML)
+    result = pytester.runpytest("-p", "no:cacheprovider", *how)
+    result.assert_outcomes(passed=2, failed=3)
+    result.stdout.fnmatch_lines([
+        "*_ test_limited _*",
+        f"gpu_memory_limit not checked: {NO_DRIVER}; this run requires GPU memory to be checked "
+        "(--gpudoctor-require-nvml or gpudoctor_require_nvml)",
+        "*_ test_leak_limited _*",
+        f"gpu_memory_leak_limit not checked: {NO_DRIVER}; *",
+        "*_ test_fails_on_its_own _*",
+        "*assert 1 == 2*",
+    ])
+    assert "GPU memory not checked =" not in result.stdout.str()
 
 
 REAL_GPU = """\

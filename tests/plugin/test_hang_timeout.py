@@ -59,6 +59,11 @@ def test_tensorflow_fork_pool_hang_is_diagnosed_and_cleaned_up(pytester: pytest.
     output = result.stdout.str()
     result.stdout.fnmatch_lines([
         "hang_timeout: still running after 5 s; * process(es) hung: pid *",
+        # The brief: who forked from what, where the workers and the test wait, the fix.
+        "Cause: * were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
+        "Blocked: pid *, * (fork) in your code work (test_freeze.py:8)*",
+        "Blocked: pid * (test process) in your code test_fork_pool_after_an_op (test_freeze.py:18)*",
+        "Fix: start the workers with the spawn start method*",
         "*- gpudoctor hang_timeout -*",
         "Hung: * process(es) waited with no CPU progress for at least 2.5 s: *",
         "* were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
@@ -152,3 +157,104 @@ def test_pytest_timeout_hands_its_timer_over(pytester: pytest.Pytester) -> None:
         "*Failed: Timeout (>1.0s) from pytest-timeout.*",
     ])
     assert "Timeout (>2.0s) from pytest-timeout" not in result.stdout.str()
+
+
+SUITE_WIDE_AND_PYTEST_TIMEOUT = """\
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def test_suite_deadline_takes_the_shorter_pytest_timeout():
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+@pytest.mark.hang_timeout(0)
+def test_exempt_keeps_pytest_timeout():
+    time.sleep(30)
+"""
+
+
+def test_pytest_timeout_with_a_suite_wide_deadline(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_timeout")
+    pytester.makepyfile(test_suite=SUITE_WIDE_AND_PYTEST_TIMEOUT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--timeout=1", "--gpudoctor-hang-timeout=60")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*_ test_suite_deadline_takes_the_shorter_pytest_timeout _*",
+        "hang_timeout: still running after 1 s; *",
+        "*_ test_exempt_keeps_pytest_timeout _*",
+        "*Failed: Timeout (>1.0s) from pytest-timeout.*",
+    ])
+
+
+# A real deadlock, made deterministic by events: a thread holds a lock while the test forks;
+# the child's copy of the lock is held by a thread that does not exist in the child.
+FORK_WHILE_A_LOCK_IS_HELD = """\
+import os
+import threading
+
+import pytest
+
+LOCK = threading.Lock()
+
+
+def hold_the_lock(held, release):
+    with LOCK:
+        held.set()
+        release.wait()
+
+
+@pytest.mark.hang_timeout(3, hang_after=1)
+def test_fork_while_a_thread_holds_a_lock():
+    held, release = threading.Event(), threading.Event()
+    thread = threading.Thread(target=hold_the_lock, args=(held, release), daemon=True)
+    thread.start()
+    held.wait()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            with LOCK:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    finally:
+        release.set()
+        thread.join()
+"""
+
+BRIEF = [
+    "*_ test_fork_while_a_thread_holds_a_lock _*",
+    "hang_timeout: still running after 3 s; 2 process(es) hung: pid *; observed cause multithreaded-fork (GD102)",
+    "Cause: * forked at t=* s from pid *, which had * native threads at the fork.",
+    # With py-spy, the child's line ends with its native frame (PyThread_acquire_lock_timed).
+    "Blocked: pid * (fork) in your code test_fork_while_a_thread_holds_a_lock (test_lock.py:24)*",
+    "Blocked: pid * (test process) in your code test_fork_while_a_thread_holds_a_lock (test_lock.py:26)",
+    "Fix: start the workers with the spawn or forkserver start method*",
+]
+
+
+def test_a_hang_fails_with_a_brief_and_the_full_report_in_a_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lock=FORK_WHILE_A_LOCK_IS_HELD)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([*BRIEF, "Full report (every process, every stack): "
+                                 ".pytest_cache/d/gpudoctor/test_lock.py_test_fork_while_a_thread_holds_a_lock-*.txt"
+                                 " (-v shows it here)",
+                                 "*= short test summary info =*"])
+    output = result.stdout.str()
+    assert "--- stack of pid" not in output and "- gpudoctor hang_timeout -" not in output
+    [report] = (pytester.path / ".pytest_cache" / "d" / "gpudoctor").iterdir()
+    text = report.read_text()
+    assert text.startswith("test_lock.py::test_fork_while_a_thread_holds_a_lock\nhang_timeout: still running")
+    assert "--- stack of pid" in text and "`fork()` copies only the calling thread." in text
+
+
+def test_verbose_shows_the_full_report_which_goes_where_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_lock=FORK_WHILE_A_LOCK_IS_HELD)
+    result = pytester.runpytest("-v", "-p", "no:cacheprovider", "--gpudoctor-report-dir=reports")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([*BRIEF, "Full report (every process, every stack): reports/test_lock.py_*.txt",
+                                 "*- gpudoctor hang_timeout -*", "--- stack of pid * ---"])
+    assert len(list((pytester.path / "reports").iterdir())) == 1

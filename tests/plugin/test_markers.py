@@ -22,9 +22,10 @@ def test_fork_without_markers():
 def test_markers_are_listed_with_their_documentation(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines([
-        "@pytest.mark.fork_safe(threads=False): fail the test if*forked while it had a GPU runtime*",
+        "@pytest.mark.fork_safe(check=True, threads=False): fail the test if*forked while it had a GPU "
+        "runtime*fork_safe(False) exempts a test from --gpudoctor-fork-safe.",
         "@pytest.mark.hang_timeout(seconds, hang_after=None, native_stacks=True): after SECONDS, dump the "
-        "stacks of the test process and of all its child processes*",
+        "stacks of the test process and of all its child processes*hang_timeout(0) exempts a test*",
         "@pytest.mark.gpu_memory_limit(size): fail the test if the GPU memory*",
         "@pytest.mark.gpu_memory_leak_limit(size): fail the test if*more GPU memory at its end*",
     ])
@@ -46,9 +47,10 @@ def test_markers_pass_strict_markers(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(("marker", "message"), [
     ('gpu_memory_limit("2 parsecs")', "*invalid marker: gpu_memory_limit: not a size: '2 parsecs'*"),
     ("gpu_memory_leak_limit()", "*invalid marker: gpu_memory_leak_limit needs size*"),
-    ("hang_timeout(0)", "*invalid marker: hang_timeout: seconds must be more than 0 seconds*"),
+    ("hang_timeout(-1)", "*invalid marker: hang_timeout: seconds must be 0 (none) or more, got -1*"),
+    ("hang_timeout(5, hang_after=0)", "*invalid marker: hang_timeout: hang_after must be more than 0 seconds*"),
     ("hang_timeout(5, timeout=3)", "*invalid marker: hang_timeout has no argument 'timeout'*"),
-    ("fork_safe(True, threads=True)", "*invalid marker: fork_safe got 'threads' twice*"),
+    ("fork_safe(True, False, threads=True)", "*invalid marker: fork_safe got 'threads' twice*"),
 ])
 def test_invalid_marker_arguments_fail_the_test_clearly(pytester: pytest.Pytester, marker: str,
                                                         message: str) -> None:

@@ -44,6 +44,19 @@ def test_marker_arguments_become_a_plan() -> None:
     assert HangTimeout(30.0, hang_after=3.0).stall_threshold == 3.0
 
 
+def test_the_runs_settings_give_every_test_a_plan_its_markers_override() -> None:
+    assert plan_for(_item(), hang_timeout=60.0) == Plan(hang=HangTimeout(60.0))
+    assert plan_for(_item(), fork_safe=True) == Plan(fork_safe=ForkSafe())
+    # The closest marker wins: a deadline of its own, or none at all (as pytest-timeout's timeout(0)).
+    assert plan_for(_item(Marker("hang_timeout", (5,))), hang_timeout=60.0) == Plan(hang=HangTimeout(5.0))
+    assert plan_for(_item(Marker("hang_timeout", (0,))), hang_timeout=60.0) is None
+    assert plan_for(_item(Marker("fork_safe", (False,))), fork_safe=True) is None
+    assert plan_for(_item(Marker("fork_safe", kwargs={"check": False})), fork_safe=True, hang_timeout=9.0) \
+        == Plan(hang=HangTimeout(9.0))
+    assert plan_for(_item(Marker("fork_safe", kwargs={"threads": True})), fork_safe=True) \
+        == Plan(fork_safe=ForkSafe(threads=True))
+
+
 def test_sizes_follow_the_probe_units() -> None:
     plan = plan_for(_item(Marker("gpu_memory_limit", ("1.5GB",))))
     assert plan is not None and plan.memory_limit == 1_500_000_000
