@@ -3,7 +3,8 @@
 The thread runs in the supervisor, never in the user's processes (a thread there
 would change what fork does). Device memory is cheap to read (~12 µs) and is read
 often; the per-process list takes a driver-global lock (~4.5 ms) and is read at a
-slower cadence, together with the RSS of every process of the tree.
+slower cadence, together with the RSS of every process of the tree (which the
+supervisor's scan of the tree has just read: the sampler does not read /proc again).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import psutil
 
 from gpudoctor.probe import nvml
 
@@ -51,12 +50,12 @@ class Sampler:
 
     def __init__(
         self,
-        tree_pids: Callable[[], set[int]],
+        tree_rss: Callable[[], dict[int, int]],
         start: float,
         interval: float = 0.05,
         process_interval: float = 0.5,
     ) -> None:
-        self._tree_pids = tree_pids
+        self._tree_rss = tree_rss  # the live processes of the tree -> their RSS now
         self._start = start
         self._interval = interval
         self._process_interval = process_interval
@@ -98,7 +97,8 @@ class Sampler:
                 self._device_total[index] = info.total
 
     def _sample_processes(self) -> None:
-        pids = self._tree_pids()
+        rss_now = self._tree_rss()
+        pids = set(rss_now)
         self._seen |= pids
         for index in range(self._devices):
             listed = nvml.processes(index)
@@ -117,11 +117,7 @@ class Sampler:
                     )
                     self._slow.append(Sample(self._now(), "gpu-process", p.used_memory,
                                              device=index, pid=p.pid, in_tree=p.pid in pids))
-        for pid in pids:
-            try:
-                rss = psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                continue
+        for pid, rss in rss_now.items():
             with self._lock:
                 self._process_rss[pid] = max(self._process_rss.get(pid, 0), rss)
                 self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True))
@@ -141,7 +137,8 @@ class Sampler:
             if time.monotonic() >= next_slow:
                 self._sample_processes()
                 next_slow = time.monotonic() + self._process_interval
-            self._stop.wait(self._interval)
+            # Without a GPU to read there is nothing to do between the slow samples.
+            self._stop.wait(self._interval if self._devices else max(0.0, next_slow - time.monotonic()))
 
     def samples(self) -> list[Sample]:
         """Return all kept samples in time order."""

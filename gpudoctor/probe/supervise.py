@@ -133,8 +133,9 @@ class Supervisor:
         except OSError as error:
             self._tree_gone = True  # there is no tree
             raise GpudoctorError(f"cannot start {self.command[0]}: {error.strerror}") from None
-        tree = Tree(process.pid, self._token, self._tools,
-                    adopt=_started(process.pid) if self._tracking == "subreaper" else None)
+        tree = Tree(process.pid, self._token, self._tools)
+        if self._tracking == "subreaper":
+            tree.adopt = tree.start_time(process.pid)
         live: list[set[int]] = [{process.pid}]
         captures: list[Capture] = []
         sampler: Sampler | None = None
@@ -145,7 +146,7 @@ class Supervisor:
             for pipe, echo in zip((process.stdout, process.stderr), self._echo, strict=True):
                 assert pipe is not None
                 captures.append(Capture(pipe, echo, self.limits.output_limit))
-            sampler = Sampler(lambda: live[0], start, self.limits.sample_interval,
+            sampler = Sampler(lambda: _rss(tree, live[0]), start, self.limits.sample_interval,
                               self.limits.process_interval)
             sampler.start()
             reason = self._watch(tree, live, start)
@@ -342,15 +343,10 @@ class Supervisor:
         return {p: s for p, s in found.items() if s is not None}
 
 
-def _started(pid: int) -> float | None:
-    """When ``pid`` started, on psutil's clock (boot time plus ticks, which can differ from
-    time.time() by a second): what the start of a later process is compared with."""
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
+def _rss(tree: Tree, live: set[int]) -> dict[int, int]:
+    """The RSS of the live processes as the last scan read it (for the sampler's thread:
+    ``live`` is replaced, never changed in place, and a track is found by ``get``)."""
+    return {pid: track.rss for pid in live if (track := tree.tracks.get(pid)) is not None and track.rss}
 
 
 def _remove(directory: Path) -> None:
