@@ -69,6 +69,7 @@ class Sampler:
         self._process_rss: dict[int, int] = {}
         self._namespace_notes: list[str] = []
         self._seen: set[int] = set()
+        self._latest_gpu: dict[int, int] = {}  # pid -> bytes on all GPUs, at the last listing
         self._reason = nvml.unavailable_reason()
         self._devices = nvml.device_count()
         self.failure: str | None = None  # why sampling stopped early (then samples are partial)
@@ -100,6 +101,7 @@ class Sampler:
         rss_now = self._tree_rss()
         pids = set(rss_now)
         self._seen |= pids
+        latest: dict[int, int] = {}
         for index in range(self._devices):
             listed = nvml.processes(index)
             # A tree process that exited a moment ago is not a foreign PID.
@@ -117,6 +119,10 @@ class Sampler:
                     )
                     self._slow.append(Sample(self._now(), "gpu-process", p.used_memory,
                                              device=index, pid=p.pid, in_tree=p.pid in pids))
+                    if p.pid in pids and p.used_memory is not None:
+                        latest[p.pid] = latest.get(p.pid, 0) + p.used_memory
+        with self._lock:
+            self._latest_gpu = latest
         for pid, rss in rss_now.items():
             with self._lock:
                 self._process_rss[pid] = max(self._process_rss.get(pid, 0), rss)
@@ -139,6 +145,13 @@ class Sampler:
                 next_slow = time.monotonic() + self._process_interval
             # Without a GPU to read there is nothing to do between the slow samples.
             self._stop.wait(self._interval if self._devices else max(0.0, next_slow - time.monotonic()))
+
+    def latest_gpu(self) -> dict[int, int] | None:
+        """Each tree process's GPU memory at the last listing (all GPUs); None without NVML."""
+        if self._reason is not None or not self._devices:
+            return None
+        with self._lock:
+            return dict(self._latest_gpu)
 
     def samples(self) -> list[Sample]:
         """Return all kept samples in time order."""

@@ -56,6 +56,7 @@ class Track:
     threads: int = 0
     rss: int = 0
     rss_peak: int = 0
+    vsize: int = 0  # virtual size: changes when a library is mapped (the live view re-reads maps then)
     cpu: float = 0.0
     anchor_time: float = 0.0  # when the CPU time last moved by more than the slack
     anchor_cpu: float = 0.0
@@ -293,6 +294,7 @@ class Tree:
             state = _STATES.get(letter, "?")
             ppid, cpu_ticks = int(fields[1]), int(fields[11]) + int(fields[12])
             threads, started, rss = int(fields[17]), self._started(int(fields[19])), int(fields[21])
+            vsize = int(fields[20])
         except (IndexError, ValueError, UnicodeDecodeError):
             return
         track = self.tracks.get(pid)
@@ -319,7 +321,7 @@ class Tree:
                 track.exit_code = _exit_status(fields)
             return
         track.threads = threads
-        track.rss = rss * _PAGE_SIZE
+        track.rss, track.vsize = rss * _PAGE_SIZE, vsize
         # Where a waiting process waits; a running one waits nowhere.
         track.wchan = _wchan(pid) if state in _WAITING else None
         track.cpu = cpu_ticks / _CLOCK_TICKS
