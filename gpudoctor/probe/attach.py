@@ -34,24 +34,10 @@ from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.probe import causes, explain, stacks
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
+from gpudoctor.probe.maps import loaded_runtimes
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.verdicts import StopReason, Verdict
-
-# Library file names (as mapped) -> the runtime id the diagnosis uses. TensorFlow's
-# framework library, the CUDA driver and runtime, JAX's XLA extension, CuPy's backends.
-_LIBRARIES: tuple[tuple[str, str], ...] = (
-    ("libtensorflow_framework", "tensorflow"),
-    ("_pywrap_tensorflow_internal", "tensorflow"),
-    ("libcuda.so", "cuda-driver"),
-    ("libcudart", "cuda-runtime"),
-    ("xla_extension", "jax"),
-    ("libxla", "jax"),
-    ("jaxlib", "jax"),
-    ("cupy_backends", "cupy"),
-    ("libtorch_cuda", "torch.cuda"),
-    ("libnvrtc", "nvrtc"),
-)
 
 # How much CPU a waiting process may burn (timers, signal handlers) and still count
 # as making no progress over the window: a fixed slack plus a fraction of the window.
@@ -109,22 +95,6 @@ class Attached:
     observed: tuple[Observed, ...]
     roots: tuple[int, ...]
     watch: float
-
-
-def loaded_runtimes(pid: int) -> dict[str, tuple[str, str]]:
-    """Return the GPU runtimes whose libraries ``pid`` has mapped: id -> (path, address)."""
-    found: dict[str, tuple[str, str]] = {}
-    with open(f"/proc/{pid}/maps") as maps:
-        for line in maps:
-            parts = line.split(None, 5)
-            if len(parts) < 6:
-                continue
-            path = parts[5].strip()
-            name = os.path.basename(path)
-            for mark, runtime in _LIBRARIES:
-                if runtime not in found and (mark in name or (mark == "jaxlib" and "/jaxlib/" in path)):
-                    found[runtime] = (path, parts[0].split("-", 1)[0])
-    return found
 
 
 def _wchan(pid: int) -> str | None:
@@ -238,12 +208,14 @@ def _classify(observed: dict[int, Observed]) -> None:
                                   "after it (a fork, no exec)")
 
 
-def _stalled(seen: Observed, window: float) -> bool:
+def stalled(seen: Observed, window: float) -> bool:
+    """Tell whether ``seen`` waited through a window of ``window`` seconds without CPU progress."""
     return not seen.exited and seen.state in _WAITING and seen.cpu_used <= _CPU_SLACK + _CPU_FRACTION * window
 
 
 def _watch(processes: dict[int, psutil.Process], observed: dict[int, Observed], roots: Sequence[int],
-           window: float, samples: list[Sample], started: float) -> None:
+           window: float, samples: list[Sample], started: float,
+           watching: Callable[[dict[int, Observed], float], None] | None = None) -> None:
     """Read CPU time and RSS every half second over the window; note who exits."""
     deadline = started + window
     while True:
@@ -272,6 +244,11 @@ def _watch(processes: dict[int, psutil.Process], observed: dict[int, Observed], 
             raise GpudoctorError(
                 f"pid {gone[0]} exited while gpudoctor examined it ({now - started:.1f} s into the "
                 f"{window:g} s window): nothing left to explain")
+        if watching is not None:
+            try:
+                watching(observed, now - started)
+            except Exception:  # the view observes: it never stops the examination
+                watching = None
         if now >= deadline:
             return
         time.sleep(min(_SAMPLE_EVERY, deadline - now))
@@ -361,7 +338,7 @@ def _judge(seen: Observed, track: ProcessRun, window: float) -> tuple[Verdict, s
     if seen.state in _HELD:
         how = "a tracer (ptrace)" if seen.state == psutil.STATUS_TRACING_STOP else "SIGSTOP"
         return Verdict.STOPPED, f"held stopped by {how}: it waits to be continued, not a deadlock"
-    if _stalled(seen, window):
+    if stalled(seen, window):
         return Verdict.HUNG, explain.stall(track) + " (the whole watch window)"
     return Verdict.OK, f"running: {seen.cpu_used:.2f} s of CPU in the {window:g} s window"
 
@@ -403,8 +380,12 @@ def _parents_line(observed: dict[int, Observed]) -> list[str]:
 
 
 def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
-            progress: Callable[[str], None] | None = None) -> Attached:
-    """Attach to ``pids`` and their descendants for ``window`` seconds; never signal them."""
+            progress: Callable[[str], None] | None = None,
+            watching: Callable[[dict[int, Observed], float], None] | None = None) -> Attached:
+    """Attach to ``pids`` and their descendants for ``window`` seconds; never signal them.
+
+    ``progress`` is told what is watched, once; ``watching`` is given the processes as
+    read so far and the seconds watched, after each read (the live view)."""
     roots = [_open(pid) for pid in dict.fromkeys(pids)]
     started = time.monotonic()
     processes: dict[int, psutil.Process] = {}
@@ -429,18 +410,18 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
         progress(f"gpudoctor: watching {len(observed)} process(es) under pid "
                  f"{', '.join(map(str, root_pids))} for {window:g} s (nothing is stopped or signalled)")
     samples: list[Sample] = []
-    _watch(processes, observed, root_pids, window, samples, started)
+    _watch(processes, observed, root_pids, window, samples, started, watching)
     live = {pid for pid, seen in observed.items() if not seen.exited}
     for pid in live:
         observed[pid].wchan = _wchan(pid)
     notes += [f"pid {pid} exited while gpudoctor examined it." for pid, seen in observed.items() if seen.exited]
     # The idle ones first: their stacks are the ones that say where the tree waits.
-    dumped = set(sorted(live, key=lambda pid: (not _stalled(observed[pid], window), pid))[:_MAX_DUMPS])
+    dumped = set(sorted(live, key=lambda pid: (not stalled(observed[pid], window), pid))[:_MAX_DUMPS])
     found_stacks, stack_notes = _stacks(dumped, observed, native_stacks)
     peaks, _ = _gpu_memory(set(observed))
     peaks = replace(peaks, process_rss={pid: s.rss_peak for pid, s in observed.items()})
     duration = round(time.monotonic() - started, 3)
-    tracks = {pid: _process_run(seen, window if _stalled(seen, window) else 0.0) for pid, seen in observed.items()}
+    tracks = {pid: _process_run(seen, window if stalled(seen, window) else 0.0) for pid, seen in observed.items()}
     judged = []
     for pid, seen in sorted(observed.items()):
         verdict, reason = _judge(seen, tracks[pid], window)

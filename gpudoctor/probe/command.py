@@ -36,7 +36,7 @@ def _machine() -> dict[str, Any]:
 
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
-    from gpudoctor.probe import diagnose, render_run
+    from gpudoctor.probe import diagnose, live_view, render_run
     from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.supervise import Limits, Supervisor
     from gpudoctor.probe.verdicts import StopReason, Verdict
@@ -59,9 +59,16 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     # With --json, stdout carries only the JSON document: the command's own output
     # is shown on stderr instead.
     echo_out = sys.stderr.buffer if args.json else sys.stdout.buffer
-    supervisor = Supervisor(command, limits, echo_out, sys.stderr.buffer)
-    run = supervisor.run()
-    result = diagnose.diagnose(run)
+    # The view is closed (a live region erased) before anything is printed on stdout.
+    with live_view.opened(args.quiet) as view:
+        if view is not None:
+            echo_out = view.echo(echo_out, 2 if args.json else 1)
+        supervisor = Supervisor(command, limits, echo_out,
+                                view.echo(sys.stderr.buffer, 2) if view else sys.stderr.buffer, view)
+        run = supervisor.run()
+        result = diagnose.diagnose(run)
+        if view is not None:
+            view.verdict(f"gpudoctor: verdict {result.verdict} after {run.duration:.1f} s ({run.stop_reason})")
     described = _machine() if args.json or html is not None else None
     if args.json:
         _print_json(render_run.to_json(run, result, described))
@@ -82,7 +89,8 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
 
 def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     """Explain the running trees under ``pids`` (never stopped nor signalled); return the exit code."""
-    from gpudoctor.probe import attach, render_run
+    from gpudoctor.probe import attach, live_view, render_run
+    from gpudoctor.probe.live_snapshot import attached_snapshot
     from gpudoctor.probe.verdicts import Verdict
 
     html = None
@@ -90,8 +98,18 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
         from gpudoctor.probe import html_report
 
         html = html_report.check_target(args.html)
-    found = attach.examine(pids, args.watch, args.native_stacks,
-                           progress=lambda line: print(line, file=sys.stderr, flush=True))
+    title = f"pid {', '.join(map(str, dict.fromkeys(pids)))}"
+    with live_view.opened(args.quiet, announce=False) as view:
+        watching = None
+        if view is not None:
+            def watching(observed: dict[int, attach.Observed], elapsed: float) -> None:
+                view.show(attached_snapshot(title, observed, elapsed, args.watch))
+
+        found = attach.examine(pids, args.watch, args.native_stacks,
+                               progress=view.line if view is not None else None, watching=watching)
+        if view is not None:
+            view.done()
+            view.verdict(f"gpudoctor: verdict {found.diagnosis.verdict} after watching {found.run.duration:.1f} s")
     described = _machine() if args.json or html is not None else None
     document = render_run.to_json(found.run, found.diagnosis, described)
     document["attached"] = {"pids": list(found.roots), "watch": found.watch,

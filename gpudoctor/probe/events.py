@@ -33,14 +33,23 @@ def read(path: Path, start_epoch: float) -> list[Event]:
         return []
     events: list[Event] = []
     for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
+        event = parse_line(line)
+        if event is not None:
             event["t"] = round(event["t"] - start_epoch, 4)
             events.append(event)
     return events
+
+
+def parse_line(line: bytes) -> Event | None:
+    """One event of the file (its time as written: seconds since the epoch), or None
+    for a line that is not one (half written by a killed process)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(event, dict) and isinstance(event.get("t"), (int, float)) and isinstance(event.get("event"), str):
+        return event
+    return None
 
 
 def _fd(event: Event) -> int | None:

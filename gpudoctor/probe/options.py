@@ -69,6 +69,9 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--html", metavar="FILE",
                         help="also write the report as one self-contained HTML page to FILE")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no live view (on a terminal) or progress lines on stderr while the "
+                        "command, the scenarios or the attached tree are watched")
     scenarios = parser.add_argument_group("scenarios (without a command)")
     scenarios.add_argument("--scenario", action="append", metavar="NAME",
                            help="run only this scenario (repeatable; see --list-scenarios)")

@@ -1,13 +1,12 @@
-"""Show scenario runs on a terminal: live progress while they run, then the results.
+"""Show scenario runs: a progress line before and after each variant, then the results.
 
-With a terminal, progress is a rich spinner and bar that disappears when done;
-piped, each finished variant is one plain line, so logs of CI runs stay readable.
+The progress lines go to stderr through the live view (``live_view``), which also shows
+the running variant's processes on a terminal; the results go to stdout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor.probe.scenario_run import VariantResult
@@ -19,41 +18,16 @@ if TYPE_CHECKING:
 STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "error": "yellow",
           "skipped": "dim"}
 
-# Told before a variant starts and after it ends.
-Started = Callable[[Scenario, str], None]
-Finished = Callable[[VariantResult], None]
+def before_line(place: str, scenario: Scenario, variant: str, timeout: float) -> str:
+    """The progress line before a variant starts: which, what it does, its deadline."""
+    return f"{place} {scenario.name} {variant}: {scenario.describe(variant)} (timeout {timeout:g} s)"
 
 
-@contextmanager
-def progress(console: Console | None, total: int) -> Iterator[tuple[Started, Finished]]:
-    """Yield (started, finished) callbacks that show the run's progress on ``console``."""
-    if console is None:
-        yield (lambda scenario, variant: None), (lambda result: None)
-        return
-    if not console.is_terminal:
-        done = [0]
-
-        def line(result: VariantResult) -> None:
-            done[0] += 1
-            console.print(f"  [{done[0]}/{total}] {result.scenario.name} {result.variant}: "
-                          f"{result.status} ({result.duration_s:.1f} s)", highlight=False)
-
-        yield (lambda scenario, variant: None), line
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                  transient=True) as bar:
-        task = bar.add_task("scenarios", total=total)
-
-        def started(scenario: Scenario, variant: str) -> None:
-            bar.update(task, description=f"{scenario.name} [bold]{variant}[/]")
-
-        def finished(result: VariantResult) -> None:
-            bar.advance(task)
-
-        yield started, finished
+def after_line(place: str, result: VariantResult) -> str:
+    """The progress line after a variant: its status, how long, whether it was expected."""
+    expected = {True: ", as expected", False: ", not as expected", None: ""}[result.as_expected]
+    return (f"{place} {result.scenario.name} {result.variant}: {result.status} "
+            f"({result.duration_s:.1f} s{expected})")
 
 
 def _cell(result: VariantResult | None) -> str:

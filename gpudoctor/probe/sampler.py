@@ -3,7 +3,8 @@
 The thread runs in the supervisor, never in the user's processes (a thread there
 would change what fork does). Device memory is cheap to read (~12 µs) and is read
 often; the per-process list takes a driver-global lock (~4.5 ms) and is read at a
-slower cadence, together with the RSS of every process of the tree.
+slower cadence, together with the RSS of every process of the tree (which the
+supervisor's scan of the tree has just read: the sampler does not read /proc again).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import psutil
 
 from gpudoctor.probe import nvml
 
@@ -51,12 +50,12 @@ class Sampler:
 
     def __init__(
         self,
-        tree_pids: Callable[[], set[int]],
+        tree_rss: Callable[[], dict[int, int]],
         start: float,
         interval: float = 0.05,
         process_interval: float = 0.5,
     ) -> None:
-        self._tree_pids = tree_pids
+        self._tree_rss = tree_rss  # the live processes of the tree -> their RSS now
         self._start = start
         self._interval = interval
         self._process_interval = process_interval
@@ -70,6 +69,7 @@ class Sampler:
         self._process_rss: dict[int, int] = {}
         self._namespace_notes: list[str] = []
         self._seen: set[int] = set()
+        self._latest_gpu: dict[int, int] = {}  # pid -> bytes on all GPUs, at the last listing
         self._reason = nvml.unavailable_reason()
         self._devices = nvml.device_count()
         self.failure: str | None = None  # why sampling stopped early (then samples are partial)
@@ -98,8 +98,10 @@ class Sampler:
                 self._device_total[index] = info.total
 
     def _sample_processes(self) -> None:
-        pids = self._tree_pids()
+        rss_now = self._tree_rss()
+        pids = set(rss_now)
         self._seen |= pids
+        latest: dict[int, int] = {}
         for index in range(self._devices):
             listed = nvml.processes(index)
             # A tree process that exited a moment ago is not a foreign PID.
@@ -117,11 +119,11 @@ class Sampler:
                     )
                     self._slow.append(Sample(self._now(), "gpu-process", p.used_memory,
                                              device=index, pid=p.pid, in_tree=p.pid in pids))
-        for pid in pids:
-            try:
-                rss = psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                continue
+                    if p.pid in pids and p.used_memory is not None:
+                        latest[p.pid] = latest.get(p.pid, 0) + p.used_memory
+        with self._lock:
+            self._latest_gpu = latest
+        for pid, rss in rss_now.items():
             with self._lock:
                 self._process_rss[pid] = max(self._process_rss.get(pid, 0), rss)
                 self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True))
@@ -141,7 +143,15 @@ class Sampler:
             if time.monotonic() >= next_slow:
                 self._sample_processes()
                 next_slow = time.monotonic() + self._process_interval
-            self._stop.wait(self._interval)
+            # Without a GPU to read there is nothing to do between the slow samples.
+            self._stop.wait(self._interval if self._devices else max(0.0, next_slow - time.monotonic()))
+
+    def latest_gpu(self) -> dict[int, int] | None:
+        """Each tree process's GPU memory at the last listing (all GPUs); None without NVML."""
+        if self._reason is not None or not self._devices:
+            return None
+        with self._lock:
+            return dict(self._latest_gpu)
 
     def samples(self) -> list[Sample]:
         """Return all kept samples in time order."""

@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 _MEMORY_BUDGET = 8 << 30
 
 
-def _console(stderr: bool = False) -> Console:
+def _console() -> Console:
     from rich.console import Console
 
-    return Console(soft_wrap=True, highlight=False, stderr=stderr)
+    return Console(soft_wrap=True, highlight=False)
 
 
 def settings(args: argparse.Namespace, available_memory: int) -> Settings:
@@ -58,28 +58,34 @@ class _Interrupted(Exception):
         self.signum = signum
 
 
-def run_all(chosen: list[scenarios.Scenario], report: MachineReport, args: argparse.Namespace,
-            console: Console | None) -> list[VariantResult]:
-    """Run both variants of every chosen scenario that can run here; skip the others."""
-    from gpudoctor.probe import render_scenarios, scenario_run
+def run_all(chosen: list[scenarios.Scenario], report: MachineReport, args: argparse.Namespace) -> list[VariantResult]:
+    """Run both variants of every chosen scenario that can run here; skip the others.
+
+    On stderr (unless ``--quiet``): a line before each variant starts and one with its
+    status after it, and between them the live view of its processes on a terminal.
+    """
+    from gpudoctor.probe import live_view, render_scenarios, scenario_run
 
     gpu = scenario_run.gpu_missing(report.nvml)
     plan = [(s, scenario_run.why_skipped(s, report.frameworks, gpu)) for s in chosen]
     total = sum(2 for _, why in plan if why is None)
     setup = settings(args, report.host.memory_available)
     results: list[VariantResult] = []
-    with render_scenarios.progress(console, total) as (started, finished):
+    with live_view.opened(args.quiet, announce=False) as view:
         for scenario, why in plan:
             for variant in scenarios.VARIANTS:
                 if why is not None:
                     results.append(scenario_run.skipped(scenario, variant, why))
                     continue
-                started(scenario, variant)
-                result = scenario_run.run_variant(scenario, variant, setup)
+                place = f"[{len([r for r in results if r.status != 'skipped']) + 1}/{total}]"
+                if view is not None:
+                    view.line(render_scenarios.before_line(place, scenario, variant, setup.timeout))
+                result = scenario_run.run_variant(scenario, variant, setup, view)
                 if result.interrupted_by is not None:
                     raise _Interrupted(result.interrupted_by)
                 results.append(result)
-                finished(result)
+                if view is not None:
+                    view.line(render_scenarios.after_line(place, result))
     return results
 
 
@@ -144,10 +150,8 @@ def run(args: argparse.Namespace) -> int:
         console = _console()
         render(report, console)
         console.print()
-    elif sys.stderr.isatty():
-        console = _console(stderr=True)
     try:
-        results = None if chosen is None else run_all(chosen, report, args, console)
+        results = None if chosen is None else run_all(chosen, report, args)
     except _Interrupted as stop:
         return exit_for_signal(stop.signum)
     doc = document(report, results)

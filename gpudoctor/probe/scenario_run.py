@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.error_strings import CAUSE
@@ -20,6 +20,9 @@ from gpudoctor.probe.frameworks import Framework
 from gpudoctor.probe.nvml import NvmlReport
 from gpudoctor.probe.scenarios import Scenario
 from gpudoctor.probe.verdicts import StopReason, Verdict
+
+if TYPE_CHECKING:
+    from gpudoctor.probe.live_view import View
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,9 @@ def _explanation(scenario: Scenario, variant: str, status: str, diagnosis: Diagn
     return lead + "\n" + diagnosis.explanation
 
 
-def run_variant(scenario: Scenario, variant: str, settings: Settings) -> VariantResult:
-    """Run ``scenario``'s ``variant`` in the sandbox and return its result."""
+def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View | None = None) -> VariantResult:
+    """Run ``scenario``'s ``variant`` in the sandbox and return its result (``view``: the
+    live view or progress lines, shown the variant's processes as it runs)."""
     from gpudoctor.probe import diagnose, render_run
     from gpudoctor.probe.supervise import Limits, Supervisor
 
@@ -159,7 +163,7 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings) -> Variant
     )
     started = time.monotonic()
     # The scenario's output is evidence for the diagnosis, not for the terminal.
-    supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None)
+    supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None, view)
     run = supervisor.run()
     diagnosis = diagnose.diagnose(run)
     document = render_run.to_json(run, diagnosis)

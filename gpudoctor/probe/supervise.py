@@ -19,20 +19,34 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.probe import events, footprint, host, launch, reaper, stacks, watchdog
 from gpudoctor.probe.capture import Capture
+from gpudoctor.probe.command_text import short_command
+from gpudoctor.probe.live_snapshot import TreeSnapshots
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, freeze
 from gpudoctor.probe.sampler import Peaks, Sampler
 from gpudoctor.probe.tree import Tree
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason
 
+if TYPE_CHECKING:
+    from gpudoctor.probe.live_view import View
+
 __all__ = ["Limits", "ProcessRun", "RunRecord", "Supervisor"]
 
 _POLL = 0.1
+# What the live view says while the tree is being stopped, by why it is.
+_STOPPING = {
+    StopReason.HUNG: "hung: nothing moved for --hang-after; dumping stacks, then SIGTERM",
+    StopReason.STOPPED: "nothing moved and a process is held stopped; dumping stacks, then SIGTERM",
+    StopReason.INTERRUPTED: "interrupted: dumping stacks, then SIGTERM (again: kill at once)",
+    StopReason.TIMEOUT: "--timeout reached: dumping stacks, then SIGTERM",
+    StopReason.MEMORY_LIMIT: "over --memory-limit: dumping stacks, then SIGTERM",
+    StopReason.PROCESS_LIMIT: "over --max-processes: SIGKILL",
+}
 _MAX_DUMPS = 16  # stack dumps of more processes would take longer than they help
 
 
@@ -76,10 +90,13 @@ def _signals(stop: _Stop) -> Iterator[None]:
 class Supervisor:
     """One supervised run; ``run()`` returns its RunRecord."""
 
-    def __init__(self, command: list[str], limits: Limits, echo_stdout: Any, echo_stderr: Any):
+    def __init__(self, command: list[str], limits: Limits, echo_stdout: Any, echo_stderr: Any,
+                 view: View | None = None):
         self.command = launch.resolve(command)
         self.limits = limits
         self._echo = (echo_stdout, echo_stderr)
+        self._view = view  # the live view or progress lines (live_view), if any
+        self._snapshots: TreeSnapshots | None = None
         # Resolved: stack files are recognized by comparing /proc/<pid>/fd links to it.
         self._workdir = launch.Workdir(Path(tempfile.mkdtemp(prefix="gpudoctor-")).resolve())
         self._workdir.stacks.mkdir()
@@ -133,8 +150,9 @@ class Supervisor:
         except OSError as error:
             self._tree_gone = True  # there is no tree
             raise GpudoctorError(f"cannot start {self.command[0]}: {error.strerror}") from None
-        tree = Tree(process.pid, self._token, self._tools,
-                    adopt=_started(process.pid) if self._tracking == "subreaper" else None)
+        tree = Tree(process.pid, self._token, self._tools)
+        if self._tracking == "subreaper":
+            tree.adopt = tree.start_time(process.pid)
         live: list[set[int]] = [{process.pid}]
         captures: list[Capture] = []
         sampler: Sampler | None = None
@@ -145,11 +163,16 @@ class Supervisor:
             for pipe, echo in zip((process.stdout, process.stderr), self._echo, strict=True):
                 assert pipe is not None
                 captures.append(Capture(pipe, echo, self.limits.output_limit))
-            sampler = Sampler(lambda: live[0], start, self.limits.sample_interval,
+            sampler = Sampler(lambda: _rss(tree, live[0]), start, self.limits.sample_interval,
                               self.limits.process_interval)
             sampler.start()
+            if self._view is not None:
+                self._snapshots = TreeSnapshots(short_command(self.command), start, self.limits,
+                                                self._workdir.events, sampler.latest_gpu,
+                                                runtimes=self._view.wants_runtimes)
             reason = self._watch(tree, live, start)
             now = time.monotonic()
+            self._show(tree, live[0], now, _STOPPING.get(reason))
             stalled = {p: tree.tracks[p].idle_for(now) for p in live[0]}
             if reason not in (StopReason.EXITED, StopReason.PROCESS_LIMIT) and not self._stop.hurry.is_set():
                 # (A fork bomb gets no time to grow, a second Ctrl-C no wait.)
@@ -163,6 +186,8 @@ class Supervisor:
                     sampler.stop()
                 for capture in captures:  # a tree that could not be killed still holds the pipes
                     capture.join(5.0 if self._tree_gone else 0.0)
+                if self._view is not None:
+                    self._view.done()
                 for pipe in (process.stdout, process.stderr)[len(captures):]:
                     if pipe is not None:
                         pipe.close()
@@ -275,7 +300,18 @@ class Supervisor:
                 # (SIGSTOP, a debugger), which is not a deadlock of the program's own.
                 stopped = any(tree.tracks[p].stopped_since is not None for p in live[0])
                 return StopReason.STOPPED if stopped else StopReason.HUNG
+            if self._view is not None and self._view.due(now):
+                self._show(tree, live[0], now)
             self._stop.event.wait(_POLL)
+
+    def _show(self, tree: Tree, live: set[int], now: float, stopping: str | None = None) -> None:
+        """Give the view a snapshot; a view that fails is dropped, the run goes on."""
+        if self._view is None or self._snapshots is None:
+            return
+        try:
+            self._view.show(self._snapshots.take(tree, live, now, stopping))
+        except Exception:
+            self._view = None
 
     def _tell_watchdog(self, members: set[int]) -> None:
         """Name each new member to the watchdog (with its start time): if gpudoctor dies, it
@@ -342,15 +378,10 @@ class Supervisor:
         return {p: s for p, s in found.items() if s is not None}
 
 
-def _started(pid: int) -> float | None:
-    """When ``pid`` started, on psutil's clock (boot time plus ticks, which can differ from
-    time.time() by a second): what the start of a later process is compared with."""
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
+def _rss(tree: Tree, live: set[int]) -> dict[int, int]:
+    """The RSS of the live processes as the last scan read it (for the sampler's thread:
+    ``live`` is replaced, never changed in place, and a track is found by ``get``)."""
+    return {pid: track.rss for pid in live if (track := tree.tracks.get(pid)) is not None and track.rss}
 
 
 def _remove(directory: Path) -> None:

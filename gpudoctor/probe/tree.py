@@ -28,6 +28,17 @@ STOPPED = frozenset({psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP})
 _CPU_SLACK = 0.05
 _CPU_FRACTION = 0.02
 
+# A full walk of the process table at least this often, even when no process was created.
+_WALK_EVERY = 2.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+_WAITING = frozenset({psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP})
+# The state letters of /proc/PID/stat, as psutil names them.
+_STATES = {"R": psutil.STATUS_RUNNING, "S": psutil.STATUS_SLEEPING, "D": psutil.STATUS_DISK_SLEEP,
+           "T": psutil.STATUS_STOPPED, "t": psutil.STATUS_TRACING_STOP, "Z": psutil.STATUS_ZOMBIE,
+           "X": psutil.STATUS_DEAD, "x": psutil.STATUS_DEAD, "K": "wake-kill",
+           "W": psutil.STATUS_WAKING, "I": psutil.STATUS_IDLE, "P": "parked"}
+
 
 @dataclass
 class Track:
@@ -45,6 +56,7 @@ class Track:
     threads: int = 0
     rss: int = 0
     rss_peak: int = 0
+    vsize: int = 0  # virtual size: changes when a library is mapped (the live view re-reads maps then)
     cpu: float = 0.0
     anchor_time: float = 0.0  # when the CPU time last moved by more than the slack
     anchor_cpu: float = 0.0
@@ -78,19 +90,57 @@ def _wchan(pid: int) -> str | None:
     return text if text and text != "0" else None
 
 
-def zombie_exit_code(pid: int) -> int | None:
-    """Read a zombie's exit status from /proc/<pid>/stat (field 52) before its parent reaps it."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    if len(fields) < 50 or fields[0] != "Z":
+
+
+def _exit_status(fields: list[bytes]) -> int | None:
+    """A zombie's exit status (``stat`` field 52) as a return code: -N for signal N."""
+    try:
+        status = int(fields[49])
+    except (IndexError, ValueError):
         return None
-    status = int(fields[49])
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+
+
+def zombie_exit_code(pid: int) -> int | None:
+    """Read a zombie's exit status from /proc/<pid>/stat (field 52) before its parent reaps it."""
+    fields = _stat(pid)
+    if not fields or len(fields) < 50 or fields[0] != b"Z":
+        return None
+    return _exit_status(fields)
+
+
+def _last_pid() -> int | None:
+    """The PID the kernel handed out last in this PID namespace (``/proc/loadavg``): while
+    it stays the same, no process was created."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[-1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _process_table() -> list[tuple[int, int, int]]:
+    """(PID, parent PID, start ticks) of every process: one read of ``/proc/PID/stat`` each."""
+    table = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat(int(entry))
+        try:
+            if fields:
+                table.append((int(entry), int(fields[1]), int(fields[19])))
+        except (IndexError, ValueError):
+            continue
+    return table
 
 
 def _group_and_session(pid: int) -> set[int]:
@@ -103,9 +153,9 @@ def _group_and_session(pid: int) -> set[int]:
         return set()
 
 
-def _cmdline(process: psutil.Process) -> tuple[str, ...]:
+def _cmdline(pid: int) -> tuple[str, ...]:
     try:
-        return tuple(process.cmdline())
+        return tuple(psutil.Process(pid).cmdline())
     except psutil.Error:  # a zombie has no command line any more
         return ()
 
@@ -141,6 +191,11 @@ class Tree:
         # stopped or ended. A tree is idle only counted from then: a parent that waits in
         # Pool.map on busy workers is waiting, not hung, until the workers stop too.
         self.last_activity: float | None = None
+        self._boot = psutil.boot_time()
+        self._members: set[int] = set()  # what the last walk found
+        self._walked_at_pid: int | None = None  # the last PID when it walked
+        self._walked_at = 0.0
+        self._walk_confirmed = False  # two walks in a row saw the same last PID
 
     def quiet_for(self, now: float) -> float:
         """For how long nothing in the tree has moved (0 before the first scan)."""
@@ -185,12 +240,37 @@ class Tree:
         root = self.tracks.get(self.root)
         return root is not None and root.reaped
 
+    def start_time(self, pid: int) -> float | None:
+        """When ``pid`` started, on the clock of this tree's tracks (psutil's: boot time plus
+        ticks), or None when it is gone."""
+        fields = _stat(pid)
+        try:
+            return self._started(int(fields[19])) if fields else None
+        except (IndexError, ValueError):
+            return None
+
+    def _started(self, ticks: int) -> float:
+        return ticks / _CLOCK_TICKS + self._boot  # psutil's formula, so its times compare
+
     def members(self) -> set[int]:
-        """Return the PIDs of the tree now, walking down from the supervisor."""
+        """Return the PIDs of the tree now, walking down from the supervisor.
+
+        The walk reads the whole process table, which costs in proportion to every process
+        of the machine; it is skipped while no process was created anywhere since two walks
+        in a row saw the same last PID (one walk could have raced a fork whose child was not
+        yet listed): the tree can then only have lost members. A walk is made at least
+        every ``_WALK_EVERY`` seconds whatever the last PID says.
+        """
+        marker = _last_pid()
+        now = time.monotonic()
+        if (marker is not None and marker == self._walked_at_pid and self._walk_confirmed
+                and now - self._walked_at < _WALK_EVERY):
+            return {pid for pid in self._members if os.path.exists(f"/proc/{pid}")}
+        self._walk_confirmed = marker is not None and marker == self._walked_at_pid
+        self._walked_at_pid, self._walked_at = marker, now
         parents: dict[int, list[tuple[int, float | None]]] = {}
-        for process in psutil.process_iter(["ppid", "create_time"]):
-            entry = (process.pid, process.info["create_time"])
-            parents.setdefault(process.info["ppid"] or 0, []).append(entry)
+        for pid, ppid, ticks in _process_table():
+            parents.setdefault(ppid, []).append((pid, self._started(ticks)))
         members: set[int] = set()
         queue = [(child, ctime, self._me) for child, ctime in parents.get(self._me, [])]
         while queue:
@@ -200,45 +280,51 @@ class Tree:
             members.add(pid)
             self._seen[pid] = ctime
             queue += [(child, c, pid) for child, c in parents.get(pid, [])]
+        self._members = members
         return members
 
     def _observe(self, pid: int, now: float) -> None:
-        try:
-            process = psutil.Process(pid)
-            with process.oneshot():
-                state = process.status()
-                started = process.create_time()
-                track = self.tracks.get(pid)
-                if track is not None and (track.reaped or not _same_start(track.create_time, started)):
-                    track.alive = False  # that process is gone; this one reuses its PID
-                    self.retired.append(track)
-                    track = None
-                fresh = track is None
-                if track is None:
-                    track = Track(pid, process.ppid(), _cmdline(process), now, now, anchor_time=now,
-                                  create_time=started)
-                    self.tracks[pid] = track
-                if fresh or state != track.state and psutil.STATUS_ZOMBIE in (state, track.state):
-                    self._moved(now)  # born, or ended
-                track.last_seen, track.state = now, state
-                if state in STOPPED:
-                    if track.stopped_since is None:
-                        track.stopped_since = now
-                        self._moved(now)
-                elif track.stopped_since is not None:
-                    track.stopped_since = None
-                    self._moved(now)  # continued
-                if state == psutil.STATUS_ZOMBIE:  # exited; its parent has not reaped it yet
-                    if track.exit_code is None:
-                        track.exit_code = zombie_exit_code(pid)
-                    return
-                times = process.cpu_times()
-                track.threads = process.num_threads()
-                track.rss = process.memory_info().rss
-        except psutil.Error:
+        """Read one process's ``/proc/PID/stat`` (state, CPU time, threads, RSS, start) and
+        update its track: one read a tick per process, where psutil would make four."""
+        fields = _stat(pid)
+        if fields is None:
             return
-        track.wchan = _wchan(pid)
-        track.cpu = times.user + times.system
+        try:
+            letter = fields[0].decode()
+            state = _STATES.get(letter, "?")
+            ppid, cpu_ticks = int(fields[1]), int(fields[11]) + int(fields[12])
+            threads, started, rss = int(fields[17]), self._started(int(fields[19])), int(fields[21])
+            vsize = int(fields[20])
+        except (IndexError, ValueError, UnicodeDecodeError):
+            return
+        track = self.tracks.get(pid)
+        if track is not None and (track.reaped or not _same_start(track.create_time, started)):
+            track.alive = False  # that process is gone; this one reuses its PID
+            self.retired.append(track)
+            track = None
+        fresh = track is None
+        if track is None:
+            track = Track(pid, ppid, _cmdline(pid), now, now, anchor_time=now, create_time=started)
+            self.tracks[pid] = track
+        if fresh or state != track.state and psutil.STATUS_ZOMBIE in (state, track.state):
+            self._moved(now)  # born, or ended
+        track.last_seen, track.state = now, state
+        if state in STOPPED:
+            if track.stopped_since is None:
+                track.stopped_since = now
+                self._moved(now)
+        elif track.stopped_since is not None:
+            track.stopped_since = None
+            self._moved(now)  # continued
+        if state == psutil.STATUS_ZOMBIE:  # exited; its parent has not reaped it yet
+            if track.exit_code is None:
+                track.exit_code = _exit_status(fields)
+            return
+        track.threads = threads
+        track.rss, track.vsize = rss * _PAGE_SIZE, vsize
+        # Where a waiting process waits; a running one waits nowhere.
+        track.wchan = _wchan(pid) if state in _WAITING else None
+        track.cpu = cpu_ticks / _CLOCK_TICKS
         track.rss_peak = max(track.rss_peak, track.rss)
         allowed = _CPU_SLACK + _CPU_FRACTION * (now - track.anchor_time)
         if fresh or track.cpu - track.anchor_cpu > allowed:
@@ -266,6 +352,7 @@ class Tree:
             now = time.monotonic()
             track = self.tracks[pid] = Track(pid, self._me, (), now, now, anchor_time=now)
         track.exit_code = code
+        self._walked_at_pid = None  # a reaped process is no member any more: walk again
         if track.alive:
             self._moved(time.monotonic())
         track.alive = False

@@ -130,7 +130,8 @@ def test_terminal_output_when_piped() -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "GPUs (NVML)" in out  # the machine report comes first
-    assert "[1/2] process-in-daemonic-worker unsafe: crashed" in out  # plain progress lines
+    assert "[1/2] process-in-daemonic-worker unsafe: crashed" in done.stderr  # plain progress lines
+    assert "[1/2]" not in out
     assert "Scenarios" in out
     assert "process-in-daemonic-worker unsafe: crashed — AssertionError: daemonic processes" in out
     assert "\x1b[" not in out  # no terminal control sequences in a pipe
