@@ -12,9 +12,7 @@ reports gpudoctor's CPU use; the goal is 2 % of one core.
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -22,7 +20,7 @@ from typing import Any
 
 from gpucheck.part import Context, PartResult
 from gpucheck.truth.accuracy import SIZES, compare
-from gpucheck.truth.children import child_env, kill_group, last_json_object, run_child
+from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "sampler"
 ORDER = 50
@@ -33,35 +31,6 @@ SETTLE_TIMEOUT = 15.0  # for the sampler to take two process samples after a ste
 CPU_GOAL = 2.0  # percent of one core
 BENCHMARK = "benchmarks/supervision_overhead.py"
 BENCHMARK_SECONDS = 20
-
-
-class _Lines:
-    """A child's standard output, line by line, each read with a timeout."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._pump, args=(process,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def next_report(self, timeout: float) -> dict[str, Any] | None:
-        """The next JSON line (other lines are the framework's); None at the end or the timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return None
-            if line is None:
-                return None
-            report = last_json_object(line)
-            if report is not None:
-                return report
 
 
 def _process_bytes(sampler: Any, pid: int, after: float) -> tuple[bool, int | None]:
@@ -96,9 +65,10 @@ def measure(ctx: Context, framework: str, argv: Sequence[str] | None = None,
     pids: set[int] = set()
     start = time.monotonic()
     sampler = Sampler(lambda: set(pids), start)
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    # Its errors come as JSON; stderr unread would block a chatty framework once the pipe fills.
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                text=True, env=child_env(ctx.repo), cwd=ctx.repo, start_new_session=True)
-    lines = _Lines(process)
+    lines = LineReader(process)
     sampler.start()
     try:
         return _steps(process, lines, sampler, pids, start, sizes)
@@ -108,7 +78,7 @@ def measure(ctx: Context, framework: str, argv: Sequence[str] | None = None,
         process.wait()
 
 
-def _steps(process: subprocess.Popen[str], lines: _Lines, sampler: Any, pids: set[int], start: float,
+def _steps(process: subprocess.Popen[str], lines: LineReader, sampler: Any, pids: set[int], start: float,
            sizes: Sequence[int]) -> dict[str, Any]:
     assert process.stdin is not None
     baseline = lines.next_report(STEP_TIMEOUT)

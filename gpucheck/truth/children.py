@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +70,6 @@ def last_json_object(text: str) -> dict[str, Any] | None:
 def run_child(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
               cwd: Path | None = None, stdin: str | None = None) -> ChildResult:
     """Run ``argv`` to its end or ``timeout``; the child's whole process group goes at the timeout."""
-    import time
-
     start = time.monotonic()
     process = subprocess.Popen(
         list(argv), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -92,3 +93,32 @@ def kill_group(process: subprocess.Popen[Any]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         process.kill()
+
+
+class LineReader:
+    """A child's standard output, line by line, each read with a timeout."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def next_report(self, timeout: float) -> dict[str, Any] | None:
+        """The next JSON line (other lines are the framework's); None at the end or the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            report = last_json_object(line)
+            if report is not None:
+                return report

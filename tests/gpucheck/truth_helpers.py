@@ -37,6 +37,31 @@ FAKE_FRAMEWORK = textwrap.dedent('''
         raise RuntimeError("no such device")
 ''')
 
+# A stand-in for alloc_child: it "allocates" by writing its own process line into the fake
+# NVML's state, the context costing 300 MiB, and reports what a framework would count.
+FAKE_ALLOCATOR = textwrap.dedent('''
+    import json, os, sys
+    state = os.environ["GPUDOCTOR_FAKE_NVML_STATE"]
+    base = open(state).read()
+    def nvml_says(used):
+        with open(state + ".tmp", "w") as f:
+            f.write(base + f"proc 0 {os.getpid()} {used}\\n")
+        os.replace(state + ".tmp", state)
+    MIB = 1 << 20
+    drift = [0, 3 * MIB, 100 * MIB]  # the last step is off by more than 5 %
+    held = 2 * MIB
+    nvml_says(300 * MIB + held)
+    print(json.dumps({"step": "baseline", "pid": os.getpid(), "framework_bytes": held}), flush=True)
+    for i, size in enumerate(int(s) for s in sys.argv[1:]):
+        if not sys.stdin.readline():
+            break
+        held += size
+        nvml_says(300 * MIB + held + drift[i])
+        print("a framework's own chatter")
+        print(json.dumps({"step": "alloc", "size": size, "framework_bytes": held}), flush=True)
+    sys.stdin.readline()
+''')
+
 FAKE_SETUP = FrameworkSetup("fakegpu", "fakegpu", "import fakegpu", ("pytest",))
 
 
