@@ -44,8 +44,9 @@ class Step:
         if self.nvml_delta is None:
             return grown + ", NVML reported no memory for the process"
         verdict = "within" if self.within else "OUTSIDE"
+        difference = self.nvml_delta - self.framework_delta
         return (f"{grown}, NVML +{self.nvml_delta / MIB:.1f} MiB "
-                f"(difference {self.difference / MIB:+.1f} MiB, {verdict} ±{self.tolerance / MIB:.1f} MiB)")
+                f"(difference {difference / MIB:+.1f} MiB, {verdict} ±{self.tolerance / MIB:.1f} MiB)")
 
 
 def compare(baseline_framework: int, baseline_nvml: int | None,

@@ -65,7 +65,7 @@ def judge(framework: str, key: str, call: str, effect: str, report: dict[str, An
           failure: str | None = None) -> Row:
     """Compare one child's report (None: it crashed or timed out, ``failure`` says how)."""
     expected = EXPECTED[effect]
-    base = dict(framework=framework, key=key, call=call, effect=effect, expected=expected)
+    base: dict[str, Any] = dict(framework=framework, key=key, call=call, effect=effect, expected=expected)
     if report is None:
         verdict = TIMEOUT if failure and failure.startswith("timed out") else CRASH
         return Row(**base, verdict=verdict, detail=failure or "")
@@ -79,7 +79,7 @@ def judge(framework: str, key: str, call: str, effect: str, report: dict[str, An
     prior_state = report.get("after_setup") or report.get("after_import") or {}
     prior = observed_level(prior_state) if prior_state else None
     evidence = {step: report[step] for step in ("after_import", "after_setup", "after_call") if step in report}
-    rest = dict(observed=observed, prior=prior, version=version, evidence=evidence)
+    rest: dict[str, Any] = dict(observed=observed, prior=prior, version=version, evidence=evidence)
     error = report.get("error")
     if error:
         where = "the setup" if error.get("step") == "after_setup" else "the call"

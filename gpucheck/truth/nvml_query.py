@@ -78,8 +78,14 @@ def struct_version(struct: type[ctypes.Structure], version: int) -> int:
 
 
 def fields(value: ctypes.Structure) -> dict[str, Any]:
-    return {name: (list(getattr(value, name)) if isinstance(getattr(value, name), ctypes.Array)
-                   else getattr(value, name)) for name, _ in value._fields_ if name != "procArray"}
+    """A struct's fields as plain values (arrays as lists; the pointer of a list left out)."""
+    found: dict[str, Any] = {}
+    for field in value._fields_:
+        name = field[0]
+        item = getattr(value, name)
+        if name != "procArray":
+            found[name] = list(item) if isinstance(item, ctypes.Array) else item
+    return found
 
 
 class Nvml:
