@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpucheck.part import Context, PartResult
-from gpucheck.truth.accuracy import SIZES, compare
+from gpucheck.truth.accuracy import SIZES, compare, granularity
 from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "sampler"
@@ -104,6 +104,7 @@ def _steps(process: subprocess.Popen[str], lines: LineReader, sampler: Any, pids
     return {"pid": pid, "baseline_framework": baseline["framework_bytes"], "baseline_nvml": nvml_base,
             "steps": [{**asdict(step), "within": step.within, "tolerance": step.tolerance} for step in steps],
             "sentences": [step.sentence() for step in steps], "all_within": all(step.within for step in steps),
+            "nvml_granularity": granularity([nvml_base, *(nvml for _, _, nvml in readings)]),
             "sampler_failure": sampler.failure}
 
 
@@ -146,7 +147,8 @@ def judge(accuracy: dict[str, dict[str, Any]], cost: dict[str, Any]) -> tuple[st
             continue
         failed |= not result["all_within"]
         verdict = "all steps within tolerance" if result["all_within"] else "FAILED: a step is outside tolerance"
-        lines.append(f"{framework}: {verdict}; " + "; ".join(result["sentences"]))
+        lines.append(f"{framework}: {verdict}; " + "; ".join(result["sentences"])
+                     + f"; NVML counts in multiples of {result.get('nvml_granularity')} bytes")
     if "cpu_percent_of_core" in cost:
         measured = True
         failed |= not cost["within"]

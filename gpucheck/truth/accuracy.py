@@ -55,3 +55,15 @@ def compare(baseline_framework: int, baseline_nvml: int | None,
     return [Step(size, framework - baseline_framework,
                  None if nvml is None or baseline_nvml is None else nvml - baseline_nvml)
             for size, framework, nvml in readings]
+
+
+def granularity(values: list[int | None]) -> int | None:
+    """The largest power of two (up to 1 GiB) dividing every value NVML reported: the
+    granule it counts in, seen rather than assumed."""
+    known = [value for value in values if value]
+    if not known:
+        return None
+    granule = GIB
+    while granule > 1 and any(value % granule for value in known):
+        granule //= 2
+    return granule

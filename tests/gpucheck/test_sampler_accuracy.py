@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpucheck.parts import sampler
-from gpucheck.truth.accuracy import GIB, GRANULE, MIB, Step, compare
+from gpucheck.truth.accuracy import GIB, GRANULE, MIB, Step, compare, granularity
 from tests.gpucheck.truth_helpers import FAKE_ALLOCATOR, REPO, context
 from tests.probe.conftest import fake_nvml, fake_nvml_dir
 from tests.probe.helpers import FakeNvml
@@ -29,6 +29,12 @@ def test_changes_within_five_percent_or_one_granule_agree() -> None:
     assert [step.within for step in steps] == [True, True, False]
     assert steps[0].tolerance == int(0.05 * 256 * MIB)
     assert "OUTSIDE" in steps[2].sentence() and "+296.0 MiB" in steps[2].sentence()
+
+
+def test_the_granularity_nvml_counts_in_is_read_from_its_values() -> None:
+    assert granularity([302 * MIB, 302 * MIB + GIB]) == 2 * MIB
+    assert granularity([GIB + 4096, None]) == 4096
+    assert granularity([None]) is None
 
 
 def test_a_small_step_gets_one_granule_of_slack() -> None:
@@ -96,6 +102,7 @@ def test_gpudoctors_sampler_follows_the_childs_memory_through_nvml(fake_nvml: Fa
     assert [step["nvml_delta"] for step in found["steps"]] == [64 * MIB, 323 * MIB, 932 * MIB]
     assert [step["within"] for step in found["steps"]] == [True, True, False]
     assert found["all_within"] is False and found["sampler_failure"] is None
+    assert found["nvml_granularity"] == MIB  # the stand-in drifts by 3 MiB once
 
 
 def test_the_allocating_child_says_when_its_framework_is_missing() -> None:
