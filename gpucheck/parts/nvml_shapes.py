@@ -19,7 +19,7 @@ from gpucheck.truth.accuracy import GIB
 from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "nvml_shapes"
-ORDER = 60
+ORDER = 70
 HOLDERS = ("torch", "cupy")
 HOLD = GIB
 HOLD_TIMEOUT = 120.0

@@ -23,7 +23,7 @@ from gpucheck.truth.accuracy import SIZES, compare, granularity
 from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "sampler"
-ORDER = 50
+ORDER = 80
 FRAMEWORKS = ("torch", "cupy")
 MODULES = {"torch": "torch", "cupy": "cupy"}
 STEP_TIMEOUT = 120.0  # the first step includes the framework's import and context creation

@@ -23,7 +23,7 @@ from gpucheck.truth.invocations import FRAMEWORKS, IMPORT_ONLY, TABLE, Framework
 from gpudoctor.lint.knowledge.table import INERT
 
 NAME = "truth_table"
-ORDER = 40
+ORDER = 90  # last: the longest check (up to BUDGET), the one to give a command of its own
 BUDGET = 180.0  # seconds of wall time for all children (torch alone imports in seconds)
 CHILD_TIMEOUT = 90.0
 WORKERS = 8
