@@ -55,7 +55,11 @@ def main(argv: list[str]) -> int:
     except ImportError as error:
         say(step="error", message=f"{framework} is not importable: {error}")
         return 0
-    held = [allocate(1)]
+    try:
+        held = [allocate(1)]
+    except Exception as error:  # no usable GPU for this framework (a CPU-only build, no driver)
+        say(step="error", message=f"{framework} could not create a CUDA context: {type(error).__name__}: {error}"[:500])
+        return 0
     say(step="baseline", pid=os.getpid(), framework_bytes=int(counted()))
     for size in sizes:
         if not sys.stdin.readline():
