@@ -85,12 +85,14 @@ def test_no_driver_and_no_framework_are_not_disagreements() -> None:
 
 def test_the_summary_fails_on_a_disagreement_and_lists_it() -> None:
     rows = [levels.judge("torch", "a", "a()", "inert", report(after_call=NONE)),
+            levels.judge("torch", "c", "c()", "runtime-init", report(after_call=DRIVER)),
             levels.judge("torch", "b", "b()", "driver-init", report(after_call=CONTEXT))]
     status, lines, data = truth_table.summarize(rows, [{"pattern": "p", "reason": "r"}])
     assert status == "failed"
-    assert lines[0] == "2 calls in fresh processes: 1 agree, 1 disagree; 1 entries not exercised"
-    assert lines[1].startswith("disagree: b: `b()`")
-    assert data["counts"] == {"agree": 1, "disagree": 1} and data["versions"] == {"torch": "torch 2.11.0+cu130"}
+    assert lines[0] == "3 calls in fresh processes: 1 agree, 2 disagree; 1 entries not exercised"
+    assert lines[1].startswith("disagree: b: `b()`") and "missed init" in lines[1]  # the worse kind first
+    assert lines[2].startswith("disagree: c: `c()`") and "false alarm" in lines[2]
+    assert data["counts"] == {"agree": 1, "disagree": 2} and data["versions"] == {"torch": "torch 2.11.0+cu130"}
     json.dumps(data)
 
 
