@@ -124,14 +124,15 @@ def summarize(rows: list[levels.Row], skipped: list[dict[str, str]]) -> tuple[st
     if not ran:
         reasons = sorted({f"{row.framework}: {row.detail}" for row in rows})
         return "skipped", ["no framework could be exercised: " + "; ".join(reasons)[:600]], data
-    order = ", ".join(f"{counts[v]} {v}" for v in (levels.AGREE, *FAILING, levels.INCONCLUSIVE,
+    order = ", ".join(f"{counts[v]} {v}" for v in (levels.AGREE, *FAILING, levels.LEVEL, levels.INCONCLUSIVE,
                                                      levels.NOT_IMPORTABLE, levels.NO_DRIVER) if counts.get(v))
     lines = [f"{len(rows)} calls in fresh processes: {order}; {len(skipped)} entries not exercised"]
     for verdict in FAILING:
         # A missed init (the linter stays silent where a fork will break) before a false alarm.
         chosen = sorted((row for row in rows if row.verdict == verdict), key=lambda row: "claims more" in row.detail)
         lines += [f"{verdict}: {row.sentence()}" for row in chosen]
-    lines += [f"{levels.INCONCLUSIVE}: {row.sentence()}" for row in rows if row.verdict == levels.INCONCLUSIVE]
+    lines += [f"{verdict}: {row.sentence()}" for verdict in (levels.LEVEL, levels.INCONCLUSIVE)
+              for row in rows if row.verdict == verdict]
     absent = sorted({row.framework for row in rows if row.verdict == levels.NOT_IMPORTABLE})
     if absent:
         lines.append("not importable here (skipped): " + ", ".join(absent))

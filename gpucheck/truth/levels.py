@@ -6,6 +6,12 @@ them: INERT → none, DRIVER_INIT → driver, RUNTIME_INIT and GPU_OBJECT → co
 entry with a condition (ON_CUDA, ON_NO_ARGUMENTS) is called with the condition holding,
 so its effect applies; a variant where it does not hold expects INERT
 (``Invocation.expect``).
+
+What the linter decides rests on one line: initialized or not (a fork child of a process
+whose driver is initialized cannot use CUDA, whether or not it also holds a context). So a
+row whose table and observation fall on opposite sides of that line *disagrees* (a missed
+init, or a false alarm); a row where both say initialized but differ on how far is a
+*level* row: the findings hold, the wording of how far initialization went does not.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ LEVELS = ("none", "driver", "context")
 EXPECTED = {INERT: "none", DRIVER_INIT: "driver", RUNTIME_INIT: "context", GPU_OBJECT: "context"}
 
 # Verdicts of one row.
-AGREE, DISAGREE, INCONCLUSIVE = "agree", "disagree", "inconclusive"
+AGREE, LEVEL, DISAGREE, INCONCLUSIVE = "agree", "level", "disagree", "inconclusive"
 ERROR, CRASH, TIMEOUT, NOT_RUN, NO_DRIVER, NOT_IMPORTABLE = (
     "error", "crash", "timeout", "not-run", "no-driver", "not-importable")
 
@@ -89,6 +95,11 @@ def judge(framework: str, key: str, call: str, effect: str, report: dict[str, An
                    detail=f"the import or setup already reached {prior}: the call cannot be told apart")
     if observed == expected:
         return Row(**base, **rest, verdict=AGREE)
+    if _rank(observed) > 0 and _rank(expected) > 0:
+        direction = ("a context where the table says only the driver" if _rank(observed) > _rank(expected)
+                     else "only the driver where the table says a context")
+        return Row(**base, **rest, verdict=LEVEL,
+                   detail=f"{direction}: initialized either way, the findings hold")
     direction = ("the table claims less than happens (a missed init)" if _rank(observed) > _rank(expected)
                  else "the table claims more than happens (a false alarm)")
     return Row(**base, **rest, verdict=DISAGREE, detail=direction)

@@ -39,8 +39,8 @@ def test_an_observed_level_equal_to_the_table_agrees() -> None:
     assert (row.verdict, row.expected, row.observed, row.version) == ("agree", "driver", "driver", "torch 2.11.0+cu130")
 
 
-def test_a_context_where_the_table_says_driver_is_a_missed_init() -> None:
-    row = levels.judge("torch", "torch.cuda.get_arch_list", "torch.cuda.get_arch_list()", "driver-init",
+def test_an_init_where_the_table_says_inert_is_a_missed_init() -> None:
+    row = levels.judge("torch", "torch.cuda.device_count", "torch.cuda.device_count()", "inert",
                        report(after_call=CONTEXT))
     assert row.verdict == "disagree" and "claims less" in row.detail
     assert "expected" not in row.sentence() and "observed context" in row.sentence()
@@ -48,8 +48,19 @@ def test_a_context_where_the_table_says_driver_is_a_missed_init() -> None:
 
 def test_an_inert_result_where_the_table_says_context_is_a_false_alarm() -> None:
     row = levels.judge("cupy", "cupy.cuda.* [runtime.getDevice]", "cupy.cuda.runtime.getDevice()", "runtime-init",
-                       report(after_call=DRIVER))
+                       report(after_call=NONE))
     assert row.verdict == "disagree" and "claims more" in row.detail
+
+
+def test_driver_and_context_differ_only_in_level_the_findings_hold() -> None:
+    row = levels.judge("torch", "torch.cuda.get_arch_list", "torch.cuda.get_arch_list()", "driver-init",
+                       report(after_call=CONTEXT))
+    assert row.verdict == "level" and row.detail.startswith("a context where the table says only the driver")
+    row = levels.judge("cupy", "cupy.cuda.* [runtime.getDevice]", "cupy.cuda.runtime.getDevice()", "runtime-init",
+                       report(after_call=DRIVER))
+    assert row.verdict == "level" and "the findings hold" in row.detail
+    status, lines, _ = truth_table.summarize([row], [])
+    assert status == "passed" and lines[1].startswith("level: cupy.cuda.* [runtime.getDevice]")
 
 
 def test_nvml_alone_or_the_primary_context_alone_means_a_context() -> None:
@@ -85,8 +96,8 @@ def test_no_driver_and_no_framework_are_not_disagreements() -> None:
 
 def test_the_summary_fails_on_a_disagreement_and_lists_it() -> None:
     rows = [levels.judge("torch", "a", "a()", "inert", report(after_call=NONE)),
-            levels.judge("torch", "c", "c()", "runtime-init", report(after_call=DRIVER)),
-            levels.judge("torch", "b", "b()", "driver-init", report(after_call=CONTEXT))]
+            levels.judge("torch", "c", "c()", "runtime-init", report(after_call=NONE)),
+            levels.judge("torch", "b", "b()", "inert", report(after_call=CONTEXT))]
     status, lines, data = truth_table.summarize(rows, [{"pattern": "p", "reason": "r"}])
     assert status == "failed"
     assert lines[0] == "3 calls in fresh processes: 1 agree, 2 disagree; 1 entries not exercised"
@@ -162,7 +173,7 @@ def test_the_part_runs_children_concurrently_and_judges_each(tmp_path: Path) -> 
             truth_table.Job(FAKE_SETUP, "dies", "import os; os._exit(7)", "", "inert")]
     rows = truth_table.execute(context(tmp_path), todo, budget=200, workers=4)
     verdicts = {row.key: row.verdict for row in rows}
-    assert verdicts == {"(import alone)": "agree", "count": "agree", "tensor as driver": "disagree",
+    assert verdicts == {"(import alone)": "agree", "count": "agree", "tensor as driver": "level",
                         "after a setup": "inconclusive", "broken": "error", "dies": "crash"}
     assert {row.version for row in rows if row.verdict != "crash"} == {f"pytest {pytest.__version__}"}
     assert "status 7" in next(row.detail for row in rows if row.key == "dies")
