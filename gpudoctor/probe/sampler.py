@@ -32,6 +32,9 @@ class Sample:
     device: int | None = None
     pid: int | None = None
     in_tree: bool | None = None
+    # On "rss" samples: the CPU time (user + system, seconds) the process had used by ``t``.
+    # Two samples give its CPU use in between; none at all is what a hang looks like.
+    cpu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,16 @@ class Sampler:
                                              device=index, pid=p.pid, in_tree=p.pid in pids))
         for pid in pids:
             try:
-                rss = psutil.Process(pid).memory_info().rss
+                process = psutil.Process(pid)
+                with process.oneshot():  # one read of /proc/PID/stat for both
+                    rss = process.memory_info().rss
+                    times = process.cpu_times()
             except psutil.Error:
                 continue
             with self._lock:
                 self._process_rss[pid] = max(self._process_rss.get(pid, 0), rss)
-                self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True))
+                self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True,
+                                         cpu=round(times.user + times.system, 3)))
 
     def _run(self) -> None:
         # The sampler only observes: whatever breaks it must not stop the supervision.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,11 @@ RUN: dict[str, Any] = {
     "matches": [],
     "events": [{"event": "fork-parent", "pid": 10, "t": 1.0, "runtimes": ["tensorflow"]},
                {"event": "fork-child", "pid": 11, "t": 1.01}],
-    "samples": [{"t": t / 2, "kind": "rss", "bytes": (20 + t) * MIB, "pid": pid, "in_tree": True}
+    # The parent computes for a second and then waits; its fork child never runs.
+    "samples": [{"t": t / 2, "kind": "rss", "bytes": (20 + t) * MIB, "pid": pid, "in_tree": True,
+                 "cpu": 0.1 + (min(t, 2) * 0.5 if pid == 10 else 0.0)}
                 for t in range(8) for pid in (10, 11) if pid == 10 or t >= 2],
+    "memory_limit": 64 * MIB, "memory_measure": "pss",
     "notes": [],
 }
 
@@ -103,6 +107,41 @@ def test_without_matplotlib_the_page_says_what_the_chart_needs(monkeypatch: pyte
     assert page.text.count("pip install gpudoctor[report]") == 2
 
 
+def _ids(svg: str) -> set[str]:
+    return set(re.findall(r'\bid="([^"]+)"', svg))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_the_timeline_has_a_memory_line_and_a_cpu_lane_per_process_and_the_limit() -> None:
+    drawn = timeline.svg(RUN, "run0")
+    assert drawn is not None
+    ids = _ids(drawn)
+    assert {i for i in ids if re.fullmatch(r"run0-memory-\d+", i)} == {"run0-memory-10", "run0-memory-11"}
+    assert {i for i in ids if re.fullmatch(r"run0-cpu-\d+", i)} == {"run0-cpu-10", "run0-cpu-11"}
+    assert "run0-memory-limit" in ids
+    text = Page(drawn).text
+    assert "--memory-limit 64.0 MiB (whole tree, PSS)" in text
+    assert "idle 2.5 s" in text  # the child, idle from its first sample to its last
+    assert "100%" in text and "200%" not in text  # one core's worth at most
+    assert "pid 10 root, hung" in text and "pid 11 fork, hung" in text  # the lanes' labels
+
+
+def test_cpu_use_is_the_cpu_time_between_samples_and_idle_stretches_join() -> None:
+    samples = [{"t": t, "kind": "rss", "bytes": 1, "pid": 7, "cpu": c}
+               for t, c in ((0.0, 0.0), (0.5, 0.5), (1.0, 0.5), (1.5, 0.501), (2.0, 0.9))]
+    use = timeline.cpu_use([*samples, {"t": 0.1, "kind": "rss", "bytes": 1, "pid": 8, "cpu": 1.0}])
+    assert list(use) == [7]  # pid 8 was sampled once: no interval to measure
+    assert [round(p) for _, _, p in use[7]] == [100, 0, 0, 80]
+    assert timeline.idle_stretches(use[7]) == [(0.5, 1.5)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_limit_far_above_the_data_is_named_at_the_top_edge() -> None:
+    drawn = timeline.svg({**RUN, "memory_limit": 8 << 30}, "x")
+    assert drawn is not None and "x-memory-limit" in _ids(drawn)
+    assert "--memory-limit 8.0 GiB (whole tree, PSS): above this scale" in Page(drawn).text
+
+
 def test_marks_merge_simultaneous_events() -> None:
     run = {**RUN, "events": [{"event": "fork-child", "pid": p, "t": 1.0 + p / 1000} for p in (11, 12, 13)]}
     found = timeline.marks(run, {})
@@ -121,6 +160,7 @@ def test_write_is_atomic_and_replaces(tmp_path: Path) -> None:
 
 INJECTED = """\
 import os
+import re
 import sys
 
 print("<script>alert(1)</script>", flush=True)
