@@ -42,6 +42,13 @@ figure.chart{margin:6px 0}figure.chart svg{width:100%;height:auto}
 details{margin:4px 0}summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 section.run{margin-top:8px}a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}
 .nowrap{white-space:nowrap}tr.skipped td{color:#6a717b}
+pre.stack{white-space:pre;padding:8px 0}pre.stack>span{display:block;padding:0 12px}
+.f-user{background:#fff1b8;font-weight:600}.f-lib{color:#3a4049}.f-native{color:#8a9099}
+.f-thread{color:#1a5fb4;font-weight:600;margin-top:4px}.f-head,.f-note{color:#6a717b}
+.f-blocked{background:#fde2e1;box-shadow:inset 3px 0 #c62828;color:#1d2127;font-weight:600}
+.blocked-tag{color:#c62828;font-weight:600;margin-left:10px;font-family:system-ui,sans-serif;font-size:12px}
+p.stack-key span{display:inline-block;padding:1px 8px;border-radius:3px;font:12px ui-monospace,Menlo,monospace}
+p.stack-key span.f-lib,p.stack-key span.f-native{border:1px solid #e3e7eb}
 .what{margin:4px 0}.reason{margin:4px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}
 """
 

@@ -6,13 +6,14 @@ import importlib.util
 import os
 import re
 import sys
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import html_report, timeline
+from gpudoctor.probe import html_report, stacks, timeline
 from tests.probe.html_checks import Page, assert_self_contained
 
 MIB = 1 << 20
@@ -142,6 +143,27 @@ def test_a_limit_far_above_the_data_is_named_at_the_top_edge() -> None:
     assert "--memory-limit 8.0 GiB (whole tree, PSS): above this scale" in Page(drawn).text
 
 
+def _spans(html: str, css: str) -> list[str]:
+    """The text of each ``<span>`` whose classes include ``css`` (tags inside removed)."""
+    found = re.findall(r'<span class="([^"]*)">(.*?)</span>(?=<span|</pre>)', html)
+    return [unescape(re.sub(r"<[^>]+>", "", text)) for classes, text in found if css in classes.split()]
+
+
+def test_stacks_highlight_the_users_frames_mark_the_blocked_one_and_hide_the_bootstrap() -> None:
+    from tests.probe.test_stack_frames import PY_SPY
+
+    launcher = _process(20, "root", "hung", stack=PY_SPY, stack_source="py-spy",
+                        blocked_in=stacks.blocked_in_native(PY_SPY))
+    html = html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [launcher]}})
+    stack = html[html.index('<pre class="stack">'):]
+    assert _spans(stack, "f-user") == ["    <module> (launcher.py:3)"]
+    assert _spans(stack, "f-blocked") == ["    Popen._try_wait (subprocess.py:1959)◀ blocked here"]
+    assert "    select_poll_poll_impl (selectmodule.c:655)" in _spans(stack, "f-native")
+    assert "sitecustomize" not in stack and "waitpid" not in stack
+    assert "1 frame(s) of gpudoctor's own bootstrap" in Page(stack).text
+    assert "<details open>" in html  # the blocked process's stack is unfolded
+
+
 def test_marks_merge_simultaneous_events() -> None:
     run = {**RUN, "events": [{"event": "fork-child", "pid": p, "t": 1.0 + p / 1000} for p in (11, 12, 13)]}
     found = timeline.marks(run, {})
@@ -161,6 +183,7 @@ def test_write_is_atomic_and_replaces(tmp_path: Path) -> None:
 INJECTED = """\
 import os
 import re
+from html import unescape
 import sys
 
 print("<script>alert(1)</script>", flush=True)
