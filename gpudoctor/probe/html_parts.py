@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from gpudoctor.probe import stack_frames
+from gpudoctor.probe import install_hint, stack_frames
 from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
 
@@ -143,7 +143,18 @@ def stacks(run: dict[str, Any]) -> str:
            '(standard library, installed packages)</span> <span class="f-native">native (C/C++)</span> '
            '<span class="f-blocked">the frame it waits in<span class="blocked-tag">◀ blocked here</span>'
            "</span></p>")
-    return "<h3>Stacks</h3>" + key + "".join(blocks)
+    return "<h3>Stacks</h3>" + key + _py_spy_hint(found) + "".join(blocks)
+
+
+def _py_spy_hint(found: list[ProcessVerdict]) -> str:
+    """Say how to get native frames when the stacks have Python frames only for want of py-spy."""
+    from gpudoctor.probe.stacks import find_py_spy
+
+    if all(p.stack_source == "py-spy" for p in found) or find_py_spy() is not None:
+        return ""
+    return ('<p class="note">Python frames only: the native frames (where C/C++ code such as a '
+            "framework's thread pool waits) need py-spy, which is not installed (the <code>report</code> "
+            f"extra): {install_hint.html()}</p>")
 
 
 def matches(run: dict[str, Any]) -> str:
@@ -163,8 +174,8 @@ def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
 
     drawn = timeline.svg(run, salt, gpu_note)
     if drawn is None:
-        return ('<p class="note">The memory timeline needs matplotlib: '
-                "<code>pip install gpudoctor[report]</code></p>")
+        return ('<p class="note">The timeline needs matplotlib (the <code>report</code> extra): '
+                f"{install_hint.html()}</p>")
     return f'<figure class="chart">{drawn}</figure>'
 
 

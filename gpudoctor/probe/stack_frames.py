@@ -41,9 +41,16 @@ class Line:
     blocked: bool = False  # the frame the main thread waits in, as the explanation names it
 
 
+# The scenario scripts stand for a user's program: their frames are the ones to read, although
+# they are files of the installed gpudoctor package.
+_SCENARIOS = "gpudoctor/probe/scenarios/"
+
+
 def _kind(where: str) -> str:
     if is_bootstrap(where):
         return BOOTSTRAP
+    if _SCENARIOS in where and not where.rsplit(":", 1)[0].endswith("/__init__.py"):
+        return USER
     return LIBRARY if is_library(where) else USER
 
 

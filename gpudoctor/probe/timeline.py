@@ -192,23 +192,28 @@ def _draw_marks(axes: Sequence[Any], found: list[Mark]) -> None:
                      color=mark.color if mark.color != "#000000" else "#333333")
 
 
-def _memory_limit(ax: Any, limit: int | None, peak: float, salt: str, measure: str | None) -> None:
-    """Draw --memory-limit (the tree's total, not one process's) as a labelled line, on the
-    scale when it is near the data; far above it, as a note at the top edge."""
+_LIMIT_STYLE = {"color": "#B2182B", "linestyle": (0, (6, 3)), "linewidth": 1.3}
+
+
+def _memory_limit(ax: Any, limit: int | None, peak: float, salt: str, measure: str | None) -> list[Any]:
+    """Draw --memory-limit (the tree's total, not one process's) as a labelled line when it
+    is near the data; far above it, say so in the legend. Return extra legend entries."""
+    from matplotlib.lines import Line2D
+
     if not limit:
-        return
+        return []
     mib = limit / _MIB
     text = f"--memory-limit {_size(limit)} (whole tree, {(measure or 'pss').upper()})"
-    if mib <= 4 * max(peak, 1.0):
-        ax.set_ylim(top=mib * 1.12)
-        line = ax.axhline(mib, color="#B2182B", linestyle=(0, (6, 3)), linewidth=1.3)
-        line.set_gid(f"{salt}-memory-limit")
-        ax.annotate(text, xy=(0.005, mib), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", fontsize=7.5, color="#B2182B", ha="left", va="bottom")
-        return
-    note = ax.text(0.005, 0.98, f"{text}: above this scale", transform=ax.transAxes, fontsize=7.5,
-                   color="#B2182B", ha="left", va="top")
-    note.set_gid(f"{salt}-memory-limit")
+    if mib > 4 * max(peak, 1.0):  # on the scale, the processes' lines would be flat at the bottom
+        entry = Line2D([], [], label=f"{text}, above the scale", **_LIMIT_STYLE)
+        entry.set_gid(f"{salt}-memory-limit")
+        return [entry]
+    ax.set_ylim(top=mib * 1.12)
+    line = ax.axhline(mib, **_LIMIT_STYLE)
+    line.set_gid(f"{salt}-memory-limit")
+    ax.annotate(text, xy=(0.005, mib), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                textcoords="offset points", fontsize=7.5, color="#B2182B", ha="left", va="bottom")
+    return []
 
 
 def _size(value: int) -> str:
@@ -264,7 +269,7 @@ def _draw(fig: Any, run: dict[str, Any], gpu_note: str | None, salt: str) -> Non
     rss_ax.set_ylabel("host RSS (MiB)")
     rss_ax.set_ylim(bottom=0)
     peak = max((y for _, points in rss for _, y in points), default=0.0)
-    _memory_limit(rss_ax, run.get("memory_limit"), peak, salt, run.get("memory_measure"))
+    extra = _memory_limit(rss_ax, run.get("memory_limit"), peak, salt, run.get("memory_measure"))
     if two:
         gpu_ax = axes[1]
         per_process = sorted(gpu.items(), key=lambda item: (item[0][0], item[0][1] or 0))
@@ -283,9 +288,10 @@ def _draw(fig: Any, run: dict[str, Any], gpu_note: str | None, salt: str) -> Non
                                 textcoords="offset points", fontsize=7, color=_NEUTRAL, ha="right")
         gpu_ax.set_ylabel("GPU memory (MiB)")
         gpu_ax.set_ylim(bottom=0)
-    elif gpu_note:
-        rss_ax.text(0.99, 0.03, f"GPU memory: {gpu_note}", transform=rss_ax.transAxes, ha="right",
-                    va="bottom", fontsize=8, color=_NEUTRAL)
+    elif gpu_note:  # said under the chart, where it covers no line
+        from matplotlib.lines import Line2D
+
+        extra.append(Line2D([], [], linestyle="none", label=f"GPU memory: {gpu_note}"))
     axes[-1].set_xlabel("seconds since the start of the run")
     axes[-1].set_xlim(left=0, right=max(float(run.get("duration") or 0) * 1.02, 0.5))
     lane_axes = axes[len(ratios) - len(lanes):]
@@ -302,9 +308,14 @@ def _draw(fig: Any, run: dict[str, Any], gpu_note: str | None, salt: str) -> Non
         h, l_ = ax.get_legend_handles_labels()
         handles += [x for x, name in zip(h, l_, strict=True) if name not in labels]
         labels += [name for name in l_ if name not in labels]
+    handles += extra
+    labels += [entry.get_label() for entry in extra]
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8,
-                   frameon=False, handlelength=3.5)
+        legend = fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=8,
+                            frameon=False, handlelength=3.5)
+        for entry, text in zip(handles, legend.get_texts(), strict=True):
+            if entry in extra and entry.get_gid():  # the legend draws copies: its text carries the id
+                text.set_gid(entry.get_gid())
 
 
 def lane_count(run: dict[str, Any]) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import html_report, stacks, timeline
+from gpudoctor.probe import html_report, install_hint, stacks, timeline
 from tests.probe.html_checks import Page, assert_self_contained
 
 MIB = 1 << 20
@@ -89,6 +89,26 @@ def test_scenario_page_is_self_contained_and_escaped() -> None:
     assert page.tags.count("details") == 2
 
 
+def test_each_scenario_that_ran_shows_its_unsafe_and_safe_code_beside_the_verdicts() -> None:
+    html = html_report.scenarios_page(SCENARIOS)
+    page = Page(html)
+    assert {"scenario-tensorflow-fork-after-init", "code-tensorflow-fork-after-init-unsafe",
+            "code-tensorflow-fork-after-init-safe"} <= set(page.ids)
+    assert not {i for i in page.ids if "cupy" in i}  # skipped: a row of the table only
+    section = html[html.index('id="scenario-tensorflow-fork-after-init"'):]
+    section = section[:section.index("</section>")]
+    unsafe = section[section.index('id="code-tensorflow-fork-after-init-unsafe"'):]
+    unsafe = unsafe[:unsafe.index("</pre>")]
+    lines = re.findall(r'<span class="(changed|same)">(.*?)</span>', unsafe)
+    assert ("same", "def unsafe() -&gt; None:") in lines  # read from the script, escaped
+    # The one line that differs from the safe variant is marked: the start method.
+    assert [unescape(text).strip() for kind, text in lines if kind == "changed"] == \
+        ['with multiprocessing.get_context("fork").Pool(2) as pool:']
+    # Beside each variant's code, its verdict.
+    assert re.search(r"<h3>unsafe <span class=\"badge hung\">hung</span>", section)
+    assert re.search(r"<h3>safe <span class=\"badge ok\">ok</span>", section)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
 def test_chart_is_inline_svg_with_the_events_marked() -> None:
     page = assert_self_contained(html_report.command_page({"machine": MACHINE, "run": RUN}))
@@ -102,14 +122,48 @@ def test_chart_is_inline_svg_with_the_events_marked() -> None:
 
 def test_without_matplotlib_the_page_says_what_the_chart_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # "import matplotlib" now raises ImportError
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)  # an installed package
     assert timeline.svg(RUN, "x") is None
     page = assert_self_contained(html_report.scenarios_page(SCENARIOS))
     assert "svg" not in page.tags
-    assert page.text.count("pip install gpudoctor[report]") == 2
+    assert page.text.count("pip install 'gpudoctor[report]'") == 2
+    assert "make demo" not in page.text
+
+
+def test_the_install_hint_of_a_source_checkout_names_its_own_commands(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """In a clone, `pip install 'gpudoctor[report]'` would fetch another gpudoctor into whatever
+    environment pip is: the hint says `make demo` or the checkout's .venv pip instead."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: tmp_path)
+    text = Page(html_report.command_page({"machine": MACHINE, "run": RUN})).text
+    assert f"make demo or .venv/bin/pip install -e '.[report]' in the source checkout {tmp_path}" in text
+    assert "gpudoctor[report]" not in text
+
+
+def test_tests_run_from_a_source_checkout() -> None:
+    root = install_hint.source_checkout()
+    assert root is not None and (root / "gpudoctor" / "__init__.py").is_file()
+
+
+def test_python_only_stacks_say_how_to_get_native_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.probe.test_stack_frames import FAULTHANDLER
+
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)
+    worker = _process(11, "fork", "hung", stack=FAULTHANDLER, stack_source="faulthandler")
+    text = Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [worker]}})).text
+    assert "the native frames (where C/C++ code such as a framework's thread pool waits) need py-spy" in text
+    assert "pip install 'gpudoctor[report]'" in text
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: "/usr/bin/py-spy")  # there, not used (--no-native-stacks)
+    assert "need py-spy" not in Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [
+        worker]}})).text
 
 
 def _ids(svg: str) -> set[str]:
-    return set(re.findall(r'\bid="([^"]+)"', svg))
+    found = re.findall(r'\bid="([^"]+)"', svg)
+    assert len(found) == len(set(found)), "an id used twice"
+    return set(found)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
@@ -137,10 +191,10 @@ def test_cpu_use_is_the_cpu_time_between_samples_and_idle_stretches_join() -> No
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
-def test_a_limit_far_above_the_data_is_named_at_the_top_edge() -> None:
+def test_a_limit_far_above_the_data_is_named_in_the_legend() -> None:
     drawn = timeline.svg({**RUN, "memory_limit": 8 << 30}, "x")
     assert drawn is not None and "x-memory-limit" in _ids(drawn)
-    assert "--memory-limit 8.0 GiB (whole tree, PSS): above this scale" in Page(drawn).text
+    assert "--memory-limit 8.0 GiB (whole tree, PSS), above the scale" in Page(drawn).text
 
 
 def _spans(html: str, css: str) -> list[str]:

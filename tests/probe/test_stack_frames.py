@@ -80,3 +80,11 @@ def test_faulthandler_frames_and_the_current_thread() -> None:
 
 def test_without_a_diagnosis_nothing_is_marked() -> None:
     assert not any(line.blocked for line in stack_frames.lines(TF_WORKER, "py-spy", None))
+
+
+def test_a_scenario_scripts_frames_are_the_users() -> None:
+    """The scenario scripts stand for the user's program, though they ship inside gpudoctor."""
+    text = ('Thread 5 (idle): "MainThread"\n'
+            "    work (gpudoctor/probe/scenarios/tensorflow_fork_after_init.py:44)\n"
+            "    catalogue (gpudoctor/probe/scenarios/__init__.py:100)\n")
+    assert [line.kind for line in stack_frames.lines(text, "py-spy", None)] == [THREAD, USER, LIBRARY]
