@@ -169,7 +169,7 @@ def matches(run: dict[str, Any]) -> str:
 
 
 def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
-    """Return the memory timeline figure, or a note saying what it needs."""
+    """Return the timeline figure (memory, CPU lanes), or a note saying what it needs."""
     from gpudoctor.probe import timeline
 
     drawn = timeline.svg(run, salt, gpu_note)
@@ -198,5 +198,5 @@ def causes(run: dict[str, Any]) -> str:
 def run_body(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     """Return everything shown about one supervised run below its heading."""
     return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>{causes(run)}"
-            f"<h3>Memory timeline</h3>{chart(run, salt, gpu_note)}"
+            f"<h3>Timeline: memory and CPU per process</h3>{chart(run, salt, gpu_note)}"
             f"<h3>Processes</h3>{processes(run)}{matches(run)}{stacks(run)}")

@@ -95,7 +95,7 @@ def marks(run: dict[str, Any], colors: dict[int, str]) -> list[Mark]:
                 if (pid, runtime) not in seen_init and not runtime.startswith("cuda-"):
                     seen_init.add((pid, runtime))
                     raw.append((t, f"{_runtime(runtime)} initialized (seen at fork)", "-.", "#000000"))
-    end = run.get("duration")
+    end = _end(run)
     stop = run.get("stop_reason")
     if isinstance(end, (int, float)) and stop == "attached":
         raw.append((end, "end of the watch (nothing stopped)", ":", "#000000"))
@@ -110,6 +110,17 @@ def marks(run: dict[str, Any], colors: dict[int, str]) -> list[Mark]:
         else:
             merged.append(Mark(t, label, style, color))
     return merged[:40]  # a fork bomb would bury the chart under labels
+
+
+def _end(run: dict[str, Any]) -> float | None:
+    """When the run's chart ends: its duration; for an attached tree, the end of the watch
+    (its last sample: the stack dumps after it took time that shows nothing)."""
+    if run.get("stop_reason") == "attached":
+        times = [s["t"] for s in run.get("samples", []) if isinstance(s.get("t"), (int, float))]
+        if times:
+            return max(times)
+    end = run.get("duration")
+    return float(end) if isinstance(end, (int, float)) else None
 
 
 def _series(samples: Sequence[dict[str, Any]], kind: str) -> dict[tuple[int, int | None], list[tuple[float, float]]]:
@@ -292,8 +303,9 @@ def _draw(fig: Any, run: dict[str, Any], gpu_note: str | None, salt: str) -> Non
         from matplotlib.lines import Line2D
 
         extra.append(Line2D([], [], linestyle="none", label=f"GPU memory: {gpu_note}"))
-    axes[-1].set_xlabel("seconds since the start of the run")
-    axes[-1].set_xlim(left=0, right=max(float(run.get("duration") or 0) * 1.02, 0.5))
+    attached = run.get("stop_reason") == "attached"
+    axes[-1].set_xlabel("seconds since gpudoctor attached" if attached else "seconds since the start of the run")
+    axes[-1].set_xlim(left=0, right=max((_end(run) or 0) * 1.02, 0.5))
     lane_axes = axes[len(ratios) - len(lanes):]
     if lanes:
         _cpu_lanes(lane_axes, lanes, use, styles, salt)
