@@ -218,6 +218,27 @@ def test_stacks_highlight_the_users_frames_mark_the_blocked_one_and_hide_the_boo
     assert "<details open>" in html  # the blocked process's stack is unfolded
 
 
+def test_an_attached_trees_chart_ends_with_the_watch() -> None:
+    run = {**RUN, "stop_reason": "attached", "duration": 7.7, "events": []}
+    assert [(m.t, m.label) for m in timeline.marks(run, {})] == [(3.5, "end of the watch (nothing stopped)")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_command_page_has_its_sections_in_order() -> None:
+    from tests.probe.test_stack_frames import PY_SPY
+
+    root = _process(10, "root", "hung", stack=PY_SPY, stack_source="py-spy",
+                    blocked_in=stacks.blocked_in_native(PY_SPY))
+    html = html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [root, RUN["processes"][1]]}})
+    headings = re.findall(r"<h[23][^>]*>([^<]+)", html)
+    assert [h.strip() for h in headings] == ["Machine", "Verdict", "Explanation",
+                                             "Timeline: memory and CPU per process", "Processes", "Stacks"]
+    ids = _ids(html[html.index("<svg"):html.index("</svg>")])
+    assert {"run0-memory-10", "run0-memory-11", "run0-cpu-10", "run0-cpu-11", "run0-memory-limit"} <= ids
+    assert _spans(html, "f-user") == ["    <module> (launcher.py:3)"]
+    assert "sitecustomize" not in html
+
+
 def test_marks_merge_simultaneous_events() -> None:
     run = {**RUN, "events": [{"event": "fork-child", "pid": p, "t": 1.0 + p / 1000} for p in (11, 12, 13)]}
     found = timeline.marks(run, {})
