@@ -118,7 +118,7 @@ def _end(run: dict[str, Any]) -> float | None:
     if run.get("stop_reason") == "attached":
         times = [s["t"] for s in run.get("samples", []) if isinstance(s.get("t"), (int, float))]
         if times:
-            return max(times)
+            return float(max(times))
     end = run.get("duration")
     return float(end) if isinstance(end, (int, float)) else None
 
@@ -203,7 +203,7 @@ def _draw_marks(axes: Sequence[Any], found: list[Mark]) -> None:
                      color=mark.color if mark.color != "#000000" else "#333333")
 
 
-_LIMIT_STYLE = {"color": "#B2182B", "linestyle": (0, (6, 3)), "linewidth": 1.3}
+_LIMIT_STYLE: dict[str, Any] = {"color": "#B2182B", "linestyle": (0, (6, 3)), "linewidth": 1.3}
 
 
 def _memory_limit(ax: Any, limit: int | None, peak: float, salt: str, measure: str | None) -> list[Any]:
