@@ -176,7 +176,16 @@ def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     if drawn is None:
         return ('<p class="note">The timeline needs matplotlib (the <code>report</code> extra): '
                 f"{install_hint.html()}</p>")
-    return f'<figure class="chart">{drawn}</figure>'
+    unsampled, beyond = timeline.without_lane(run)
+    said = []
+    if unsampled:
+        said.append(f"no CPU lane for pid {', '.join(map(str, unsampled))}: sampled less than twice "
+                    "(it lived less than the sampling interval)")
+    if beyond:
+        said.append(f"{len(beyond)} more process(es) not drawn as lanes (the first ones are)")
+    text = "; ".join(said)
+    caption = f'<figcaption class="dim">{e(text[:1].upper() + text[1:])}.</figcaption>' if said else ""
+    return f'<figure class="chart">{drawn}{caption}</figure>'
 
 
 def causes(run: dict[str, Any]) -> str:

@@ -336,6 +336,16 @@ def lane_count(run: dict[str, Any]) -> int:
     return len([p for p in run.get("processes", []) if p["pid"] in use][:_MAX_LANES])
 
 
+def without_lane(run: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """Return the processes that have no CPU lane: those sampled less than twice (they
+    lived less than the sampling interval, or CPU times were not recorded), and those
+    beyond the lanes a chart has room for."""
+    use = cpu_use(run.get("samples", []))
+    pids = [p["pid"] for p in run.get("processes", [])]
+    sampled = [pid for pid in pids if pid in use]
+    return [pid for pid in pids if pid not in use], sampled[_MAX_LANES:]
+
+
 def svg(run: dict[str, Any], salt: str, gpu_note: str | None = None) -> str | None:
     """Return the run's timeline as an ``<svg>`` element, or None without matplotlib."""
     try:

@@ -218,6 +218,14 @@ def test_stacks_highlight_the_users_frames_mark_the_blocked_one_and_hide_the_boo
     assert "<details open>" in html  # the blocked process's stack is unfolded
 
 
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_process_too_short_lived_for_a_lane_is_named_under_the_chart() -> None:
+    brief = _process(12, "spawn", "ok")  # no sample at all
+    page = Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [*RUN["processes"], brief]}}))
+    assert "No CPU lane for pid 12: sampled less than twice" in page.text
+    assert "No CPU lane" not in Page(html_report.command_page({"machine": MACHINE, "run": RUN})).text
+
+
 def test_an_attached_trees_chart_ends_with_the_watch() -> None:
     run = {**RUN, "stop_reason": "attached", "duration": 7.7, "events": []}
     assert [(m.t, m.label) for m in timeline.marks(run, {})] == [(3.5, "end of the watch (nothing stopped)")]
