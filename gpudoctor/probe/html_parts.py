@@ -180,7 +180,7 @@ def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     said = []
     if unsampled:
         said.append(f"no CPU lane for pid {', '.join(map(str, unsampled))}: sampled less than twice "
-                    "(it lived less than the sampling interval)")
+                    "(shorter-lived than the sampling interval)")
     if beyond:
         said.append(f"{len(beyond)} more process(es) not drawn as lanes (the first ones are)")
     text = "; ".join(said)
