@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[tensorflow]'
+	$(PIP) install -e '.[tensorflow,report]'
 	touch $@
 
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
@@ -24,8 +24,8 @@ demo: $(VENV)/.demo-installed
 	@echo "== gpudoctor lint fixtures/seeds   (the code examples of the documents gpudoctor grew from)"
 	$(BIN)/gpudoctor lint --output-format full fixtures/seeds; test $$? -le 1
 	@echo
-	@echo "== gpudoctor probe   (this machine)"
-	$(BIN)/gpudoctor probe
+	@echo "== gpudoctor probe   (this machine; the page: demo-report.html)"
+	$(BIN)/gpudoctor probe --html demo-report.html
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
@@ -36,4 +36,4 @@ gpu-check:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m gpucheck --python $(PYTHON) $(GPU_CHECK_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gpudoctor_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .gpudoctor_cache demo-report.html

@@ -65,8 +65,8 @@ def measure(ctx: Context, framework: str, argv: Sequence[str] | None = None,
     pids: set[int] = set()
     start = time.monotonic()
     # The sampler takes the tree's RSS from its caller (the supervisor's scan); here only the
-    # GPU memory is compared, so the child is named with no RSS.
-    sampler = Sampler(lambda: dict.fromkeys(pids, 0), start)
+    # GPU memory is compared, so the child is named with no RSS or CPU time.
+    sampler = Sampler(lambda: dict.fromkeys(pids, (0, 0.0)), start)
     # Its errors come as JSON; stderr unread would block a chatty framework once the pipe fills.
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                text=True, env=child_env(ctx.repo), cwd=ctx.repo, start_new_session=True)

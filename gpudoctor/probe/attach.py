@@ -238,7 +238,8 @@ def _watch(processes: dict[int, psutil.Process], observed: dict[int, Observed], 
                 continue
             seen.cpu_end = cpu.user + cpu.system
             seen.rss_peak = max(seen.rss_peak, rss)
-            samples.append(Sample(round(now - started, 3), "rss", rss, pid=pid, in_tree=True))
+            samples.append(Sample(round(now - started, 3), "rss", rss, pid=pid, in_tree=True,
+                                  cpu=round(seen.cpu_end, 3)))
         gone = [pid for pid in roots if observed[pid].exited]
         if gone:
             raise GpudoctorError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from gpudoctor.probe import install_hint, stack_frames
 from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
 
@@ -96,17 +97,64 @@ def _processes(run: dict[str, Any]) -> list[ProcessVerdict]:
     return [ProcessVerdict.from_json(p) for p in run.get("processes") or ()]
 
 
+_FRAME_CLASSES = {stack_frames.USER: "f-user", stack_frames.LIBRARY: "f-lib", stack_frames.NATIVE: "f-native",
+                  stack_frames.THREAD: "f-thread", stack_frames.HEADER: "f-head"}
+
+
+def stack(p: ProcessVerdict) -> str:
+    """Return one process's stack, a line per frame: the user's frames highlighted, the
+    blocked frame marked, gpudoctor's bootstrap frames left out (said in a line)."""
+    lines = stack_frames.lines(p.stack or "", p.stack_source, p.blocked_in)
+    shown = []
+    for line in lines:
+        if line.kind == stack_frames.BOOTSTRAP:
+            continue
+        css = _FRAME_CLASSES[line.kind] + (" f-blocked" if line.blocked else "")
+        tag = '<span class="blocked-tag">◀ blocked here</span>' if line.blocked else ""
+        shown.append(f'<span class="{css}">{e(line.text)}{tag}</span>')
+    hidden = sum(1 for line in lines if line.kind == stack_frames.BOOTSTRAP)
+    if hidden:
+        shown.append(f'<span class="f-note">({hidden} frame(s) of gpudoctor\'s own bootstrap, which records '
+                     "forks and exits in every process, not shown)</span>")
+    return f'<pre class="stack">{"".join(shown)}</pre>'
+
+
+def _opened(found: list[ProcessVerdict]) -> int | None:
+    """The stack shown unfolded: the first hung fork child's, else the first blocked one's."""
+    for wanted in (lambda p: p.verdict == "hung" and p.start == "fork", lambda p: bool(p.blocked_in)):
+        index = next((i for i, p in enumerate(found) if wanted(p)), None)
+        if index is not None:
+            return index
+    return None
+
+
 def stacks(run: dict[str, Any]) -> str:
     """Return the captured stacks, one collapsible block per process."""
     found = [p for p in _processes(run) if p.stack]
     if not found:
         return ""
+    opened = _opened(found)
     blocks = []
-    for p in found:
+    for i, p in enumerate(found):
         where = f" — blocked in {e(p.blocked_in)}" if p.blocked_in else ""
-        blocks.append(f"<details><summary>pid {e(p.pid)} ({e(p.start)}, "
-                      f"{e(p.stack_source)}){where}</summary><pre>{e(p.stack)}</pre></details>")
-    return "<h3>Stacks</h3>" + "".join(blocks)
+        blocks.append(f"<details{' open' if i == opened else ''}><summary>pid {e(p.pid)} ({e(p.start)}, "
+                      f"{e(p.verdict)}, {e(p.stack_source)}){where}</summary>{stack(p)}</details>")
+    key = ('<p class="stack-key"><span class="f-user">your code</span> <span class="f-lib">library '
+           '(standard library, installed packages)</span> <span class="f-native">native (C/C++)</span> '
+           '<span class="f-blocked">the frame it waits in<span class="blocked-tag">◀ blocked here</span>'
+           "</span></p>")
+    return "<h3>Stacks</h3>" + key + _py_spy_hint(found) + "".join(blocks)
+
+
+def _py_spy_hint(found: list[ProcessVerdict]) -> str:
+    """Say how to get native frames when the stacks have Python frames only for want of py-spy."""
+    from gpudoctor.probe.stacks import find_py_spy
+
+    if all(p.stack_source == "py-spy" for p in found) or find_py_spy() is not None:
+        return ""
+    return ('<p class="note">Python frames only: the native frames (where C/C++ code such as a '
+            "framework's thread pool waits) need py-spy, which is not installed (the <code>report</code> "
+            f"extra): {install_hint.html()}</p>")
 
 
 def matches(run: dict[str, Any]) -> str:
@@ -121,14 +169,23 @@ def matches(run: dict[str, Any]) -> str:
 
 
 def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
-    """Return the memory timeline figure, or a note saying what it needs."""
+    """Return the timeline figure (memory, CPU lanes), or a note saying what it needs."""
     from gpudoctor.probe import timeline
 
     drawn = timeline.svg(run, salt, gpu_note)
     if drawn is None:
-        return ('<p class="note">The memory timeline needs matplotlib: '
-                "<code>pip install gpudoctor[report]</code></p>")
-    return f'<figure class="chart">{drawn}</figure>'
+        return ('<p class="note">The timeline needs matplotlib (the <code>report</code> extra): '
+                f"{install_hint.html()}</p>")
+    unsampled, beyond = timeline.without_lane(run)
+    said = []
+    if unsampled:
+        said.append(f"no CPU lane for pid {', '.join(map(str, unsampled))}: sampled less than twice "
+                    "(shorter-lived than the sampling interval)")
+    if beyond:
+        said.append(f"{len(beyond)} more process(es) not drawn as lanes (the first ones are)")
+    text = "; ".join(said)
+    caption = f'<figcaption class="dim">{e(text[:1].upper() + text[1:])}.</figcaption>' if said else ""
+    return f'<figure class="chart">{drawn}{caption}</figure>'
 
 
 def causes(run: dict[str, Any]) -> str:
@@ -150,5 +207,5 @@ def causes(run: dict[str, Any]) -> str:
 def run_body(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     """Return everything shown about one supervised run below its heading."""
     return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>{causes(run)}"
-            f"<h3>Memory timeline</h3>{chart(run, salt, gpu_note)}"
+            f"<h3>Timeline: memory and CPU per process</h3>{chart(run, salt, gpu_note)}"
             f"<h3>Processes</h3>{processes(run)}{matches(run)}{stacks(run)}")

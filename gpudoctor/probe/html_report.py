@@ -9,7 +9,9 @@ sees half a report.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,17 @@ figure.chart{margin:6px 0}figure.chart svg{width:100%;height:auto}
 details{margin:4px 0}summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 section.run{margin-top:8px}a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}
 .nowrap{white-space:nowrap}tr.skipped td{color:#6a717b}
+pre.stack{white-space:pre;padding:8px 0}pre.stack>span{display:block;padding:0 12px}
+.f-user{background:#fff1b8;font-weight:600}.f-lib{color:#3a4049}.f-native{color:#8a9099}
+.f-thread{color:#1a5fb4;font-weight:600;margin-top:4px}.f-head,.f-note{color:#6a717b}
+.f-blocked{background:#fde2e1;box-shadow:inset 3px 0 #c62828;color:#1d2127;font-weight:600}
+.blocked-tag{color:#c62828;font-weight:600;margin-left:10px;font-family:system-ui,sans-serif;font-size:12px}
+p.stack-key span{display:inline-block;padding:1px 8px;border-radius:3px;font:12px ui-monospace,Menlo,monospace}
+p.stack-key span.f-lib,p.stack-key span.f-native{border:1px solid #e3e7eb}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:16px}.variant h3{margin:10px 0 2px}
+.variant p{margin:0 0 6px}pre.code{white-space:pre;padding:8px 0}pre.code>span{display:block;padding:0 12px}
+pre.code>span.changed{background:#e8f1fb;box-shadow:inset 3px 0 #1a5fb4}
+section.scenario{margin-top:30px}section.run h2{font-size:16px;border-bottom:none}
 .what{margin:4px 0}.reason{margin:4px 0;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}
 """
 
@@ -114,6 +127,49 @@ def _verdict_table(entries: list[dict[str, Any]]) -> str:
     return f'<table class="grid" id="verdicts">{head}{"".join(rows)}</table>'
 
 
+def _code_lines(own: list[str], other: list[str]) -> str:
+    """Return the lines of one variant's code, those that differ from the other's marked."""
+    changed: set[int] = set()
+    # The two functions' own names differ by design: not a difference worth marking.
+    same_name = [re.sub(r"^def (unsafe|safe)\(", "def variant(", line) for line in own]
+    other_name = [re.sub(r"^def (unsafe|safe)\(", "def variant(", line) for line in other]
+    matcher = difflib.SequenceMatcher(None, same_name, other_name, autojunk=False)
+    for tag, start, end, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            changed.update(range(start, end))
+    return "".join(f'<span class="{"changed" if i in changed else "same"}">{e(line) or " "}</span>'
+                   for i, line in enumerate(own))
+
+
+def _code(name: str, variants: dict[str, dict[str, Any]]) -> str:
+    """Return the scenario's unsafe and safe code side by side, each beside its verdict.
+
+    The code is the script's ``unsafe()``/``safe()`` function (with the helpers only it
+    calls), read from the script as text: the scenario is never imported."""
+    from gpudoctor.probe import scenarios
+
+    found = next((s for s in scenarios.catalogue() if s.name == name), None)
+    if found is None:
+        return ""
+    code = {v: found.code(v).splitlines() for v in scenarios.VARIANTS}
+    columns = []
+    for variant in scenarios.VARIANTS:
+        other = next(v for v in scenarios.VARIANTS if v != variant)
+        entry = variants.get(variant)
+        verdict = f"{badge(entry['status'])} {_expected(entry)}" if entry else ""
+        link = f' <a href="#{e(_anchor(entry))}">the run ↓</a>' if entry else ""
+        columns.append(f'<div class="variant"><h3>{e(variant)} {verdict}{link}</h3>'
+                       f'<p class="dim">{e(found.describe(variant))}</p>'
+                       f'<pre class="code" id="code-{e(name)}-{e(variant)}">'
+                       f"{_code_lines(code[variant], code[other])}</pre></div>")
+    where = found.path.name
+    return (f'<section class="scenario" id="scenario-{e(name)}"><h2>{e(name)} '
+            f'<span class="dim">{e(found.rule)} {e(found.rule_name)}</span></h2>'
+            f'<p class="what">{e(found.summary)} <span class="dim">(from <code>{e(where)}</code>; '
+            f"the lines that differ between the variants are marked)</span></p>"
+            f'<div class="pair">{"".join(columns)}</div></section>')
+
+
 def scenarios_page(document: dict[str, Any]) -> str:
     """Return the page of ``gpudoctor probe``: the machine, then each scenario variant that ran."""
     machine = document["machine"]
@@ -126,7 +182,11 @@ def scenarios_page(document: dict[str, Any]) -> str:
              "hangs or crashes is the demonstration working.</p>"
              f"{_verdict_table(entries)}</section>")
     note = _gpu_note(machine)
+    shown: set[str] = set()
     for i, s in enumerate(x for x in entries if x["status"] != "skipped"):
+        if s["name"] not in shown:
+            shown.add(s["name"])
+            body += _code(s["name"], {x["variant"]: x for x in entries if x["name"] == s["name"]})
         body += (f'<section class="run" id="{e(_anchor(s))}"><h2>{e(s["name"])} · {e(s["variant"])} '
                  f"{badge(s['status'])} {_expected(s)}</h2>"
                  f'<p class="what">{e(s["rule"])} {e(s.get("rule_name"))}: {e(s.get("description"))}</p>'

@@ -42,7 +42,9 @@ def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None
         "events": run.events,
         "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
         "notes": list(run.notes),
-        # How --memory-limit counted memory ("pss", or "uss"/"rss" where smaps was unreadable).
+        # The --memory-limit the tree ran under, in bytes (null: none), and how it was
+        # counted ("pss", or "uss"/"rss" where smaps was unreadable).
+        "memory_limit": run.limits.memory_limit,
         "memory_measure": run.memory_measure,
         # OOM kills the kernel counted in gpudoctor's cgroup during the run (null: unreadable).
         "oom_kills": run.oom_kills,

@@ -1,4 +1,4 @@
-"""Sample GPU memory (NVML) and host memory (psutil) of a supervised tree in a thread.
+"""Sample GPU memory (NVML) and the host memory and CPU time of a supervised tree, in a thread.
 
 The thread runs in the supervisor, never in the user's processes (a thread there
 would change what fork does). Device memory is cheap to read (~12 µs) and is read
@@ -31,6 +31,9 @@ class Sample:
     device: int | None = None
     pid: int | None = None
     in_tree: bool | None = None
+    # On "rss" samples: the CPU time (user + system, seconds) the process had used by ``t``.
+    # Two samples give its CPU use in between; none at all is what a hang looks like.
+    cpu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,14 @@ class Sampler:
 
     def __init__(
         self,
-        tree_rss: Callable[[], dict[int, int]],
+        tree_rss: Callable[[], dict[int, tuple[int, float]]],
         start: float,
         interval: float = 0.05,
         process_interval: float = 0.5,
     ) -> None:
-        self._tree_rss = tree_rss  # the live processes of the tree -> their RSS now
+        # The live processes of the tree -> their RSS (bytes) and CPU time so far (user +
+        # system seconds), as the supervisor's scan of the tree has just read them.
+        self._tree_rss = tree_rss
         self._start = start
         self._interval = interval
         self._process_interval = process_interval
@@ -123,10 +128,11 @@ class Sampler:
                         latest[p.pid] = latest.get(p.pid, 0) + p.used_memory
         with self._lock:
             self._latest_gpu = latest
-        for pid, rss in rss_now.items():
+        for pid, (rss, cpu) in rss_now.items():
             with self._lock:
                 self._process_rss[pid] = max(self._process_rss.get(pid, 0), rss)
-                self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True))
+                self._slow.append(Sample(self._now(), "rss", rss, pid=pid, in_tree=True,
+                                         cpu=round(cpu, 3)))
 
     def _run(self) -> None:
         # The sampler only observes: whatever breaks it must not stop the supervision.

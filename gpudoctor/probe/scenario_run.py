@@ -203,5 +203,6 @@ def to_json(result: VariantResult) -> dict[str, Any]:
         "causes": run.get("causes", []),
         "events": run.get("events", []),
         "samples": run.get("samples", []),
+        "memory_limit": run.get("memory_limit"),  # the variant's host-memory budget, for the timeline
         "notes": run.get("notes", []),
     }

@@ -212,12 +212,17 @@ def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:
         elif blocks and line.startswith(" ") and line.strip():
             blocks[-1][1].append(line.strip())
     for title, frames in blocks:
-        if "MainThread" in title or title.startswith("Current thread"):
+        if is_main_thread(title):
             return frames
     return blocks[0][1] if blocks else []
 
 
-def _is_library(where: str) -> bool:
+def is_main_thread(title: str) -> bool:
+    """Is this thread header (py-spy's or faulthandler's) the main or signal-handling thread's?"""
+    return "MainThread" in title or title.startswith("Current thread")
+
+
+def is_library(where: str) -> bool:
     """Tell a library frame from the user's own code, by the file py-spy/faulthandler name."""
     path = where.rsplit(":", 1)[0]
     if os.path.isabs(path):
@@ -237,7 +242,7 @@ _BOOTSTRAP = str(Path(__file__).resolve().with_name("bootstrap"))
 _BOOTSTRAP_FILE = "gpudoctor/probe/bootstrap/sitecustomize.py"  # as py-spy names it under a sys.path entry
 
 
-def _is_bootstrap(where: str) -> bool:
+def is_bootstrap(where: str) -> bool:
     """Is this frame's file gpudoctor's bootstrap (py-spy names it relative to a sys.path
     entry, the bootstrap's folder or one above the package; faulthandler by its full path)?"""
     path = where.rsplit(":", 1)[0]
@@ -265,7 +270,7 @@ class BlockedAt:
 
 
 def _blocked(native: str | None, python: list[str]) -> BlockedAt:
-    user = next((frame for frame in python if not _is_library(frame.split(" (", 1)[-1][:-1])), None)
+    user = next((frame for frame in python if not is_library(frame.split(" (", 1)[-1][:-1])), None)
     return BlockedAt(native, python[0] if python else None, user)
 
 
@@ -279,7 +284,7 @@ def _native_blocked(text: str) -> BlockedAt:
             continue
         name, where = found.groups()
         if re.search(r":\d+$", where):
-            if not _is_bootstrap(where):
+            if not is_bootstrap(where):
                 python.append(f"{name} ({where})")
         elif not python and native is None and not _BORING.match(name) \
                 and not where.startswith(_BORING_LIBRARIES):
@@ -294,7 +299,7 @@ def _python_blocked(text: str) -> BlockedAt:
         found = re.match(r'^File "(.*)", line (\d+) in (.*)$', frame)
         if found:
             path, line, function = found.groups()
-            if not _is_bootstrap(f"{path}:{line}"):
+            if not is_bootstrap(f"{path}:{line}"):
                 python.append(f"{function} ({path}:{line})")
     return _blocked(None, python)
 

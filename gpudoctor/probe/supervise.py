@@ -378,10 +378,12 @@ class Supervisor:
         return {p: s for p, s in found.items() if s is not None}
 
 
-def _rss(tree: Tree, live: set[int]) -> dict[int, int]:
-    """The RSS of the live processes as the last scan read it (for the sampler's thread:
-    ``live`` is replaced, never changed in place, and a track is found by ``get``)."""
-    return {pid: track.rss for pid in live if (track := tree.tracks.get(pid)) is not None and track.rss}
+def _rss(tree: Tree, live: set[int]) -> dict[int, tuple[int, float]]:
+    """The RSS and CPU time of the live processes as the last scan read them (for the
+    sampler's thread: ``live`` is replaced, never changed in place, and a track is found by
+    ``get``)."""
+    return {pid: (track.rss, track.cpu) for pid in live
+            if (track := tree.tracks.get(pid)) is not None and track.rss}
 
 
 def _remove(directory: Path) -> None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import html_report, timeline
+from gpudoctor.probe import html_report, install_hint, stacks, timeline
 from tests.probe.html_checks import Page, assert_self_contained
 
 MIB = 1 << 20
@@ -48,8 +50,11 @@ RUN: dict[str, Any] = {
     "matches": [],
     "events": [{"event": "fork-parent", "pid": 10, "t": 1.0, "runtimes": ["tensorflow"]},
                {"event": "fork-child", "pid": 11, "t": 1.01}],
-    "samples": [{"t": t / 2, "kind": "rss", "bytes": (20 + t) * MIB, "pid": pid, "in_tree": True}
+    # The parent computes for a second and then waits; its fork child never runs.
+    "samples": [{"t": t / 2, "kind": "rss", "bytes": (20 + t) * MIB, "pid": pid, "in_tree": True,
+                 "cpu": 0.1 + (min(t, 2) * 0.5 if pid == 10 else 0.0)}
                 for t in range(8) for pid in (10, 11) if pid == 10 or t >= 2],
+    "memory_limit": 64 * MIB, "memory_measure": "pss",
     "notes": [],
 }
 
@@ -84,6 +89,26 @@ def test_scenario_page_is_self_contained_and_escaped() -> None:
     assert page.tags.count("details") == 2
 
 
+def test_each_scenario_that_ran_shows_its_unsafe_and_safe_code_beside_the_verdicts() -> None:
+    html = html_report.scenarios_page(SCENARIOS)
+    page = Page(html)
+    assert {"scenario-tensorflow-fork-after-init", "code-tensorflow-fork-after-init-unsafe",
+            "code-tensorflow-fork-after-init-safe"} <= set(page.ids)
+    assert not {i for i in page.ids if "cupy" in i}  # skipped: a row of the table only
+    section = html[html.index('id="scenario-tensorflow-fork-after-init"'):]
+    section = section[:section.index("</section>")]
+    unsafe = section[section.index('id="code-tensorflow-fork-after-init-unsafe"'):]
+    unsafe = unsafe[:unsafe.index("</pre>")]
+    lines = re.findall(r'<span class="(changed|same)">(.*?)</span>', unsafe)
+    assert ("same", "def unsafe() -&gt; None:") in lines  # read from the script, escaped
+    # The one line that differs from the safe variant is marked: the start method.
+    assert [unescape(text).strip() for kind, text in lines if kind == "changed"] == \
+        ['with multiprocessing.get_context("fork").Pool(2) as pool:']
+    # Beside each variant's code, its verdict.
+    assert re.search(r"<h3>unsafe <span class=\"badge hung\">hung</span>", section)
+    assert re.search(r"<h3>safe <span class=\"badge ok\">ok</span>", section)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
 def test_chart_is_inline_svg_with_the_events_marked() -> None:
     page = assert_self_contained(html_report.command_page({"machine": MACHINE, "run": RUN}))
@@ -97,10 +122,129 @@ def test_chart_is_inline_svg_with_the_events_marked() -> None:
 
 def test_without_matplotlib_the_page_says_what_the_chart_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # "import matplotlib" now raises ImportError
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)  # an installed package
     assert timeline.svg(RUN, "x") is None
     page = assert_self_contained(html_report.scenarios_page(SCENARIOS))
     assert "svg" not in page.tags
-    assert page.text.count("pip install gpudoctor[report]") == 2
+    assert page.text.count("pip install 'gpudoctor[report]'") == 2
+    assert "make demo" not in page.text
+
+
+def test_the_install_hint_of_a_source_checkout_names_its_own_commands(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """In a clone, `pip install 'gpudoctor[report]'` would fetch another gpudoctor into whatever
+    environment pip is: the hint says `make demo` or the checkout's .venv pip instead."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: tmp_path)
+    text = Page(html_report.command_page({"machine": MACHINE, "run": RUN})).text
+    assert f"make demo or .venv/bin/pip install -e '.[report]' in the source checkout {tmp_path}" in text
+    assert "gpudoctor[report]" not in text
+
+
+def test_tests_run_from_a_source_checkout() -> None:
+    root = install_hint.source_checkout()
+    assert root is not None and (root / "gpudoctor" / "__init__.py").is_file()
+
+
+def test_python_only_stacks_say_how_to_get_native_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.probe.test_stack_frames import FAULTHANDLER
+
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)
+    worker = _process(11, "fork", "hung", stack=FAULTHANDLER, stack_source="faulthandler")
+    text = Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [worker]}})).text
+    assert "the native frames (where C/C++ code such as a framework's thread pool waits) need py-spy" in text
+    assert "pip install 'gpudoctor[report]'" in text
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: "/usr/bin/py-spy")  # there, not used (--no-native-stacks)
+    assert "need py-spy" not in Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [
+        worker]}})).text
+
+
+def _ids(svg: str) -> set[str]:
+    found = re.findall(r'\bid="([^"]+)"', svg)
+    assert len(found) == len(set(found)), "an id used twice"
+    return set(found)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_the_timeline_has_a_memory_line_and_a_cpu_lane_per_process_and_the_limit() -> None:
+    drawn = timeline.svg(RUN, "run0")
+    assert drawn is not None
+    ids = _ids(drawn)
+    assert {i for i in ids if re.fullmatch(r"run0-memory-\d+", i)} == {"run0-memory-10", "run0-memory-11"}
+    assert {i for i in ids if re.fullmatch(r"run0-cpu-\d+", i)} == {"run0-cpu-10", "run0-cpu-11"}
+    assert "run0-memory-limit" in ids
+    text = Page(drawn).text
+    assert "--memory-limit 64.0 MiB (whole tree, PSS)" in text
+    assert "idle 2.5 s" in text  # the child, idle from its first sample to its last
+    assert "100%" in text and "200%" not in text  # one core's worth at most
+    assert "pid 10 root, hung" in text and "pid 11 fork, hung" in text  # the lanes' labels
+
+
+def test_cpu_use_is_the_cpu_time_between_samples_and_idle_stretches_join() -> None:
+    samples = [{"t": t, "kind": "rss", "bytes": 1, "pid": 7, "cpu": c}
+               for t, c in ((0.0, 0.0), (0.5, 0.5), (1.0, 0.5), (1.5, 0.501), (2.0, 0.9))]
+    use = timeline.cpu_use([*samples, {"t": 0.1, "kind": "rss", "bytes": 1, "pid": 8, "cpu": 1.0}])
+    assert list(use) == [7]  # pid 8 was sampled once: no interval to measure
+    assert [round(p) for _, _, p in use[7]] == [100, 0, 0, 80]
+    assert timeline.idle_stretches(use[7]) == [(0.5, 1.5)]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_limit_far_above_the_data_is_named_in_the_legend() -> None:
+    drawn = timeline.svg({**RUN, "memory_limit": 8 << 30}, "x")
+    assert drawn is not None and "x-memory-limit" in _ids(drawn)
+    assert "--memory-limit 8.0 GiB (whole tree, PSS), above the scale" in Page(drawn).text
+
+
+def _spans(html: str, css: str) -> list[str]:
+    """The text of each ``<span>`` whose classes include ``css`` (tags inside removed)."""
+    found = re.findall(r'<span class="([^"]*)">(.*?)</span>(?=<span|</pre>)', html)
+    return [unescape(re.sub(r"<[^>]+>", "", text)) for classes, text in found if css in classes.split()]
+
+
+def test_stacks_highlight_the_users_frames_mark_the_blocked_one_and_hide_the_bootstrap() -> None:
+    from tests.probe.test_stack_frames import PY_SPY
+
+    launcher = _process(20, "root", "hung", stack=PY_SPY, stack_source="py-spy",
+                        blocked_in=stacks.blocked_in_native(PY_SPY))
+    html = html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [launcher]}})
+    stack = html[html.index('<pre class="stack">'):]
+    assert _spans(stack, "f-user") == ["    <module> (launcher.py:3)"]
+    assert _spans(stack, "f-blocked") == ["    Popen._try_wait (subprocess.py:1959)◀ blocked here"]
+    assert "    select_poll_poll_impl (selectmodule.c:655)" in _spans(stack, "f-native")
+    assert "sitecustomize" not in stack and "waitpid" not in stack
+    assert "1 frame(s) of gpudoctor's own bootstrap" in Page(stack).text
+    assert "<details open>" in html  # the blocked process's stack is unfolded
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_process_too_short_lived_for_a_lane_is_named_under_the_chart() -> None:
+    brief = _process(12, "spawn", "ok")  # no sample at all
+    page = Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [*RUN["processes"], brief]}}))
+    assert "No CPU lane for pid 12: sampled less than twice" in page.text
+    assert "No CPU lane" not in Page(html_report.command_page({"machine": MACHINE, "run": RUN})).text
+
+
+def test_an_attached_trees_chart_ends_with_the_watch() -> None:
+    run = {**RUN, "stop_reason": "attached", "duration": 7.7, "events": []}
+    assert [(m.t, m.label) for m in timeline.marks(run, {})] == [(3.5, "end of the watch (nothing stopped)")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (report extra)")
+def test_a_command_page_has_its_sections_in_order() -> None:
+    from tests.probe.test_stack_frames import PY_SPY
+
+    root = _process(10, "root", "hung", stack=PY_SPY, stack_source="py-spy",
+                    blocked_in=stacks.blocked_in_native(PY_SPY))
+    html = html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [root, RUN["processes"][1]]}})
+    headings = re.findall(r"<h[23][^>]*>([^<]+)", html)
+    assert [h.strip() for h in headings] == ["Machine", "Verdict", "Explanation",
+                                             "Timeline: memory and CPU per process", "Processes", "Stacks"]
+    ids = _ids(html[html.index("<svg"):html.index("</svg>")])
+    assert {"run0-memory-10", "run0-memory-11", "run0-cpu-10", "run0-cpu-11", "run0-memory-limit"} <= ids
+    assert _spans(html, "f-user") == ["    <module> (launcher.py:3)"]
+    assert "sitecustomize" not in html
 
 
 def test_marks_merge_simultaneous_events() -> None:
@@ -121,6 +265,8 @@ def test_write_is_atomic_and_replaces(tmp_path: Path) -> None:
 
 INJECTED = """\
 import os
+import re
+from html import unescape
 import sys
 
 print("<script>alert(1)</script>", flush=True)

@@ -106,6 +106,7 @@ def test_memory_limit_stops_the_tree() -> None:
         PY, "-c", "import time; x = bytearray(400 << 20); time.sleep(600)"])
     assert (code, doc["verdict"], doc["stop_reason"]) == (1, "oom", "memory-limit")
     assert "--memory-limit 150.0 MiB" in doc["explanation"]
+    assert doc["memory_limit"] == 150 << 20  # the report draws it
     assert doc["memory_measure"] == "pss"  # smaps of our own children is readable
     assert running([p["pid"] for p in doc["processes"]]) == []
 

@@ -68,6 +68,48 @@ def test_reading_the_catalogue_imports_no_framework() -> None:
     assert done.stdout.strip() == "[]"
 
 
+WORKERS = """\
+import multiprocessing
+
+
+def shared(x):
+    return x
+
+
+def task(x):
+    return shared(x) + 1
+
+
+def square(x):
+    return x * x
+
+
+def unsafe():
+    with multiprocessing.Pool(2) as pool:
+        print(pool.map(task, range(4)), shared(1))
+
+
+def safe():
+    with multiprocessing.Pool(2) as pool:
+        print(pool.map(square, range(4)), shared(1))
+"""
+
+
+def test_a_variants_code_is_its_function_and_the_helpers_only_it_names() -> None:
+    unsafe = scenarios.variant_code(WORKERS, "unsafe")
+    assert unsafe.startswith("def task(x):") and "def unsafe():" in unsafe
+    assert "def shared" not in unsafe and "def square" not in unsafe and "def safe" not in unsafe
+    safe = scenarios.variant_code(WORKERS, "safe")
+    assert safe.startswith("def square(x):") and safe.endswith("print(pool.map(square, range(4)), shared(1))")
+    assert scenarios.variant_code("x = 1\n", "unsafe") == ""
+
+
+def test_every_scenario_shows_the_code_of_both_variants() -> None:
+    for scenario in scenarios.catalogue():
+        for variant in scenarios.VARIANTS:
+            assert f"def {variant}() -> None:" in scenario.code(variant), (scenario.name, variant)
+
+
 def test_each_script_runs_its_variants_by_argument() -> None:
     for s in scenarios.catalogue():
         tree = ast.parse(s.path.read_text())

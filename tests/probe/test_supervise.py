@@ -154,3 +154,6 @@ def test_a_launcher_waiting_on_its_child_is_blocked_in_its_own_wait_line(tmp_pat
     assert f"in your code <module> ({source}:3)" in root["blocked_in"] or \
         "in your code <module> (launcher.py:3)" in root["blocked_in"], root["blocked_in"]
     assert "sitecustomize" not in root["blocked_in"] and "sitecustomize" not in doc["explanation"]
+    # The sampler records each process's CPU time beside its RSS: the report's CPU lanes.
+    cpu = [s["cpu"] for s in doc["samples"] if s["kind"] == "rss" and s["pid"] == root["pid"]]
+    assert len(cpu) >= 2 and all(isinstance(c, float) for c in cpu) and cpu == sorted(cpu)

@@ -64,6 +64,29 @@ class Scenario:
         """Return the statuses ``variant`` should end with on a machine that can run it."""
         return self.expect_unsafe if variant == "unsafe" else self.expect_safe
 
+    def code(self, variant: str) -> str:
+        """Return the source of ``variant``'s function, read as text (never imported), with
+        the script's functions it alone calls (``unsafe`` and ``safe`` often differ only
+        in the worker they hand to the pool): what the report shows beside its verdict."""
+        return variant_code(self.path.read_text(), variant)
+
+
+def _calls(function: ast.FunctionDef) -> set[str]:
+    return {node.id for node in ast.walk(function) if isinstance(node, ast.Name)}
+
+
+def variant_code(source: str, variant: str) -> str:
+    """Return the source of the top-level function ``variant`` of a scenario script and of
+    the top-level functions only it names (not the other variant); "" when it has none."""
+    functions = {node.name: node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)}
+    found = functions.get(variant)
+    if found is None:
+        return ""
+    other = next((functions[v] for v in VARIANTS if v != variant and v in functions), None)
+    own = _calls(found) - (_calls(other) if other is not None else set())
+    helpers = [functions[name] for name in functions if name in own and name not in VARIANTS]
+    return "\n\n".join(ast.get_source_segment(source, node) or "" for node in [*helpers, found])
+
 
 def _declaration(path: Path) -> Scenario:
     """Read the ``SCENARIO`` dict and the docstring of one script without running it."""

@@ -1,0 +1,90 @@
+"""Sorting a captured stack's lines for the report: the user's, library, native, gpudoctor's own."""
+
+from __future__ import annotations
+
+from gpudoctor.probe import stack_frames, stacks
+from gpudoctor.probe.stack_frames import BOOTSTRAP, HEADER, LIBRARY, NATIVE, THREAD, USER
+
+# A launcher waiting for its child: gpudoctor's bootstrap wraps os.waitpid, so its frame
+# is the innermost Python one; a native frame with debug information names a C file.
+PY_SPY = """\
+Process 20: python launcher.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 20 (idle): "MainThread"
+    __futex_abstimed_wait_common (libc.so.6)
+    waitpid (gpudoctor/probe/bootstrap/sitecustomize.py:160)
+    Popen._try_wait (subprocess.py:1959)
+    Popen.wait (subprocess.py:1264)
+    <module> (launcher.py:3)
+Thread 21 (idle): "Thread-1"
+    select_poll_poll_impl (selectmodule.c:655)
+    Thread.run (threading.py:982)
+"""
+
+TF_WORKER = """\
+Thread 11 (idle): "MainThread"
+    pthread_cond_wait (libc.so.6)
+    Eigen::ThreadPoolDevice::parallelFor (tensorflow/libtensorflow_cc.so.2)
+    fill (tensorflow/python/ops/gen_array_ops.py:3620)
+    work (/home/me/freeze.py:8)
+"""
+
+FAULTHANDLER = """\
+Thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+Current thread 0x00007f0000000002 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 327 in wait
+  File "/home/me/train.py", line 12 in main
+  File "/home/me/train.py", line 20 in <module>
+"""
+
+
+def _kinds(found: list[stack_frames.Line]) -> list[tuple[str, str]]:
+    return [(line.kind, line.text.strip()) for line in found]
+
+
+def test_py_spy_frames_are_sorted_and_the_bootstrap_is_its_own() -> None:
+    found = stack_frames.lines(PY_SPY, "py-spy", stacks.blocked_in_native(PY_SPY))
+    assert _kinds(found) == [
+        (HEADER, "Process 20: python launcher.py"), (HEADER, "Python v3.11.7 (/usr/bin/python3.11)"),
+        (THREAD, 'Thread 20 (idle): "MainThread"'),
+        (NATIVE, "__futex_abstimed_wait_common (libc.so.6)"),
+        (BOOTSTRAP, "waitpid (gpudoctor/probe/bootstrap/sitecustomize.py:160)"),
+        (LIBRARY, "Popen._try_wait (subprocess.py:1959)"), (LIBRARY, "Popen.wait (subprocess.py:1264)"),
+        (USER, "<module> (launcher.py:3)"),
+        (THREAD, 'Thread 21 (idle): "Thread-1"'),
+        (NATIVE, "select_poll_poll_impl (selectmodule.c:655)"),  # a C file, not the user's Python
+        (LIBRARY, "Thread.run (threading.py:982)"),
+    ]
+    # The frame the explanation names: the innermost Python frame that is not gpudoctor's.
+    assert [line.text.strip() for line in found if line.blocked] == ["Popen._try_wait (subprocess.py:1959)"]
+
+
+def test_the_native_frame_a_tensorflow_worker_waits_in_is_the_blocked_one() -> None:
+    blocked_in = stacks.blocked_in_native(TF_WORKER)
+    assert blocked_in is not None and blocked_in.startswith("Eigen::ThreadPoolDevice::parallelFor, Python fill")
+    found = stack_frames.lines(TF_WORKER, "py-spy", blocked_in)
+    assert [line.text.strip() for line in found if line.blocked] == \
+        ["Eigen::ThreadPoolDevice::parallelFor (tensorflow/libtensorflow_cc.so.2)"]
+    assert [line.text.strip() for line in found if line.kind == USER] == ["work (/home/me/freeze.py:8)"]
+
+
+def test_faulthandler_frames_and_the_current_thread() -> None:
+    blocked_in = stacks.blocked_in_python(FAULTHANDLER)
+    found = stack_frames.lines(FAULTHANDLER, "faulthandler", blocked_in)
+    assert [line.kind for line in found] == [THREAD, LIBRARY, THREAD, LIBRARY, USER, USER]
+    marked = [i for i, line in enumerate(found) if line.blocked]
+    assert marked == [3]  # in the current (signal-handling) thread, not the first one listed
+
+
+def test_without_a_diagnosis_nothing_is_marked() -> None:
+    assert not any(line.blocked for line in stack_frames.lines(TF_WORKER, "py-spy", None))
+
+
+def test_a_scenario_scripts_frames_are_the_users() -> None:
+    """The scenario scripts stand for the user's program, though they ship inside gpudoctor."""
+    text = ('Thread 5 (idle): "MainThread"\n'
+            "    work (gpudoctor/probe/scenarios/tensorflow_fork_after_init.py:44)\n"
+            "    catalogue (gpudoctor/probe/scenarios/__init__.py:100)\n")
+    assert [line.kind for line in stack_frames.lines(text, "py-spy", None)] == [THREAD, USER, LIBRARY]
