@@ -13,10 +13,11 @@ import subprocess
 import time
 from typing import Any
 
+from gpucheck import children
+from gpucheck.children import LineReader, kill_group
 from gpucheck.part import Context, PartResult
 from gpucheck.truth import fake_gaps
 from gpucheck.truth.accuracy import GIB
-from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "nvml_shapes"
 ORDER = 70
@@ -30,7 +31,7 @@ def _importable(ctx: Context) -> list[str]:
     code = ("import importlib.util, json, sys; "
             "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None]))")
     done = subprocess.run([ctx.python, "-c", code, *HOLDERS], capture_output=True, text=True, timeout=60,
-                          env=child_env(ctx.repo))
+                          env=children.environment(ctx.repo))
     try:
         return list(json.loads(done.stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError):
@@ -42,7 +43,7 @@ def hold_and_query(ctx: Context, holder: list[str] | None, query: list[str] | No
     holder = holder or []
     query = query or [ctx.python, "-m", "gpucheck.truth.nvml_query"]
     process = subprocess.Popen(holder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True, env=child_env(ctx.repo), cwd=ctx.repo, start_new_session=True)
+                               text=True, env=children.environment(ctx.repo), cwd=ctx.repo, start_new_session=True)
     lines = LineReader(process)
     try:
         assert process.stdin is not None
@@ -54,8 +55,8 @@ def hold_and_query(ctx: Context, holder: list[str] | None, query: list[str] | No
         held = lines.next_report(HOLD_TIMEOUT)
         if held is None or held.get("step") != "alloc":
             return {"error": "the holding child did not allocate: " + ((held or {}).get("message") or "no report")}
-        result = run_child([*query, "--pid", str(baseline["pid"])], timeout=QUERY_TIMEOUT,
-                           env=child_env(ctx.repo), cwd=ctx.repo)
+        result = children.run([*query, "--pid", str(baseline["pid"])], timeout=QUERY_TIMEOUT,
+                           env=children.environment(ctx.repo), cwd=ctx.repo)
         if result.report is None:
             return {"error": f"the NVML query {result.describe()}", "holder": held}
         return {"holder": {"pid": baseline["pid"], "framework_bytes": held["framework_bytes"],

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from gpucheck import children
+from gpucheck.children import LineReader, kill_group
 from gpucheck.part import Context, PartResult
 from gpucheck.truth.accuracy import SIZES, compare, granularity
-from gpucheck.truth.children import LineReader, child_env, kill_group, run_child
 
 NAME = "sampler"
 ORDER = 80
@@ -69,7 +70,7 @@ def measure(ctx: Context, framework: str, argv: Sequence[str] | None = None,
     sampler = Sampler(lambda: dict.fromkeys(pids, (0, 0.0)), start)
     # Its errors come as JSON; stderr unread would block a chatty framework once the pipe fills.
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True, env=child_env(ctx.repo), cwd=ctx.repo, start_new_session=True)
+                               text=True, env=children.environment(ctx.repo), cwd=ctx.repo, start_new_session=True)
     lines = LineReader(process)
     sampler.start()
     try:
@@ -115,8 +116,8 @@ def overhead(ctx: Context, seconds: int = BENCHMARK_SECONDS) -> dict[str, Any]:
     script = ctx.repo / BENCHMARK
     if not script.exists():
         return {"skipped": f"{BENCHMARK} not present"}
-    result = run_child([ctx.python, str(script), "--seconds", str(seconds), "--json"], timeout=seconds + 120,
-                       env=child_env(ctx.repo), cwd=ctx.repo)
+    result = children.run([ctx.python, str(script), "--seconds", str(seconds), "--json"], timeout=seconds + 120,
+                       env=children.environment(ctx.repo), cwd=ctx.repo)
     if result.report is None:
         return {"error": f"{BENCHMARK} {result.describe()}"}
     cpu = result.report.get("cpu_percent_of_core")
@@ -129,7 +130,8 @@ def overhead(ctx: Context, seconds: int = BENCHMARK_SECONDS) -> dict[str, Any]:
 def _importable(ctx: Context) -> dict[str, bool]:
     code = ("import importlib.util, json, sys; "
             "print(json.dumps({m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}))")
-    report = run_child([ctx.python, "-c", code, *MODULES.values()], timeout=60, env=child_env(ctx.repo)).report
+    report = children.run([ctx.python, "-c", code, *MODULES.values()], timeout=60,
+                          env=children.environment(ctx.repo)).report
     return {name: bool((report or {}).get(module)) for name, module in MODULES.items()}
 
 

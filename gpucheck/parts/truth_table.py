@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpucheck import children
 from gpucheck.part import Context, PartResult
 from gpucheck.truth import levels
-from gpucheck.truth.children import child_env, run_child
 from gpucheck.truth.invocations import FRAMEWORKS, IMPORT_ONLY, TABLE, FrameworkSetup, Invocation, NotExercised
 from gpudoctor.lint.knowledge.table import INERT
 
@@ -81,7 +80,7 @@ def importable(ctx: Context, frameworks: tuple[FrameworkSetup, ...]) -> dict[str
     roots = {fw.name: fw.module for fw in frameworks}
     code = ("import importlib.util, json, sys; roots = json.loads(sys.argv[1]); "
             "print(json.dumps({n: importlib.util.find_spec(m) is not None for n, m in roots.items()}))")
-    result = run_child([ctx.python, "-c", code, json.dumps(roots)], timeout=60, env=child_env(ctx.repo))
+    result = children.run([ctx.python, "-c", code, json.dumps(roots)], timeout=60, env=children.environment(ctx.repo))
     report = result.report or {}
     return {name: bool(report.get(name)) for name in roots}
 
@@ -96,14 +95,13 @@ def execute(ctx: Context, todo: list[Job], budget: float = BUDGET, workers: int 
         if left < 5:
             return levels.Row(job.framework.name, job.key, job.call, job.effect, levels.EXPECTED[job.effect],
                               levels.NOT_RUN, detail="the time budget was spent before its turn")
-        env = child_env(ctx.repo, dict(job.framework.env))
-        result = run_child([ctx.python, "-m", "gpucheck.truth.init_probe", job.spec()],
+        env = children.environment(ctx.repo, dict(job.framework.env))
+        result = children.run([ctx.python, "-m", "gpucheck.truth.init_probe", job.spec()],
                            timeout=min(child_timeout, left), env=env, cwd=ctx.repo)
         failure = None if result.report is not None else result.describe()
         return levels.judge(job.framework.name, job.key, job.call, job.effect, result.report, failure)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, os.cpu_count() or 1))) as pool:
-        return list(pool.map(one, todo))
+    return children.in_parallel(one, todo, min(workers, os.cpu_count() or 1))
 
 
 FAILING = (levels.DISAGREE, levels.ERROR, levels.CRASH, levels.TIMEOUT, levels.NOT_RUN)
