@@ -126,19 +126,22 @@ def test_without_matplotlib_the_page_says_what_the_chart_needs(monkeypatch: pyte
     assert timeline.svg(RUN, "x") is None
     page = assert_self_contained(html_report.scenarios_page(SCENARIOS))
     assert "svg" not in page.tags
-    assert page.text.count("pip install 'gpudoctor[report]'") == 2
-    assert "make demo" not in page.text
+    assert page.text.count(f"{sys.executable} -m pip install matplotlib py-spy") == 2
+    assert "make demo" not in page.text and "gpudoctor[report]" not in page.text
 
 
 def test_the_install_hint_of_a_source_checkout_names_its_own_commands(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
-    """In a clone, `pip install 'gpudoctor[report]'` would fetch another gpudoctor into whatever
-    environment pip is: the hint says `make demo` or the checkout's .venv pip instead."""
+    """gpudoctor is not on the package index: from a clone the hint installs the clone's
+    extra with the interpreter that runs gpudoctor (a project's environment or the clone's
+    .venv), never a bare `pip install 'gpudoctor[report]'`."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setattr(install_hint, "source_checkout", lambda: tmp_path)
     text = Page(html_report.command_page({"machine": MACHINE, "run": RUN})).text
-    assert f"make demo or .venv/bin/pip install -e '.[report]' in the source checkout {tmp_path}" in text
-    assert "gpudoctor[report]" not in text
+    assert f"{sys.executable} -m pip install -e '{tmp_path}[report]'" in text
+    assert "pip install 'gpudoctor[report]'" not in text
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))  # the clone's own .venv
+    assert install_hint.commands()[1:] == ("make demo",)
 
 
 def test_tests_run_from_a_source_checkout() -> None:
@@ -154,7 +157,7 @@ def test_python_only_stacks_say_how_to_get_native_frames(monkeypatch: pytest.Mon
     worker = _process(11, "fork", "hung", stack=FAULTHANDLER, stack_source="faulthandler")
     text = Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [worker]}})).text
     assert "the native frames (where C/C++ code such as a framework's thread pool waits) need py-spy" in text
-    assert "pip install 'gpudoctor[report]'" in text
+    assert f"{sys.executable} -m pip install matplotlib py-spy" in text
     monkeypatch.setattr(stacks, "find_py_spy", lambda: "/usr/bin/py-spy")  # there, not used (--no-native-stacks)
     assert "need py-spy" not in Page(html_report.command_page({"machine": MACHINE, "run": {**RUN, "processes": [
         worker]}})).text

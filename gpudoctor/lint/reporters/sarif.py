@@ -72,7 +72,6 @@ def render(findings: list[Finding]) -> str:
             "tool": {"driver": {
                 "name": "gpudoctor",
                 "version": __version__,
-                "informationUri": "https://pypi.org/project/gpudoctor/",
                 "rules": rules,
             }},
             "results": results,
