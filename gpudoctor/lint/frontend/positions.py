@@ -98,7 +98,7 @@ def _measure(module: cst.Module, root: cst.CSTNode, node: cst.CSTNode,
         return state
     except RecursionError:
         # Code nested deeper than Python lets libcst generate it: no range measured (the
-        # node is placed at its statement, or at the top of the file: see source.py).
+        # node is placed at its statement, or at the top of the file: see parsed.py).
         return None
     return None
 
