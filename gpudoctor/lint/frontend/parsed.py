@@ -29,9 +29,9 @@ _SEARCHES_BEFORE_ALL = 8
 class ParsedModule:
     """A parsed file; a node's source position is computed only if a finding needs it.
 
-    Computing positions costs several times the parse itself, and most modules the
-    analysis reads (imported helpers) never get a finding; a module that does usually
-    gets one or two (see positions.py).
+    Computing every position costs more than the parse itself (docs/performance.md,
+    "Positions"), and most modules the analysis reads (imported helpers) never get a
+    finding; a module that does usually gets one or two (see positions.py).
     """
 
     def __init__(self, path: str, module: cst.Module, text: str = "",

@@ -1,7 +1,7 @@
 """A fast first look at a file with CPython's parser, before libcst is paid for.
 
-libcst builds a concrete tree several times slower than CPython builds its AST. Two
-questions are answered here from CPython's AST instead:
+libcst builds a concrete tree much slower than CPython builds its AST (docs/performance.md,
+"The prescan"). Two questions are answered here from CPython's AST instead:
 
 - **Can a rule report anything in this file?** Only if its code (not its strings or
   comments) names a process start, a GPU environment variable write or a device
@@ -170,7 +170,7 @@ class Scan:
 
 def _walk(root: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk`` (breadth first, same order) without the Load/Store context nodes, and
-    about half again as fast: it is most of the cost of the gate's CPython stage."""
+    faster: it is most of the prescan's cost (docs/performance.md, "The prescan")."""
     todo = deque([root])
     pop, extend, append = todo.popleft, todo.extend, todo.append
     node_type = ast.AST
