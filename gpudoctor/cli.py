@@ -51,7 +51,7 @@ def run() -> int:
     from gpudoctor import safe_path
 
     safe_path.apply()
-    from gpudoctor.lint.collector import process_ends_after_run
+    from gpudoctor.lint.gc_pause import process_ends_after_run
 
     process_ends_after_run()
     return main()

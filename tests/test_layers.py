@@ -66,33 +66,43 @@ def test_rules_read_the_analysis_through_the_check_context_only() -> None:
     # the flow builder, so that either can change without touching a rule.
     import re
 
-    reaching = re.compile(r"\bctx\._|\bFlowBuilder\b|\bAnalyzer\b|analysis\.(analyzer|project|walker)\b")
+    reaching = re.compile(r"\bctx\._|\bFlowBuilder\b|\bAnalyzer\b|analysis\.(analyzer|project|shared_walks)\b")
     offending = [f"{path.name}:{row}" for path in (ROOT / "gpudoctor" / "lint" / "rules").glob("gd*.py")
                  for row, line in enumerate(path.read_text().splitlines(), start=1) if reaching.search(line)]
     assert offending == []
 
 
-# The analysis's modules, bottom layer first, each layer's modules in the order they may
-# import one another: a module imports only modules listed before it. An interpreter that
-# must ask the analysis around it for something does so through a protocol below it
-# (interpreter.py), not by importing the analyzer.
+# The front end's and the analysis's modules, bottom layer first, each layer's modules in
+# the order they may import one another: a module imports only modules listed before it
+# (the front end's are all below the analysis's). An interpreter that must ask the analysis
+# around it for something does so through a protocol below it (interpreter.py), not by
+# importing the analyzer.
+FRONTEND_LAYERS = (
+    ("source text: reading a file, the text gate, the CPython prescan, libcst parsing and positions", (
+        "reading", "literals", "positions", "module_files", "text_facts", "prescan", "skeleton", "parsed",
+        "conditions", "project_gate")),
+)
 ANALYSIS_LAYERS = (
-    ("source text: reading, scanning and parsing a file", (
-        "nesting", "reading", "literals", "code_scan", "gate", "modules", "positions", "prescan",
-        "skeleton", "source", "parsing", "conditions")),
     ("abstract values and the events code emits", ("values", "arguments", "events", "pickling")),
     ("what an analysis knows of classes and modules", ("classes", "module_state")),
-    ("the checked project: its files, its gate, its shared module walks", ("project_gate", "walks", "project")),
+    ("the checked project: its files and its shared module walks", ("shared_walks", "project")),
     ("the interpreter: a frame, expressions and calls, statements", (
         "interpreter", "frame", "process_calls", "evaluator", "executor")),
     ("the analysis of a linted file and its flows", ("analyzer", "flows")),
 )
-ANALYSIS = ROOT / "gpudoctor" / "lint" / "analysis"
+LINT = ROOT / "gpudoctor" / "lint"
+PACKAGES = {"frontend": FRONTEND_LAYERS, "analysis": ANALYSIS_LAYERS}
 
 
-def _analysis_imports(path: Path) -> list[tuple[str, str, int]]:
-    """(module of the analysis imported, where: "module", "type-checking" or "function",
-    row) for each import in the file."""
+def _path(qualified: str) -> Path:
+    """The file of ``frontend.x`` or ``analysis.x``."""
+    package, module = qualified.split(".")
+    return LINT / package / f"{module}.py"
+
+
+def _package_imports(path: Path) -> list[tuple[str, str, int]]:
+    """(module of the front end or the analysis imported, as "package.module"; where:
+    "module", "type-checking" or "function"; row) for each import in the file."""
     import ast
 
     tree = ast.parse(path.read_text())
@@ -105,54 +115,68 @@ def _analysis_imports(path: Path) -> list[tuple[str, str, int]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for inner in ast.walk(node):
                 where[id(inner)] = "function"
-    prefix = "gpudoctor.lint.analysis"
     out = []
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module == prefix:
-            names = [f"{prefix}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module in {f"gpudoctor.lint.{p}" for p in PACKAGES}:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module]
-        out.extend((name.split(".")[3], where[id(node)], node.lineno)
-                   for name in names if name.startswith(prefix + "."))
+        out.extend((".".join(name.split(".")[2:4]), where[id(node)], node.lineno)
+                   for name in names if name.split(".")[:3] in (["gpudoctor", "lint", p] for p in PACKAGES))
     return out
 
 
-def _only_protocols(module: str) -> bool:
+def _only_protocols(qualified: str) -> bool:
     import ast
 
-    classes = [n for n in ast.parse((ANALYSIS / f"{module}.py").read_text()).body if isinstance(n, ast.ClassDef)]
+    classes = [n for n in ast.parse(_path(qualified).read_text()).body if isinstance(n, ast.ClassDef)]
     return bool(classes) and all(any(ast.unparse(b).endswith("Protocol") for b in c.bases) for c in classes)
 
 
-def test_every_analysis_module_has_a_layer() -> None:
-    listed = [module for _, modules in ANALYSIS_LAYERS for module in modules]
+def _ordered() -> list[str]:
+    return [f"{package}.{module}" for package, layers in PACKAGES.items() for _, modules in layers
+            for module in modules]
+
+
+def test_every_module_of_the_front_end_and_the_analysis_has_a_layer() -> None:
+    listed = _ordered()
     assert len(listed) == len(set(listed))
-    assert set(listed) == {p.stem for p in ANALYSIS.glob("*.py")} - {"__init__"}
+    assert set(listed) == {f"{package}.{p.stem}" for package in PACKAGES for p in (LINT / package).glob("*.py")
+                           if p.stem != "__init__"}
 
 
-def test_analysis_modules_import_only_downward() -> None:
+def test_front_end_and_analysis_modules_import_only_downward() -> None:
     # What a module imports, at its top, for type checking or inside a function, is
     # listed before it; only a module of protocols may be named from below, for type
     # checking. (A cycle hidden behind a function-local import is still a cycle.)
-    order = {module: index for index, module in enumerate(m for _, modules in ANALYSIS_LAYERS for m in modules)}
-    layer = {module: name for name, modules in ANALYSIS_LAYERS for module in modules}
+    order = {module: index for index, module in enumerate(_ordered())}
+    layer = {f"{package}.{module}": name for package, layers in PACKAGES.items() for name, modules in layers
+             for module in modules}
     upward = [f"{module}.py:{row} imports {target} ({layer[target]})"
-              for module in order for target, where, row in _analysis_imports(ANALYSIS / f"{module}.py")
+              for module in order for target, where, row in _package_imports(_path(module))
               if order[target] >= order[module] and not (where == "type-checking" and _only_protocols(target))]
     assert upward == []
 
 
-def test_analysis_imports_its_modules_at_the_top_but_those_that_load_libcst() -> None:
+def test_the_front_end_never_reaches_the_interpreter() -> None:
+    # The front end reads, gates, prescans and parses source: whatever imports it (the
+    # cache, the reporters, noqa, the fixes, the worker pool) gets no interpreter with it.
+    reaching = [f"frontend/{path.name}:{row} imports {target}" for path in (LINT / "frontend").glob("*.py")
+                for target, _, row in _package_imports(path) if not target.startswith("frontend.")]
+    assert reaching == []
+
+
+def test_modules_are_imported_at_the_top_but_those_that_load_libcst() -> None:
     # A function-local import of a module of the analysis is there to keep libcst out of
     # a run that parses nothing (test_libcst_is_not_imported_when_nothing_needs_parsing);
     # for any other module it would only hide a dependency.
-    def loads_libcst(module: str) -> bool:
-        text = (ANALYSIS / f"{module}.py").read_text()
+    def loads_libcst(qualified: str) -> bool:
+        text = _path(qualified).read_text()
         return any(line.startswith(("import libcst", "from libcst")) for line in text.splitlines())
 
-    hidden = [f"{path.name}:{row} imports {target}" for path in ANALYSIS.glob("*.py")
-              for target, where, row in _analysis_imports(path) if where == "function" and not loads_libcst(target)]
+    hidden = [f"{path.name}:{row} imports {target}" for package in PACKAGES for path in (LINT / package).glob("*.py")
+              for target, where, row in _package_imports(path) if where == "function" and not loads_libcst(target)]
     assert hidden == []

@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 from gpudoctor import __version__
 from gpudoctor.input_file import read_regular
 from gpudoctor.lint import cache_folder, cache_seal
-from gpudoctor.lint.analysis.gate import Facts
 from gpudoctor.lint.cache_folder import FOLDER
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
+from gpudoctor.lint.frontend.text_facts import Facts
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.producer import Outcome
+    from gpudoctor.lint.file_analysis import Outcome
 
 __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
 

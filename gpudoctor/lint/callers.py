@@ -15,7 +15,7 @@ see analyzer.py). A run of the whole project analyses every one of them. A run t
 files only (pre-commit names the changed ones) analyses those too, as *context*: only their
 findings in the named files are shown. Which names count as used is read from the whole
 project in both runs, so each analysis is the same in either, and so are the findings in
-the named files (save those re-homed: see reached.py).
+the named files (save those re-homed: see rehoming.py).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
 
     The analysis of an importer follows its uses with the values it passes, so the
     functions and classes they name are not analysed on their own with nothing known."""
-    from gpudoctor.lint.analysis.gate import attributes_read, imported_words
+    from gpudoctor.lint.frontend.text_facts import attributes_read, imported_words
 
     out: dict[Path, set[str]] = {path: set() for path in targets}
     stems: dict[str, int] = {}  # module name -> how many targets have it
@@ -218,7 +218,7 @@ class _Reach:
 
     def _visit(self, path: Path) -> bool:
         """Update what ``path`` leads to from the modules it imports; whether it leads anywhere."""
-        from gpudoctor.lint.analysis.gate import attributes_read
+        from gpudoctor.lint.frontend.text_facts import attributes_read
 
         seeds: set[str] = set()
         any_name = False
@@ -269,7 +269,7 @@ class _Reach:
     def _imports_of(self, path: Path) -> list[tuple[str, Path, str | None]]:
         """(name bound, project module, name taken from it: None for the module itself) for
         each import statement of ``path``, packages above a module included."""
-        from gpudoctor.lint.analysis.gate import dotted_imports, from_imports
+        from gpudoctor.lint.frontend.text_facts import dotted_imports, from_imports
 
         found = self._imports.get(path)
         if found is not None:
@@ -304,7 +304,7 @@ class _Reach:
         """Can an import statement of ``path`` name a module of one of these ``stems`` (a
         relative import may name any)? Read from its import statements' words, computed
         once; a file whose text has none of a few stems is passed over without them."""
-        from gpudoctor.lint.analysis.gate import imported_words
+        from gpudoctor.lint.frontend.text_facts import imported_words
 
         words = self._words.get(path, _UNREAD)
         if words is _UNREAD and is_notebook(path) and len(stems) <= _FEW_STEMS and all(s.isascii() for s in stems):

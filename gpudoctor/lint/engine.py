@@ -14,9 +14,9 @@ from gpudoctor.lint.settings import Settings
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.cache import Cache
+    from gpudoctor.lint.file_analysis import Outcome
     from gpudoctor.lint.noqa import FileDirectives
     from gpudoctor.lint.notebook import Notebook
-    from gpudoctor.lint.producer import Outcome
 
 
 @dataclass
@@ -55,7 +55,7 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     holds findings made with the default ones, so a run with others neither reads nor
     writes it.
     """
-    from gpudoctor.lint.collector import paused
+    from gpudoctor.lint.gc_pause import paused
 
     with paused():
         return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache, 1 if contents else jobs,
@@ -197,12 +197,12 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
     The files a worker took and never returned (it was killed, or ran out of memory) are
     analysed here, with a warning: a lost worker costs time, not findings."""
-    from gpudoctor.lint import producer
+    from gpudoctor.lint import file_analysis
     from gpudoctor.lint.workers import SUPPORTED
 
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
     if jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES or not SUPPORTED:
-        return [producer.analyse(project, path, method, called[path], preloads_main) for path in todo], 0
+        return [file_analysis.analyse(project, path, method, called[path], preloads_main) for path in todo], 0
     from gpudoctor.lint.workers import run_files
 
     processes = min(jobs, len(todo))
@@ -215,7 +215,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "
                         "analysed in this process instead")
-        outcomes.extend(producer.analyse(project, Path(path), method, called[Path(path)], preloads_main)
+        outcomes.extend(file_analysis.analyse(project, Path(path), method, called[Path(path)], preloads_main)
                         for path in lost)
     return outcomes, processes
 
@@ -227,7 +227,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     (and report unused noqa directives, unless ``unused_noqa`` is False: some findings the
     directives were written for may not have been looked for)."""
     from gpudoctor.lint import noqa
-    from gpudoctor.lint.reached import rehome
+    from gpudoctor.lint.rehoming import rehome
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
     for finding in raw:

@@ -71,7 +71,7 @@ class Finding:
     fix_hint: str | None = None
     fix: Fix | None = None
     # For a finding in a module the linted file's analysis reached: the call or import in
-    # the linted file that reaches it (message: "call" or "import"); see reached.py.
+    # the linted file that reaches it (message: "call" or "import"); see rehoming.py.
     reached: Related | None = None
 
     @property

@@ -44,10 +44,10 @@ def first_inits(path: Path, settings: Settings, contents: dict[Path, bytes] | No
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.events import Init
     from gpudoctor.lint.analysis.flows import FlowBuilder
-    from gpudoctor.lint.analysis.nesting import headroom
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.analysis.reading import ParseFailure
-    from gpudoctor.lint.analysis.source import concrete
+    from gpudoctor.lint.frontend.parsed import concrete
+    from gpudoctor.lint.frontend.reading import ParseFailure
+    from gpudoctor.lint.nesting import headroom
 
     project = Project(settings.project_root, None, contents)
     real = project.real(path)

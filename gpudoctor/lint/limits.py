@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_LIMITS", "Limits"]
 class Limits:
     """The budgets of one run (see the module docstring)."""
 
-    # -- nesting (analysis/nesting.py) ------------------------------------------------------
+    # -- nesting (nesting.py) ------------------------------------------------------
     # The meter of one linted file's analysis, in units of about one Python frame: a step
     # (expression, block, call, module walk) that would nest past it is not taken and what it
     # would have computed is unknown. Python's recursion limit is raised to cover it.
@@ -45,7 +45,7 @@ class Limits:
     # dropped: later ones are lost.
     max_events: int = 400
 
-    # -- imports (analysis/analyzer.py, project_gate.py) -------------------------------------
+    # -- imports (analysis/analyzer.py, frontend/project_gate.py) -------------------------------------
     # How many imports deep a module's top level is run at its import; a module further away
     # is imported without effects. The caller search of a per-file run looks this many imports
     # away for the files that use the named ones (callers.py).
@@ -70,7 +70,7 @@ class Limits:
     # that are not followed.
     max_child_events: int = 20_000
 
-    # -- values (analysis/evaluator.py, literals.py) ---------------------------------------
+    # -- values (analysis/evaluator.py, frontend/literals.py) ---------------------------------------
     # Strings are followed only for the names rules read (start methods, environment
     # variables). A concatenation with more possible results than this, or a result longer
     # than ``max_string_chars``, is unknown.
@@ -91,11 +91,11 @@ class Limits:
     max_search_chars: int = 3_000_000
 
     # -- time only -----------------------------------------------------------------------------
-    # Module walks kept for reuse by later linted files (analysis/walks.py); past it the store
+    # Module walks kept for reuse by later linted files (analysis/shared_walks.py); past it the store
     # starts afresh. A walk made again is the same walk: this costs time, never findings.
     max_kept_walks: int = 2_000
     # A file this long or longer is parsed with its function bodies left out until the
-    # analysis needs them (prescan.py); a shorter one is parsed whole. Same findings either
+    # analysis needs them (frontend/prescan.py); a shorter one is parsed whole. Same findings either
     # way (the fixture tests run both).
     elide_min_chars: int = 4_000
 

@@ -13,8 +13,8 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-from gpudoctor.lint.analysis.reading import split_lines
 from gpudoctor.lint.findings import Edit, Fix
+from gpudoctor.lint.frontend.reading import split_lines
 
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 FILE_NOQA = re.compile(r"#\s*gpudoctor:\s*noqa\b", re.I)

@@ -107,7 +107,7 @@ def _say_input_problems(inputs: LintInputs, silent: bool) -> None:
 
 def _stdin_source(inputs: LintInputs) -> dict[str, str]:
     """The text read from stdin, under the name its findings show (for the code frames)."""
-    from gpudoctor.lint.analysis.reading import decode
+    from gpudoctor.lint.frontend.reading import decode
 
     out = {}
     for path, data in inputs.contents.items():

@@ -35,18 +35,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-    from gpudoctor.lint.analysis.gate import Facts
-    from gpudoctor.lint.analysis.prescan import Prescan
+    from gpudoctor.lint.file_analysis import Outcome
+    from gpudoctor.lint.frontend.prescan import Prescan
+    from gpudoctor.lint.frontend.text_facts import Facts
     from gpudoctor.lint.limits import Limits
-    from gpudoctor.lint.producer import Outcome
 
 
 # What a worker imports, imported once by the fork server (each worker would otherwise
 # import the rules and the rest of the analysis again, after the fork): these and every
 # rule module.
-PRELOAD = ("gpudoctor.lint.workers", "gpudoctor.lint.producer", "gpudoctor.lint.analysis.executor",
+PRELOAD = ("gpudoctor.lint.workers", "gpudoctor.lint.file_analysis", "gpudoctor.lint.analysis.executor",
            "gpudoctor.lint.analysis.analyzer", "gpudoctor.lint.analysis.flows", "gpudoctor.lint.analysis.project",
-           "gpudoctor.lint.analysis.parsing", "gpudoctor.lint.analysis.skeleton", "gpudoctor.lint.collector",
+           "gpudoctor.lint.frontend.parsed", "gpudoctor.lint.frontend.skeleton", "gpudoctor.lint.gc_pause",
            "gpudoctor.lint.rules._registry")
 
 
@@ -196,7 +196,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    from gpudoctor.lint.producer import analyse_in_worker
+    from gpudoctor.lint.file_analysis import analyse_in_worker
 
     context = _context()
     state = pickle.dumps((called, facts, scans, limits), protocol=pickle.HIGHEST_PROTOCOL)
@@ -245,7 +245,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
 def _start(parent: int, setup: tuple[str, str, bytes, bool]) -> None:
     """Worker initializer: end this worker when ``parent`` (the linting process) ends, then
     set the worker up."""
-    from gpudoctor.lint.producer import start_worker
+    from gpudoctor.lint.file_analysis import start_worker
 
     _watch(parent)
     start_worker(*setup)

@@ -20,10 +20,10 @@ import pytest
 
 from gpudoctor.cli import main
 from gpudoctor.lint.analysis import analyzer as analyzer_module
-from gpudoctor.lint.analysis import prescan as prescan_module
-from gpudoctor.lint.analysis.code_scan import Scan
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState
+from gpudoctor.lint.frontend import prescan as prescan_module
+from gpudoctor.lint.frontend.prescan import Scan
 
 HEAD = "from multiprocessing import Pool\nimport tensorflow as tf\n\n\ndef work(x):\n    return tf.constant(x)\n\n\n"
 

@@ -103,7 +103,7 @@ def test_a_file_larger_than_the_limit_is_reported_not_read(project: Path, capsys
 @pytest.mark.timeout(60)
 def test_a_file_swapped_for_a_pipe_after_it_was_found_is_a_finding(tmp_path: Path) -> None:
     # What discovery found can change before it is read: the reading itself never blocks.
-    from gpudoctor.lint.analysis.reading import ParseFailure, read_bytes
+    from gpudoctor.lint.frontend.reading import ParseFailure, read_bytes
 
     os.mkfifo(tmp_path / "late.py")
     failure = read_bytes(tmp_path / "late.py")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudoctor.lint.analysis.gate import Facts, import_members
 from gpudoctor.lint.analysis.project import Project
+from gpudoctor.lint.frontend.text_facts import Facts, import_members
 
 
 def test_members_of_from_imports() -> None:
@@ -22,7 +22,7 @@ def test_members_of_from_imports() -> None:
 
 
 def test_import_names_on_the_first_line_and_after_any_line_break() -> None:
-    from gpudoctor.lint.analysis.gate import import_names
+    from gpudoctor.lint.frontend.text_facts import import_names
 
     for newline in ("\n", "\r\n", "\r"):
         text = newline.join(["import a.b as c, d", "from .e import f", "\fimport g", "x = 'import h'",
@@ -36,7 +36,7 @@ def test_import_names_on_the_first_line_and_after_any_line_break() -> None:
     "CUDA_VISIBLE_DEVICES\n", "os.fork()\n", "torch.multiprocessing.spawn(f)\n", "XLA_FLAGS\n",
 ])
 def test_the_words_searched_once_answer_as_the_searches_did(text: str) -> None:
-    from gpudoctor.lint.analysis.gate import (
+    from gpudoctor.lint.frontend.text_facts import (
         _ACTS_WORDS,
         ACTS,
         PROCESS_WORDS,
@@ -109,7 +109,7 @@ def test_members_whatever_the_line_endings() -> None:
 def test_candidates_of_a_module_whose_name_starts_with_import() -> None:
     """``from importlib import resources`` names importlib (a split at the first "import"
     once read it as a relative import of nothing)."""
-    from gpudoctor.lint.analysis.gate import import_candidates
+    from gpudoctor.lint.frontend.text_facts import import_candidates
 
     found = import_candidates("from importlib import resources\nfrom .sub import (p,\n  q)\nimport os, a.b as c\n")
     assert set(found) == {("importlib", 0), ("importlib.resources", 0), ("sub", 1), ("sub.p", 1), ("sub.q", 1),
@@ -117,7 +117,7 @@ def test_candidates_of_a_module_whose_name_starts_with_import() -> None:
 
 
 def test_what_a_package_init_hands_on() -> None:
-    from gpudoctor.lint.analysis.gate import reexports
+    from gpudoctor.lint.frontend.text_facts import reexports
 
     named, stars = reexports("from .pools import make_pool as start, other\nfrom . import gpu\n"
                              "from .core import *\nfrom a.b import (c,  # c\n    d as e)\nimport os\n")
@@ -190,7 +190,7 @@ def test_a_function_handed_on_makes_its_caller_an_entry_point(tmp_path: Path) ->
 
 
 def test_names_read_as_attributes_of_imported_packages() -> None:
-    from gpudoctor.lint.analysis.gate import attributes_read, plain_imports
+    from gpudoctor.lint.frontend.text_facts import attributes_read, plain_imports
 
     text = "import jobs\nimport a.b, c as d\nx = jobs.make_pool(2)\ny = d.run(); a.b.f()\nz.jobs.q\n"
     assert plain_imports(text) == (("jobs", "jobs"), ("a", "a"), ("c", "d"))

@@ -9,11 +9,11 @@ call.
 
 Two differences are right, and are the only ones allowed:
 
-- **Re-homed findings** (reached.py): a finding the linted file's analysis makes in a
+- **Re-homed findings** (rehoming.py): a finding the linted file's analysis makes in a
   module that is not linted is shown at the call or import in the linted file that
   reaches it ("this call reaches pools.py:5: ..."; its first related location says
   "where it happens, reached through ..."). The whole-project run shows it in that module.
-- **An unparseable module reached by an import** (producer.py): GD000 at the import in the
+- **An unparseable module reached by an import** (file_analysis.py): GD000 at the import in the
   linted file ("helpers.py cannot be parsed, so gpudoctor cannot follow this import"),
   whose first related location is the module. The whole-project run reports GD000 in the
   module itself, once, and not at the import.

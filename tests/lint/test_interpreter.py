@@ -24,10 +24,10 @@ from gpudoctor.lint.analysis.events import (
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.interpreter import Interpreter
 from gpudoctor.lint.analysis.module_state import ModuleState
-from gpudoctor.lint.analysis.nesting import Meter
-from gpudoctor.lint.analysis.source import LazySite, ParsedModule
 from gpudoctor.lint.analysis.values import UNKNOWN, Atom, ClassRef, FuncRef, GpuObj, ModRef, ModuleObj, Str, Value, one
+from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule
 from gpudoctor.lint.limits import DEFAULT_LIMITS
+from gpudoctor.lint.nesting import Meter
 
 
 class Snippets:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpudoctor.lint.analysis.gate import USES_GPU, mentioned_words, mentions_starts
 from gpudoctor.lint.engine import lint_paths
+from gpudoctor.lint.frontend.text_facts import USES_GPU, mentioned_words, mentions_starts
 from gpudoctor.lint.knowledge.framework import Framework
 from gpudoctor.lint.knowledge.registry import GPU_WORDS, READERS, RECORDS
 from gpudoctor.lint.rules._registry import all_rules

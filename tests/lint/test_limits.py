@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpudoctor.lint import producer
+from gpudoctor.lint import file_analysis
 from gpudoctor.lint.cache import Cache
 from gpudoctor.lint.engine import lint_paths
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
@@ -43,12 +43,12 @@ def test_limits_are_frozen_and_compare_by_value() -> None:
 
 def test_a_worker_analyses_with_the_limits_it_was_sent(tmp_path: Path) -> None:
     smaller = dataclasses.replace(DEFAULT_LIMITS, max_events=7)
-    producer.start_worker(str(tmp_path), "fork", pickle.dumps(({}, None, None, smaller)))
+    file_analysis.start_worker(str(tmp_path), "fork", pickle.dumps(({}, None, None, smaller)))
     try:
-        assert isinstance(producer._worker, tuple), producer._worker  # noqa: SLF001
-        assert producer._worker[0].limits == smaller  # noqa: SLF001
+        assert isinstance(file_analysis._worker, tuple), file_analysis._worker  # noqa: SLF001
+        assert file_analysis._worker[0].limits == smaller  # noqa: SLF001
     finally:
-        producer._worker = None  # noqa: SLF001
+        file_analysis._worker = None  # noqa: SLF001
 
 
 def test_a_run_with_other_limits_neither_reads_nor_writes_the_cache(tmp_path: Path) -> None:

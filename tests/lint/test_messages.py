@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudoctor.lint.analysis.project import Project
-from gpudoctor.lint.producer import analyse
+from gpudoctor.lint.file_analysis import analyse
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 

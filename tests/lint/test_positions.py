@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from gpudoctor.lint.analysis.positions import every_position, locate
+from gpudoctor.lint.frontend.positions import every_position, locate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -76,7 +76,7 @@ def test_each_node_measured_in_its_statement_has_the_providers_rows_from_there(s
     """Measured from its top-level statement's code alone, a node's range is the
     provider's, shifted by the rows before the statement's own start (its comment lines
     and decorators are in the statement's code, and counted)."""
-    from gpudoctor.lint.analysis.positions import locate_in_statement
+    from gpudoctor.lint.frontend.positions import locate_in_statement
 
     if source == "seed":
         source = max((FIXTURES / "seeds").glob("*.py"), key=lambda p: p.stat().st_size).read_text()

@@ -10,10 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.lint.analysis.parsing import parse
-from gpudoctor.lint.analysis.prescan import prescan
-from gpudoctor.lint.analysis.skeleton import body_snippet, skeleton
-from gpudoctor.lint.analysis.source import ParsedModule
+from gpudoctor.lint.frontend.parsed import ParsedModule, parse
+from gpudoctor.lint.frontend.prescan import prescan
+from gpudoctor.lint.frontend.skeleton import body_snippet, skeleton
 
 FIXTURE_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -251,9 +250,9 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
     """Gating by the prescan, eliding bodies and positioning a node from its top-level
     statement alone are optimizations: the findings (message and positions included) of
     every fixture and every rule example are the same without them."""
-    from gpudoctor.lint.analysis import prescan as prescan_module
-    from gpudoctor.lint.analysis import project_gate as project_gate_module
     from gpudoctor.lint.engine import lint_paths
+    from gpudoctor.lint.frontend import prescan as prescan_module
+    from gpudoctor.lint.frontend import project_gate as project_gate_module
     from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.selection import build_selection
     from gpudoctor.lint.settings import Settings
@@ -282,9 +281,9 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
     fast = everything(cases)
     monkeypatch.setattr(prescan_module.Prescan, "elidable", lambda self: [])
     monkeypatch.setattr(project_gate_module.ProjectGate, "_acts", lambda self, path: True)
-    from gpudoctor.lint.analysis import source as source_module
+    from gpudoctor.lint.frontend import parsed as parsed_module
 
-    monkeypatch.setattr(source_module.ParsedModule, "_resolve_in_statement", lambda self, node, anchor: None)
+    monkeypatch.setattr(parsed_module.ParsedModule, "_resolve_in_statement", lambda self, node, anchor: None)
     assert fast == everything(cases)
     assert sum(map(len, fast)) > 100
 
@@ -294,7 +293,7 @@ def test_the_prescan_changes_no_finding(monkeypatch: pytest.MonkeyPatch, tmp_pat
        prefix=st.sampled_from(["", "r", "R", "u", "b", "rb"]),
        quote=st.sampled_from(['"', "'", '"""', "'''"]))
 def test_string_values_are_what_python_reads(text: str, prefix: str, quote: str) -> None:
-    from gpudoctor.lint.analysis.literals import string_value
+    from gpudoctor.lint.frontend.literals import string_value
 
     try:
         node = cst.parse_expression(prefix + quote + text + quote)
@@ -316,7 +315,7 @@ def test_string_values_are_what_python_reads(text: str, prefix: str, quote: str)
 def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
     import ast
 
-    from gpudoctor.lint.analysis.code_scan import _walk
+    from gpudoctor.lint.frontend.prescan import _walk
 
     source = (Path(__file__).resolve().parents[2] / "gpudoctor" / "lint" / "analysis" / "executor.py").read_text()
     tree = ast.parse(source)
@@ -326,7 +325,7 @@ def test_prescan_walk_is_ast_walk_without_context_nodes() -> None:
 
 @given(st.text(alphabet="ab \t\f\v\r\n\x1c\u2028#", max_size=40))
 def test_lines_split_at_python_line_breaks_only(text: str) -> None:
-    from gpudoctor.lint.analysis.reading import NEWLINE, split_lines
+    from gpudoctor.lint.frontend.reading import NEWLINE, split_lines
 
     assert split_lines(text) == NEWLINE.split(text)
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpudoctor.cli import main
-from gpudoctor.lint.analysis.reading import ParseFailure, read_text
 from gpudoctor.lint.engine import lint_paths
+from gpudoctor.lint.frontend.reading import ParseFailure, read_text
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings

@@ -18,8 +18,7 @@ from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Context, Event
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
-from gpudoctor.lint.analysis.nesting import CALL, Meter
-from gpudoctor.lint.analysis.source import ParseFailure
+from gpudoctor.lint.analysis.shared_walks import Active, Walked
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
@@ -34,11 +33,12 @@ from gpudoctor.lint.analysis.values import (
     one,
     ordered,
 )
-from gpudoctor.lint.analysis.walks import Active, Walked
+from gpudoctor.lint.frontend.parsed import ParseFailure
+from gpudoctor.lint.nesting import CALL, Meter
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 
 class Analyzer:

@@ -19,8 +19,6 @@ from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.events import EnvWrite, Init, TfConfig
 from gpudoctor.lint.analysis.frame import Frame
-from gpudoctor.lint.analysis.literals import integer_value, string_value
-from gpudoctor.lint.analysis.nesting import EXPRESSION
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
@@ -57,6 +55,7 @@ from gpudoctor.lint.analysis.values import (
     strings,
     truth,
 )
+from gpudoctor.lint.frontend.literals import integer_value, string_value
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
     BACKEND_SWITCH,
@@ -71,6 +70,7 @@ from gpudoctor.lint.knowledge.registry import (
     framework_of_module,
 )
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
+from gpudoctor.lint.nesting import EXPRESSION
 from gpudoctor.lint.settings import SUPPORTED_MINORS
 
 # Attributes of a device array that are host values.

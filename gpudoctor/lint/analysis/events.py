@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 from gpudoctor.lint.knowledge.processes import ProcessKind
 from gpudoctor.lint.knowledge.table import InitLevel
 

@@ -13,7 +13,6 @@ import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
-from gpudoctor.lint.analysis.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
 from gpudoctor.lint.analysis.evaluator import Evaluator, present_on_every_target
 from gpudoctor.lint.analysis.events import (
     Branch,
@@ -28,7 +27,6 @@ from gpudoctor.lint.analysis.events import (
     ThreadStart,
 )
 from gpudoctor.lint.analysis.module_state import ModuleState
-from gpudoctor.lint.analysis.nesting import BLOCK
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     LOCAL_SCOPE,
@@ -54,6 +52,7 @@ from gpudoctor.lint.analysis.values import (
     ordered,
     truth,
 )
+from gpudoctor.lint.frontend.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
 from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
 from gpudoctor.lint.knowledge.registry import (
     DEVICE_CONTEXTS,
@@ -65,9 +64,10 @@ from gpudoctor.lint.knowledge.registry import (
     initializing_import,
 )
 from gpudoctor.lint.knowledge.table import InitLevel
+from gpudoctor.lint.nesting import BLOCK
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os.abort",
                    # exec replaces the process: the code after it never runs

@@ -55,7 +55,7 @@ from gpudoctor.lint.knowledge.table import InitLevel
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 
 T = TypeVar("T")

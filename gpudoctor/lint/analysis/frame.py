@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from gpudoctor.lint.analysis.interpreter import Interpreter
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",

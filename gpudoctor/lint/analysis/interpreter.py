@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.classes import ClassModel
     from gpudoctor.lint.analysis.events import Event
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.nesting import Meter
-    from gpudoctor.lint.analysis.source import LazySite
     from gpudoctor.lint.analysis.values import Atom, FuncRef, Value
+    from gpudoctor.lint.frontend.parsed import LazySite
     from gpudoctor.lint.limits import Limits
+    from gpudoctor.lint.nesting import Meter
 
 
 class Interpreter(Protocol):

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.conditions import is_main_guard
 from gpudoctor.lint.analysis.events import Event, Init, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
+from gpudoctor.lint.frontend.conditions import is_main_guard
 from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import ParsedModule
+    from gpudoctor.lint.frontend.parsed import ParsedModule
     from gpudoctor.lint.limits import Limits
 
 

@@ -8,18 +8,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.gate import Facts
-from gpudoctor.lint.analysis.modules import ModuleFinder
-from gpudoctor.lint.analysis.prescan import Prescan, TooDeep, Unit, prescan
-from gpudoctor.lint.analysis.project_gate import ProjectGate, Touched
-from gpudoctor.lint.analysis.reading import ParseFailure, decode, read_bytes
-from gpudoctor.lint.analysis.walks import ModuleStore
+from gpudoctor.lint.analysis.shared_walks import ModuleStore
+from gpudoctor.lint.frontend.module_files import ModuleFinder
+from gpudoctor.lint.frontend.prescan import Prescan, TooDeep, Unit, prescan
+from gpudoctor.lint.frontend.project_gate import ProjectGate, Touched
+from gpudoctor.lint.frontend.reading import ParseFailure, decode, read_bytes
+from gpudoctor.lint.frontend.text_facts import Facts
 from gpudoctor.lint.knowledge.registry import FRAMEWORK_ROOTS
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import ParsedModule
+    from gpudoctor.lint.frontend.parsed import ParsedModule
 
 
 
@@ -173,7 +173,7 @@ class Project:
     def parsed(self, path: Path) -> ParsedModule | ParseFailure:
         """The libcst tree; in a long file (``Limits.elide_min_chars``), function bodies
         are parsed when the analysis first needs them."""
-        from gpudoctor.lint.analysis.parsing import parse
+        from gpudoctor.lint.frontend.parsed import parse
 
         path = self.real(path)
         if path not in self._parsed:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import libcst as cst
     from _typeshed import DataclassInstance
 
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 
 @dataclass(frozen=True)
@@ -383,7 +383,7 @@ def literal_default(param: cst.Param, max_integer_chars: int) -> frozenset[Atom]
     import libcst as cst
 
     default = param.default
-    from gpudoctor.lint.analysis.literals import integer_value, string_value
+    from gpudoctor.lint.frontend.literals import integer_value, string_value
 
     if isinstance(default, cst.SimpleString) and isinstance(value := string_value(default), str):
         return one(Str(value))

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudoctor.input_file import read_regular
-from gpudoctor.lint.analysis.reading import NEWLINE
 from gpudoctor.lint.findings import Edit, Finding
+from gpudoctor.lint.frontend.reading import NEWLINE
 from gpudoctor.lint.reporters.printable import printable
 
 NEWLINE_KEPT = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")

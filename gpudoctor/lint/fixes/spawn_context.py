@@ -16,9 +16,9 @@ from gpudoctor.lint.analysis.events import Event, Start
 from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.analysis.pickling import unloadable
-from gpudoctor.lint.analysis.source import LazySite, ParsedModule
 from gpudoctor.lint.analysis.values import ModRef
 from gpudoctor.lint.findings import Edit, Fix
+from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule
 from gpudoctor.lint.knowledge import processes as P
 
 # multiprocessing and its drop-in replacements (``torch.multiprocessing``, ``multiprocess``).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from gpudoctor.lint.analysis.reading import split_lines
 from gpudoctor.lint.findings import Finding, Site
+from gpudoctor.lint.frontend.reading import split_lines
 from gpudoctor.lint.reporters.concise import summary
 from gpudoctor.lint.reporters.printable import printable
 
@@ -15,7 +15,7 @@ from gpudoctor.lint.reporters.printable import printable
 def _lines(path: str) -> tuple[str, ...]:
     """The file's lines as Python numbers them (its declared encoding; breaks at ``\r\n``,
     ``\r`` and ``\n`` only, where ``str.splitlines`` also breaks at a form feed)."""
-    from gpudoctor.lint.analysis.reading import read_text
+    from gpudoctor.lint.frontend.reading import read_text
 
     text = read_text(Path(path))
     return () if not isinstance(text, str) else tuple(split_lines(text))
@@ -25,7 +25,7 @@ def _lines(path: str) -> tuple[str, ...]:
 def _cell_lines(path: str, cell: int) -> tuple[str, ...]:
     """The lines of a notebook's cell as written (none if it cannot be read now)."""
     from gpudoctor.lint import notebook
-    from gpudoctor.lint.analysis.reading import read_bytes
+    from gpudoctor.lint.frontend.reading import read_bytes
 
     raw = read_bytes(Path(path))
     try:

@@ -18,7 +18,7 @@ from gpudoctor.lint.knowledge.registry import DISPLAY
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +220,7 @@ def spawn_hint(kind: P.ProcessKind, child: Flow | None, default: str | None) -> 
 
 def what_runs(site: object) -> str:
     """"import" when code ran because a module was imported at ``site``, else "call"."""
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
     node = site.node if isinstance(site, LazySite) else None
     return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
@@ -233,7 +233,7 @@ def line_of(site: Site | LazySite, here: Site | LazySite | None = None) -> str:
     "cell 3, line 2" (or "nb.ipynb, cell 3, line 2")."""
     import os
 
-    from gpudoctor.lint.analysis.source import concrete
+    from gpudoctor.lint.frontend.parsed import concrete
     from gpudoctor.lint.notebook import describe
 
     where = concrete(site)
@@ -249,7 +249,7 @@ def line_of(site: Site | LazySite, here: Site | LazySite | None = None) -> str:
 def related_site(site: Site | LazySite, message: str) -> Related:
     """A second location of a finding, from a site of the analysis (its rows and columns
     computed now)."""
-    from gpudoctor.lint.analysis.source import concrete
+    from gpudoctor.lint.frontend.parsed import concrete
 
     return Related(concrete(site), message)
 
@@ -275,7 +275,7 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     # Whether a finding of this rule in a module that a linted file reaches (its pool
     # forks after the linted file initialized CUDA) is shown at the call or import there
-    # when the module is not linted itself (see reached.py). False for a rule whose
+    # when the module is not linted itself (see rehoming.py). False for a rule whose
     # findings depend on the reported code alone, never on what ran before it.
     shown_at_callers: ClassVar[bool] = True
     VALID: ClassVar[tuple[str, ...]] = ()
@@ -293,7 +293,7 @@ class Rule:
                 severity: str | None = None, fix: Fix | None = None, hint: str | None = None) -> Finding:
         """A finding of this rule; ``hint`` replaces the rule's ``fix_title`` where the way
         out depends on the code (``os.fork()`` takes no start method)."""
-        from gpudoctor.lint.analysis.source import concrete
+        from gpudoctor.lint.frontend.parsed import concrete
 
         plain = tuple(Related(concrete(r.site), r.message) for r in related)
         return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,

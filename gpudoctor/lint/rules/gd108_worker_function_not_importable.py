@@ -12,7 +12,7 @@ from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of, related_site
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 # What each kind of start is called in a message, and what its workers do when they cannot
 # load what they were sent (observed on CPython 3.11: a Pool replaces each dead worker and

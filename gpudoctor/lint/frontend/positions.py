@@ -1,14 +1,15 @@
 """Where a node is: its source range, from a code generation that measures only that node.
 
-libcst's PositionProvider generates the tree's code and records a range for every node,
-which costs several times the parse. A finding needs the range of one node (and of what
-is inside it, for a fix or a related site). Here the code is generated the same way, but
-rows and columns are counted only inside the wanted node, and the generation stops once
-it is done: about a third of the cost for a node at the end of the tree, less before.
+libcst's PositionProvider generates the tree's code and records a range for every node.
+A finding needs the range of one node (and of what is inside it, for a fix or a related
+site). Here the code is generated the same way, but rows and columns are counted only
+inside the wanted node, and the generation stops once it is done.
 
 The ranges are libcst's own (the provider's code does the counting), so they are
 identical to the provider's. If a libcst release moves the internals used here, the
-public provider is used instead.
+public provider is used instead. That public route (``MetadataWrapper(...).resolve``)
+would multiply a position's cost by about a hundred, which is why this module reaches
+into libcst's codegen state at all (measurements: docs/performance.md, "Positions").
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _measure(module: cst.Module, root: cst.CSTNode, node: cst.CSTNode,
         return state
     except RecursionError:
         # Code nested deeper than Python lets libcst generate it: no range measured (the
-        # node is placed at its statement, or at the top of the file: see source.py).
+        # node is placed at its statement, or at the top of the file: see parsed.py).
         return None
     return None
 
@@ -142,8 +143,8 @@ def locate_in_statement(module: cst.Module, statement: cst.CSTNode,
 def every_position(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     """Every node's range, as libcst's PositionProvider computes it.
 
-    The provider's own code generation is run directly: going through a MetadataWrapper
-    adds a visit of the whole tree that costs as much again, for nothing here.
+    The provider's own code generation is run directly: a MetadataWrapper would add a
+    visit of the whole tree, for nothing here (docs/performance.md, "Positions").
     """
     try:
         provider = PositionProvider()

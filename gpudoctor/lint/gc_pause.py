@@ -2,14 +2,14 @@
 
 The analysis builds hundreds of thousands of small, long-lived objects (libcst trees, the
 walks of shared modules) and drops almost nothing until the run ends. The collector cannot
-know that: it traverses the growing heap again and again, which on a real repository was a
-third of the analysis time and freed nothing (the peak memory with and without it is the
-same). Reference counting still frees everything that is not in a cycle.
+know that: it traverses the growing heap again and again, for a large share of the
+analysis time, and frees nothing (docs/performance.md, "The garbage collector").
+Reference counting still frees everything that is not in a cycle.
 
 When the process ends after the run (the command line, a worker), the collector is left
 off: turning it back on would make it traverse the whole heap once to free what the exit
-frees anyway (a quarter of a second on a large repository), and what is alive then is set
-aside so that the interpreter's collection at exit skips it too.
+frees anyway (docs/performance.md), and what is alive then is set aside so that the
+interpreter's collection at exit skips it too.
 """
 
 from __future__ import annotations

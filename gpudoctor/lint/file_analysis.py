@@ -18,7 +18,7 @@ from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
-    from gpudoctor.lint.analysis.reading import ParseFailure
+    from gpudoctor.lint.frontend.reading import ParseFailure
 
 
 @dataclass
@@ -40,9 +40,9 @@ def analyse(project: Project, path: Path, default_method: str,
     forkserver runs the main script's top level before forking the workers."""
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.flows import FlowBuilder
-    from gpudoctor.lint.analysis.nesting import headroom
-    from gpudoctor.lint.analysis.reading import ParseFailure
-    from gpudoctor.lint.reached import attach
+    from gpudoctor.lint.frontend.reading import ParseFailure
+    from gpudoctor.lint.nesting import headroom
+    from gpudoctor.lint.rehoming import attach
     from gpudoctor.lint.rules._base import CheckContext
     from gpudoctor.lint.rules._registry import all_rules
     from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
@@ -115,7 +115,7 @@ def start_worker(root: str, default_method: str, state: bytes, preloads_main: bo
         import pickle
 
         from gpudoctor.lint.analysis.project import Project
-        from gpudoctor.lint.collector import off_until_exit
+        from gpudoctor.lint.gc_pause import off_until_exit
 
         off_until_exit()  # a worker lives as long as its pool: one run
         called_elsewhere, facts, scans, limits = pickle.loads(state)  # noqa: S301 - written by this run's own parent

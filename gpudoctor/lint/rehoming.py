@@ -19,7 +19,7 @@ from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.flows import Flow
-    from gpudoctor.lint.analysis.source import LazySite
+    from gpudoctor.lint.frontend.parsed import LazySite
 
 
 def attach(findings: list[Finding], flows: list[Flow], linted: str, codes: frozenset[str]) -> list[Finding]:
@@ -44,7 +44,7 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
     linted file its flow went through to get there (for a child process's events, the one
     that led to starting it). The first one met, parent flows first."""
     from gpudoctor.lint.analysis.events import site_of
-    from gpudoctor.lint.analysis.source import concrete
+    from gpudoctor.lint.frontend.parsed import concrete
     from gpudoctor.lint.rules._base import what_runs
 
     out: dict[tuple[str, int, int], Related] = {}

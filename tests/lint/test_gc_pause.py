@@ -8,7 +8,7 @@ import sys
 import weakref
 from pathlib import Path
 
-from gpudoctor.lint import collector
+from gpudoctor.lint import gc_pause as collector
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -64,7 +64,7 @@ _ENDING = """
 import gc, sys
 from pathlib import Path
 from gpudoctor.cli import main
-from gpudoctor.lint import collector
+from gpudoctor.lint import gc_pause as collector
 collector.process_ends_after_run()
 runs = []
 for _ in range(3):  # --fix lints a second time in the same process
@@ -91,11 +91,11 @@ def test_a_worker_turns_it_off_for_good(tmp_path: Path) -> None:
     it keeps)."""
     (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\n\n\ndef w(i):\n"
                                      "    return cupy.ones(i)\n\n\nmp.Pool(2).map(w, [1])\n")
-    code = ("import gc, pickle, sys\nfrom gpudoctor.lint import producer\n"
+    code = ("import gc, pickle, sys\nfrom gpudoctor.lint import file_analysis\n"
             "from gpudoctor.lint.limits import DEFAULT_LIMITS\n"
-            "producer.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None, DEFAULT_LIMITS)))\n"
+            "file_analysis.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None, DEFAULT_LIMITS)))\n"
             "print(gc.isenabled())\n"
-            "for _ in range(2):\n    [(_, outcome)] = producer.analyse_in_worker([sys.argv[1] + '/job.py'])\n"
+            "for _ in range(2):\n    [(_, outcome)] = file_analysis.analyse_in_worker([sys.argv[1] + '/job.py'])\n"
             "    print(gc.isenabled(), len(outcome.findings) > 0, outcome.errors)\n")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                           timeout=60, check=True)

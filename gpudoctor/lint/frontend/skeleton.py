@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.reading import NEWLINE
+from gpudoctor.lint.frontend.reading import NEWLINE
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.prescan import Unit
+    from gpudoctor.lint.frontend.prescan import Unit
 
 
 

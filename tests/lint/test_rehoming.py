@@ -154,7 +154,7 @@ def test_the_same_from_the_cache_and_from_workers(tmp_path: Path, jobs: int) -> 
 
 def test_the_places_a_message_names_are_written_from_its_new_home() -> None:
     from gpudoctor.lint.findings import Finding, Related, Site
-    from gpudoctor.lint.reached import rehome
+    from gpudoctor.lint.rehoming import rehome
 
     def site(path: str, row: int) -> Site:
         return Site(path, row, 4, row, 9)

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.reading import ParseFailure
+from gpudoctor.lint.frontend.reading import ParseFailure
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.project_gate import Touched
     from gpudoctor.lint.analysis.values import ClassRef
+    from gpudoctor.lint.frontend.project_gate import Touched
     from gpudoctor.lint.limits import Limits
 
 

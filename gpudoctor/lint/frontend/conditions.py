@@ -1,10 +1,10 @@
-"""Conditions the walker recognises by shape: the main guard, handlers that only report."""
+"""Conditions the executor recognises by shape: the main guard, handlers that only report."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.literals import string_value
+from gpudoctor.lint.frontend.literals import string_value
 
 SWALLOWED = frozenset({"RuntimeError", "Exception", "BaseException"})
 LOGGING_CALLS = ("print", "log", "logger", "logging", "warnings", "warn", "LOG", "_log")

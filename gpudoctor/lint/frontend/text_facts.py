@@ -21,8 +21,8 @@ ACTS = re.compile(
     + "|".join(re.escape(word) for word in CONFIG_WORDS) +
     r"|(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
-# Words one of which a file matching ACTS contains (``str.find`` is much faster than the
-# regular expression; the expression confirms).
+# Words one of which a file matching ACTS contains (``str.find`` is faster than the
+# regular expression, docs/performance.md "The text gate"; the expression confirms).
 _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
                "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, "gpudoctor:")
 # Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
@@ -30,7 +30,7 @@ _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
 # importer initialized it), by a call or by a variable a GPU runtime reads. Plain words,
-# which ``str.find`` searches for several times faster than a regular expression does.
+# which ``str.find`` searches for faster than a regular expression (docs/performance.md).
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
 STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *READERS, *sorted(CALL_TIME_VARIABLES - READERS.keys()))
@@ -74,8 +74,8 @@ class Facts:
     members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
 
     def __reduce__(self) -> tuple[type[Facts], tuple[object, ...]]:
-        # Pickled as its fields (workers get every file's facts): several times faster
-        # than a dataclass's default, which pickles a dict of them.
+        # Pickled as its fields (workers get every file's facts): faster than a
+        # dataclass's default, which pickles a dict of them (docs/performance.md).
         return (Facts, (self.acts, self.uses_gpu, self.starts, self.follow, self.imports, self.spawns,
                         self.members))
 

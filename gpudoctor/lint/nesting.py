@@ -17,7 +17,7 @@ started from.
 
 A module walk is made with the rest of the meter of the analysis that asked for it, and
 remembers how deep it went (and how many walks it nested): shared between linted files
-(see walks.py), it serves a later request that leaves it room for that. A walk that ran
+(see analysis/shared_walks.py), it serves a later request that leaves it room for that. A walk that ran
 out of room depends on the room it was given, so it is not shared at all but made again
 for each request: in a ring of modules calling each other's functions, each walk would ask
 for the next ones from less and less room, and each of those again, without end. So the

@@ -1,6 +1,6 @@
 """Which files of the project can matter: the gate's facts per file, and what a linted or
 imported file reaches through its imports (a Project's ``gate``; the text tests are
-gate.py's)."""
+text_facts.py's)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gpudoctor.lint.analysis.gate import (
+from gpudoctor.lint.frontend.reading import ParseFailure
+from gpudoctor.lint.frontend.text_facts import (
     ACTS,
     UNREADABLE,
     USES_GPU,
@@ -26,11 +27,10 @@ from gpudoctor.lint.analysis.gate import (
     plain_imports,
     reexports,
 )
-from gpudoctor.lint.analysis.reading import ParseFailure
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.modules import ModuleFinder
-    from gpudoctor.lint.analysis.prescan import Prescan
+    from gpudoctor.lint.frontend.module_files import ModuleFinder
+    from gpudoctor.lint.frontend.prescan import Prescan
     from gpudoctor.lint.limits import Limits
 
 
