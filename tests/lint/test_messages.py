@@ -131,3 +131,14 @@ def test_gd103_does_not_call_an_explicit_choice_the_default() -> None:
     (message,) = _messages("torch/explicit_or_default_fork_pool.py", "GD103")
     assert "uses the default start method, fork, on one way to it" in message
     assert "on another the code chooses fork explicitly" in message
+
+
+def test_gd101_says_what_each_framework_initialized() -> None:
+    """TensorFlow's and JAX's fork hazard needs no GPU (thread pools, backend threads): the
+    message does not claim CUDA for them; for PyTorch and CuPy it is CUDA."""
+    (tensorflow,) = _messages("tensorflow/fork_pool_after_eager_op.py", "GD101")
+    assert "after TensorFlow initialized its runtime in this process" in tensorflow
+    (jax,) = _messages("jax/fork_pool_after_prngkey.py", "GD101")
+    assert "after JAX initialized its backend in this process" in jax
+    (cupy,) = _messages("cupy/device_no_arg_then_fork.py", "GD101")
+    assert "after CuPy initialized CUDA in this process" in cupy

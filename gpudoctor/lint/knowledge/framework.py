@@ -69,6 +69,10 @@ class Framework:
     # Environment settings that bound the reservation: variable -> the values that do,
     # spelled exactly as the framework compares them (None: any value does).
     memory_caps: Mapping[str, frozenset[str] | None] = field(default_factory=dict, hash=False)
+    # What its initialization started, as messages say it ("after TensorFlow initialized its
+    # runtime"): CUDA for a framework that exists to drive it; a runtime (thread pools, and
+    # CUDA on a GPU build) for one whose fork hazard does not need a GPU.
+    initialized: str = "initialized CUDA"
     # What a configuration call that must precede the runtime (TF_CONFIG) does after it.
     config_too_late: str = "raises RuntimeError"
     # Device configuration calls (last name) that bound the reservation.

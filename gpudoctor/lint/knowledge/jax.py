@@ -79,6 +79,8 @@ FRAMEWORK = Framework(
     modules=("jax", "jaxlib"),
     table=TABLE,
     consequence="deadlock",
+    # Its backend's threads make a fork child deadlock on the CPU backend too.
+    initialized="initialized its backend",
     host_copy="jax.device_get(x)",
     # GPU_MEM: read by the CUDA plugin when the backend is created (jaxlib/xla_client.py);
     # XLA_FLAGS then too (run: a device count forced after ``import jax`` still applies).

@@ -142,6 +142,8 @@ FRAMEWORK = Framework(
     modules=("tensorflow", "keras"),
     table=TABLE,
     consequence="hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
+    # Its intra-op thread pool makes a fork child hang on a CPU-only build too.
+    initialized="initialized its runtime",
     host_copy="t.numpy()",
     environment=("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR"),  # GUIDE
     # keras/src/backend/config.py reads KERAS_BACKEND when keras is imported.

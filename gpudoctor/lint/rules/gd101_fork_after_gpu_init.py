@@ -307,7 +307,7 @@ class ForkAfterGpuInit(Rule):
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
         message = (
-            f"{WHAT[start.kind]} after {display(init.framework)} initialized CUDA in this "
+            f"{WHAT[start.kind]} after {display(init.framework)} {_initialized(init.framework)} in this "
             f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
             f"{display(child_fw)} and will {consequence}"
         )
@@ -347,10 +347,16 @@ class ForkAfterGpuInit(Rule):
         if use_event is not None:
             related.append(related_site(_used(use_event).site, f"the child uses {display(child_fw)} here"))
         message = (
-            f"{SERVED[start.kind]}, which initialized CUDA ({fw}) when {where}; the child uses "
+            f"{SERVED[start.kind]}, which {_initialized(init.framework)} ({fw}) when {where}; the child uses "
             f"{display(child_fw)} and will {consequence}"
         )
         return self.finding(start.site, message, tuple(related), fix=fix, hint=hint)
+
+
+def _initialized(framework: str) -> str:
+    """What the framework's initialization started ("initialized CUDA")."""
+    record = BY_NAME.get(framework)
+    return record.initialized if record is not None else "initialized CUDA"
 
 
 def _used(use_event: Event) -> Init:
