@@ -61,9 +61,10 @@ def verdict_line(snapshot: Snapshot) -> str:
         left = max(0.0, snapshot.hang_after - snapshot.elapsed)
         return (f"no progress for {_seconds(snapshot.elapsed)} in {len(idle)} of {live} processes; "
                 f"verdict at the end of the {_whole(snapshot.hang_after)} s watch ({_seconds(left)} left)")
-    deadline = (f"; stopped at --timeout {_whole(snapshot.timeout)} s" if snapshot.timeout is not None else "")
+    deadline = (f"; --timeout stops it at {_whole(snapshot.timeout)} s" if snapshot.timeout is not None else "")
     if not idle:
-        return (f"all {live} process(es) progressing; hang verdict after {_whole(snapshot.hang_after)} s "
+        who = "the process is" if live == 1 else f"all {live} processes are"
+        return (f"{who} progressing; hang verdict after {_whole(snapshot.hang_after)} s "
                 f"without progress in all{deadline}")
     longest = max(p.idle_s for p in idle)
     text = f"no progress for {_seconds(longest)} in {len(idle)} of {live} processes; "
