@@ -53,6 +53,24 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Fill prose as argparse does, but keep indented lines (commands) whole, one a line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        blocks, prose = [], []
+        for line in text.splitlines():
+            if line.startswith("  "):
+                if prose:
+                    blocks.append(super()._fill_text(" ".join(prose), width, indent))
+                    prose = []
+                blocks.append(indent + line)
+            else:
+                prose.append(line)
+        if prose:
+            blocks.append(super()._fill_text(" ".join(prose), width, indent))
+        return "\n".join(blocks)
+
+
 def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     """Add the ``probe`` subcommand to the top-level parser."""
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -61,10 +79,12 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
         description="Report this machine's GPUs, frameworks and defaults and run the failure "
         "scenarios that can run here (each in an unsafe and a safe variant), or run COMMAND "
         "under supervision and explain a hang, crash or OOM.",
-        epilog="Examples: gpudoctor probe --html report.html; "
-        "gpudoctor probe --scenario tensorflow-fork-after-init; "
-        "gpudoctor probe --timeout 300 --hang-after 30 -- python train.py; "
-        "gpudoctor probe --pid 4122 --watch 5",
+        epilog="examples:\n"
+        "  gpudoctor probe --html report.html\n"
+        "  gpudoctor probe --scenario tensorflow-fork-after-init\n"
+        "  gpudoctor probe --timeout 300 --hang-after 30 -- python train.py\n"
+        "  gpudoctor probe --pid 4122 --watch 5",
+        formatter_class=_ExamplesFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     parser.add_argument("--html", metavar="FILE",
