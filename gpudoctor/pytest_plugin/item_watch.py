@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,7 +31,12 @@ from gpudoctor.pytest_plugin.pools import terminate_pools
 from gpudoctor.pytest_plugin.rescue import Rescue, end_session
 from gpudoctor.pytest_plugin.watch_client import WatcherClient, WatcherError
 
+if TYPE_CHECKING:
+    from gpudoctor.pytest_plugin.watcher import Arm
 
+
+# pytest's public name for its Failed outcome is an attribute of ``fail``, which mypy cannot
+# follow in a base class.
 class HangExpired(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """Raised in the test's main thread when its hang_timeout passes.
 
@@ -173,11 +178,11 @@ class ItemWatch:
             return
         try:
             if plan.hang is not None:
-                self.client.request({"cmd": "arm", "seconds": plan.hang.seconds,
-                                     "hang_after": plan.hang.stall_threshold,
-                                     "native_stacks": plan.hang.native_stacks,
-                                     "dump_fd": dump_fd, "start_epoch": start_epoch,
-                                     "exclude": [self.watchdog.pid] if self.watchdog is not None else []})
+                arm: Arm = {"cmd": "arm", "seconds": plan.hang.seconds, "hang_after": plan.hang.stall_threshold,
+                            "native_stacks": plan.hang.native_stacks, "dump_fd": dump_fd,
+                            "start_epoch": start_epoch,
+                            "exclude": [self.watchdog.pid] if self.watchdog is not None else []}
+                self.client.request(arm)
             if self.gpu:
                 self.client.request({"cmd": "sample"})  # the baseline of the leak check
         except WatcherError as error:

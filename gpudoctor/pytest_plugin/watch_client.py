@@ -7,6 +7,7 @@ import os
 import select
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from gpudoctor.probe import launch
@@ -49,7 +50,7 @@ class WatcherClient:
         document: dict[str, Any] = json.loads(line)
         return document
 
-    def request(self, command: dict[str, Any], timeout: float = _REPLY_TIMEOUT) -> dict[str, Any]:
+    def request(self, command: Mapping[str, object], timeout: float = _REPLY_TIMEOUT) -> dict[str, Any]:
         """Send one command and return the watcher's answer."""
         assert self.process.stdin is not None
         try:

@@ -38,7 +38,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 from gpudoctor.probe import launch, reaper, watchdog
 from gpudoctor.probe.supervise import Limits
@@ -51,6 +51,18 @@ _KILL_AFTER = 10.0  # no "done" this long after the interrupt: the test is stuck
 _REPEAT = 5.0  # and interrupt it again this often
 _GIVE_UP = 40.0  # then kill the test process itself rather than hang the session
 _BUSY = 2 * _SCAN  # moved within this long at the deadline: busy, judged at once
+
+
+class Arm(TypedDict):
+    """The ``arm`` command, as the plugin's item watch sends it (see the module's docstring)."""
+
+    cmd: Literal["arm"]
+    seconds: float
+    hang_after: float
+    native_stacks: bool
+    dump_fd: int
+    start_epoch: float
+    exclude: list[int]
 
 
 class Watch:
@@ -66,7 +78,7 @@ class Watch:
         self.interval = interval
         self.next_read = 0.0
         self.next_scan = 0.0
-        self.arm: dict[str, Any] | None = None
+        self.arm: Arm | None = None
         self.start = 0.0
         self.fired_at: float | None = None
         self.next_interrupt = 0.0
@@ -162,7 +174,7 @@ class Watch:
         """Answer one command from the plugin."""
         name = command.get("cmd")
         if name == "arm":
-            self.arm = command
+            self.arm = cast(Arm, command)  # the plugin's own line (item_watch builds it as an Arm)
             self.tree.exclude |= {p for p in command.get("exclude") or () if isinstance(p, int)}
             self.start = time.monotonic()
             self.tree.scan(self.start)
