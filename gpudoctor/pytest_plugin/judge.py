@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+import pytest
 
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.verdicts import Verdict
@@ -72,7 +73,8 @@ def judge(record: CallRecord, session_nvml: str | None = None, require_nvml: boo
     return Judgement(tuple(failures + found), not_checked)
 
 
-def apply(report: Any, excinfo: Any, judgement: Judgement) -> None:
+def apply(report: pytest.TestReport, excinfo: pytest.ExceptionInfo[BaseException] | None,
+          judgement: Judgement) -> None:
     """Turn a passed (or hang-interrupted) call report into a failure with our sections.
 
     A test that failed on its own keeps its own error; the evidence is added to it.
