@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -30,9 +30,7 @@ from gpudoctor.pytest_plugin.markers import Plan
 from gpudoctor.pytest_plugin.pools import terminate_pools
 from gpudoctor.pytest_plugin.rescue import Rescue, end_session
 from gpudoctor.pytest_plugin.watch_client import WatcherClient, WatcherError
-
-if TYPE_CHECKING:
-    from gpudoctor.pytest_plugin.watcher import Arm
+from gpudoctor.pytest_plugin.watch_protocol import Arm, Final, Readings
 
 
 # pytest's public name for its Failed outcome is an attribute of ``fail``, which mypy cannot
@@ -52,7 +50,7 @@ class CallRecord:
     root: int
     since: float  # monotonic time the call started
     events: list[dict[str, Any]]
-    final: dict[str, Any] | None  # the watcher's last answer; None without a watcher
+    final: Final | None  # the watcher's last answer; None without a watcher
     watcher_error: str | None
     interrupted: bool
     stopped_pools: tuple[int, ...] = field(default=())
@@ -95,14 +93,14 @@ class ItemWatch:
         reason = self.client.ready.get("nvml")
         return reason if isinstance(reason, str) else None
 
-    def sample(self) -> dict[str, Any] | None:
+    def sample(self) -> Readings | None:
         """Return every GPU reading so far, taking one now if the watcher still runs."""
         if self.client is None:
             return None
         if self.client.final is not None:
             return self.client.final
         try:
-            return self.client.request({"cmd": "sample"})
+            return self.client.sample()
         except WatcherError as error:
             self.error = str(error)
             return None

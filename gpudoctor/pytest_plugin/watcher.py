@@ -5,7 +5,8 @@ would make every fork of the test a fork with threads (CPython 3.12+ warns about
 exactly that), and a hung test process could not run it anyway.
 
 The plugin starts ``python -m gpudoctor.pytest_plugin.watcher`` with pipes. Commands
-arrive on stdin, one JSON object per line, and each gets one JSON line back:
+arrive on stdin, one JSON object per line, and each gets one JSON line back (their shapes,
+for the type checker, are in watch_protocol.py):
 
 * at start, unasked: ``{"ready": true, "nvml": reason or null}``
 * ``{"cmd": "arm", "seconds": S, "hang_after": H, "native_stacks": B, "dump_fd": FD,
@@ -37,13 +38,15 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, cast
 
 from gpudoctor.probe import launch, reaper, watchdog
 from gpudoctor.probe.supervise import Limits
 from gpudoctor.pytest_plugin.gpu_readings import GpuReader
 from gpudoctor.pytest_plugin.interrupt import INTERRUPT_SIGNAL, signal_main_thread
+from gpudoctor.pytest_plugin.watch_protocol import Arm, Final, Readings
 from gpudoctor.pytest_plugin.watch_tree import TestTree, diagnose_hang
 
 _SCAN = 0.25  # how often a hang watch looks at the tree's CPU progress
@@ -51,18 +54,6 @@ _KILL_AFTER = 10.0  # no "done" this long after the interrupt: the test is stuck
 _REPEAT = 5.0  # and interrupt it again this often
 _GIVE_UP = 40.0  # then kill the test process itself rather than hang the session
 _BUSY = 2 * _SCAN  # moved within this long at the deadline: busy, judged at once
-
-
-class Arm(TypedDict):
-    """The ``arm`` command, as the plugin's item watch sends it (see the module's docstring)."""
-
-    cmd: Literal["arm"]
-    seconds: float
-    hang_after: float
-    native_stacks: bool
-    dump_fd: int
-    start_epoch: float
-    exclude: list[int]
 
 
 class Watch:
@@ -170,7 +161,7 @@ class Watch:
         except OSError:
             pass
 
-    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, command: dict[str, Any]) -> Mapping[str, object]:
         """Answer one command from the plugin."""
         name = command.get("cmd")
         if name == "arm":
@@ -186,15 +177,16 @@ class Watch:
             if self.fired_at is not None:
                 self.kill()
             self.reader.read(self.tree.members())
-            return {**self.readings(), "hang": self.hang, "killed": sorted(self.killed)}
+            final: Final = {**self.readings(), "hang": self.hang, "killed": sorted(self.killed)}
+            return final
         return {"error": f"unknown command {name!r}"}
 
-    def readings(self) -> dict[str, Any]:
+    def readings(self) -> Readings:
         return {"nvml": self.reader.reason, "rounds": self.reader.rounds, "notes": self.reader.notes,
                 "processes": {str(pid): info for pid, info in self.tree.info.items()}}
 
 
-def _reply(document: dict[str, Any]) -> None:
+def _reply(document: Mapping[str, object]) -> None:
     sys.stdout.write(json.dumps(document) + "\n")
     sys.stdout.flush()
 
