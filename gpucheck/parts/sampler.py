@@ -20,7 +20,7 @@ from typing import Any
 
 from gpucheck import children
 from gpucheck.children import LineReader, kill_group
-from gpucheck.part import Context, PartResult
+from gpucheck.part import Context, PartResult, Status
 from gpucheck.truth.accuracy import SIZES, compare, granularity
 
 NAME = "sampler"
@@ -135,7 +135,7 @@ def _importable(ctx: Context) -> dict[str, bool]:
     return {name: bool((report or {}).get(module)) for name, module in MODULES.items()}
 
 
-def judge(accuracy: dict[str, dict[str, Any]], cost: dict[str, Any]) -> tuple[str, list[str]]:
+def judge(accuracy: dict[str, dict[str, Any]], cost: dict[str, Any]) -> tuple[Status, list[str]]:
     """The status and the report's lines from each framework's steps and the cost figure."""
     lines: list[str] = []
     failed = False
@@ -163,7 +163,7 @@ def judge(accuracy: dict[str, dict[str, Any]], cost: dict[str, Any]) -> tuple[st
         lines.append(f"supervision cost: FAILED: {cost['error']}")
     else:
         lines.append(f"supervision cost: skipped: {cost.get('skipped')}")
-    status = "failed" if failed else "passed" if measured else "skipped"
+    status: Status = "failed" if failed else "passed" if measured else "skipped"
     return status, lines
 
 
@@ -190,4 +190,4 @@ def run(ctx: Context) -> PartResult:
     status, lines = judge(accuracy, cost)
     data = {"accuracy": accuracy, "overhead": cost, "nvml": reason or "available"}
     (ctx.folder(NAME) / "sampler.json").write_text(json.dumps(data, indent=1) + "\n")
-    return PartResult(NAME, status, lines, data, time.monotonic() - begin)  # type: ignore[arg-type]
+    return PartResult(NAME, status, lines, data, time.monotonic() - begin)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import children, environment, probe_runs
-from gpucheck.part import Context, PartResult
+from gpucheck.part import Context, PartResult, Status
 
 NAME = "scenarios"
 ORDER = 40
@@ -80,7 +80,7 @@ def verdicts(document: Mapping[str, Any] | None, name: str, problem: str | None 
     return rows
 
 
-def judge(rows: list[dict[str, Any]], planned: list[Planned]) -> tuple[str, list[str]]:
+def judge(rows: list[dict[str, Any]], planned: list[Planned]) -> tuple[Status, list[str]]:
     """The part's status and summary from every variant's row."""
     wrong = [r for r in rows if r["as_expected"] is False]
     ran = [r for r in rows if r["as_expected"] is not None]
@@ -92,7 +92,7 @@ def judge(rows: list[dict[str, Any]], planned: list[Planned]) -> tuple[str, list
               f"— {r['reason']}" for r in wrong]
     lines += [f"{r['scenario']} {r['variant']}: skipped by the probe — {r['reason']}" for r in skipped]
     lines += [f"{p.name}: not run — {p.why}" for p in not_run]
-    status = "failed" if wrong or not ran else "passed"
+    status: Status = "failed" if wrong or not ran else "passed"
     return status, lines
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck import children, environment, probe_runs
-from gpucheck.part import Context, PartResult
+from gpucheck.part import Context, PartResult, Status
 
 NAME = "scripts"
 ORDER = 50
@@ -141,6 +141,6 @@ def run(ctx: Context) -> PartResult:
                      + "".join(f"; NOT {e['expectation']} ({e['detail']})" for e in bad))
     skipped = [f"{s.file}: not run, {s.needs} does not import under --python" for s in SCRIPTS
                if s not in runnable]
-    status = "failed" if failed else ("passed" if results else "skipped")
+    status: Status = "failed" if failed else ("passed" if results else "skipped")
     head = f"{len(results)} script(s) run under gpudoctor probe" + ("" if not skipped else f", {len(skipped)} not run")
     return PartResult(NAME, status, [head, *lines, *skipped], {"scripts": results})

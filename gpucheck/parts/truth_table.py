@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gpucheck import children
-from gpucheck.part import Context, PartResult
+from gpucheck.part import Context, PartResult, Status
 from gpucheck.truth import levels
 from gpucheck.truth.invocations import FRAMEWORKS, IMPORT_ONLY, TABLE, FrameworkSetup, Invocation, NotExercised
 from gpudoctor.lint.knowledge.table import INERT
@@ -107,7 +107,7 @@ def execute(ctx: Context, todo: list[Job], budget: float = BUDGET, workers: int 
 FAILING = (levels.DISAGREE, levels.ERROR, levels.CRASH, levels.TIMEOUT, levels.NOT_RUN)
 
 
-def summarize(rows: list[levels.Row], skipped: list[dict[str, str]]) -> tuple[str, list[str], dict[str, Any]]:
+def summarize(rows: list[levels.Row], skipped: list[dict[str, str]]) -> tuple[Status, list[str], dict[str, Any]]:
     """The status, the report's lines and the data of a finished table."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -134,7 +134,7 @@ def summarize(rows: list[levels.Row], skipped: list[dict[str, str]]) -> tuple[st
     absent = sorted({row.framework for row in rows if row.verdict == levels.NOT_IMPORTABLE})
     if absent:
         lines.append("not importable here (skipped): " + ", ".join(absent))
-    status = "failed" if any(row.verdict in FAILING for row in rows) else "passed"
+    status: Status = "failed" if any(row.verdict in FAILING for row in rows) else "passed"
     return status, lines, data
 
 
@@ -154,4 +154,4 @@ def run(ctx: Context) -> PartResult:
     data["importable"] = found
     folder = ctx.folder(NAME)
     (folder / "rows.json").write_text(json.dumps([asdict(row) for row in rows], indent=1) + "\n")
-    return PartResult(NAME, status, lines, data, time.monotonic() - start)  # type: ignore[arg-type]
+    return PartResult(NAME, status, lines, data, time.monotonic() - start)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpudoctor.ipython import live_state
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult
 
 # How the ledger came to know a runtime.
 IN_CELL = "cell"  # it appeared while ``cell`` ran
@@ -47,11 +50,11 @@ class CellLedger:
         self._between: list[str] = []  # appeared while no cell ran, not yet given a cell
         self._threads_before: int | None = None
 
-    def before_cell(self, info: Any = None) -> None:
+    def before_cell(self, info: ExecutionInfo | None = None) -> None:
         self._between = self._new()
         self._threads_before = self._threads()
 
-    def after_cell(self, result: Any = None) -> None:
+    def after_cell(self, result: ExecutionResult | None = None) -> None:
         cell = getattr(result, "execution_count", None)
         for runtime in self._between:
             self.seen[runtime] = Appearance(runtime, BETWEEN_CELLS, cell)

@@ -22,9 +22,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
     from gpudoctor.lint.engine import LintResult
     from gpudoctor.lint.initializations import FirstInit
     from gpudoctor.lint.settings import Settings
@@ -34,7 +36,7 @@ _TARGETS = range(10, 15)
 _PLATFORMS = ("linux", "darwin", "win32")
 
 
-def history(shell: Any) -> list[str]:
+def history(shell: InteractiveShell) -> list[str]:
     """The raw input of every executed cell: item N-1 is ``In[N]``."""
     raw = list(getattr(shell.history_manager, "input_hist_raw", None) or shell.user_ns.get("In", [""]))
     return [cell if isinstance(cell, str) else "" for cell in raw[1:]]

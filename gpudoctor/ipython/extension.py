@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpudoctor.ipython import executed_cells, live_state, report
 from gpudoctor.ipython.cell_ledger import CellLedger
 
 if TYPE_CHECKING:
+    from IPython.core.interactiveshell import ExecutionInfo, ExecutionResult, InteractiveShell
+
     from gpudoctor.lint.findings import Finding
 
 USAGE = """usage: %gpudoctor                 what this kernel holds: GPU runtimes, the cell that initialized them,
@@ -44,7 +47,7 @@ class UsageError(Exception):
 class Session:
     """gpudoctor's state in one shell, from %load_ext to %unload_ext."""
 
-    def __init__(self, shell: Any) -> None:
+    def __init__(self, shell: InteractiveShell) -> None:
         self.shell = shell
         # The cell that loads the extension is in the history already (IPython stores a
         # cell before running it); loaded from a startup file, there is none.
@@ -55,13 +58,13 @@ class Session:
         self._known: tuple[int, frozenset[tuple[object, ...]]] = (-1, frozenset())
 
     # -- hooks ------------------------------------------------------------------------------
-    def before_cell(self, info: Any = None) -> None:
+    def before_cell(self, info: ExecutionInfo | None = None) -> None:
         self.ledger.before_cell(info)
         cell = getattr(info, "raw_cell", None)
         if isinstance(cell, str) and cell.strip():
             _guarded("the check before this cell", lambda: self._check(cell))
 
-    def after_cell(self, result: Any = None) -> None:
+    def after_cell(self, result: ExecutionResult | None = None) -> None:
         self.ledger.after_cell(result)
 
     def _check(self, cell: str) -> None:
@@ -147,7 +150,7 @@ def _keys(findings: list[Finding]) -> frozenset[tuple[object, ...]]:
     return frozenset(_key(f) for f in findings)
 
 
-def _guarded(what: str, action: Any) -> None:
+def _guarded(what: str, action: Callable[[], object]) -> None:
     """Run a hook's work; an error of gpudoctor's own is one line, and the cell still runs."""
     from gpudoctor.errors import GpudoctorError
 
@@ -163,18 +166,21 @@ def _guarded(what: str, action: Any) -> None:
 _sessions: dict[int, Session] = {}
 
 
-def load(shell: Any) -> None:
+def load(shell: InteractiveShell) -> None:
     """Register the magic and the hooks on ``shell`` (IPython's InteractiveShell)."""
     found = _sessions.get(id(shell))
     if found is not None and found.shell is shell:
         return
     session = _sessions[id(shell)] = Session(shell)
-    shell.register_magic_function(session.magic, magic_kind="line", magic_name="gpudoctor")
+    # IPython gives this method MagicsManager.register_function's signature (functools.wraps),
+    # whose first parameter is the manager: the type checker reads that one.
+    shell.register_magic_function(session.magic, magic_kind="line",  # type: ignore[call-arg,arg-type]
+                                  magic_name="gpudoctor")
     shell.events.register("pre_run_cell", session.before_cell)
     shell.events.register("post_run_cell", session.after_cell)
 
 
-def unload(shell: Any) -> None:
+def unload(shell: InteractiveShell) -> None:
     """Remove what ``load`` registered."""
     session = _sessions.pop(id(shell), None)
     if session is None or session.shell is not shell:

@@ -37,6 +37,7 @@ def _machine() -> dict[str, Any]:
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
     from gpudoctor.probe import diagnose, live_view, render_run
+    from gpudoctor.probe.diagnosis import SCHEMA_VERSION
     from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.supervise import Limits, Supervisor
     from gpudoctor.probe.verdicts import StopReason, Verdict
@@ -75,7 +76,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     else:
         render_run.render(run, result, _console())
     if html is not None:
-        document = {"schema_version": render_run.SCHEMA_VERSION, "machine": described,
+        document = {"schema_version": SCHEMA_VERSION, "machine": described,
                     "run": render_run.to_json(run, result)}
         html_report.write(html, html_report.command_page(document))
         if not args.json:
@@ -90,6 +91,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
 def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     """Explain the running trees under ``pids`` (never stopped nor signalled); return the exit code."""
     from gpudoctor.probe import attach, live_view, render_run
+    from gpudoctor.probe.diagnosis import SCHEMA_VERSION
     from gpudoctor.probe.live_snapshot import attached_snapshot
     from gpudoctor.probe.verdicts import Verdict
 
@@ -121,7 +123,7 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     if html is not None:
         from gpudoctor.probe import html_report
 
-        page = {"schema_version": render_run.SCHEMA_VERSION, "machine": described, "run": document}
+        page = {"schema_version": SCHEMA_VERSION, "machine": described, "run": document}
         html_report.write(html, html_report.command_page(page))
         if not args.json:
             _console().print(f"HTML report: {html}")

@@ -109,7 +109,7 @@ def _torch(dist: metadata.Distribution) -> Framework:
 
 def _jax(dist: metadata.Distribution, installed: Mapping[str, str]) -> Framework:
     plugins = sorted(n for n in installed if re.fullmatch(r"jax-cuda\d+-(plugin|pjrt)", n))
-    cuda = re.search(r"cuda(\d+)", plugins[0]).group(1) if plugins else None  # type: ignore[union-attr]
+    cuda = plugins[0].split("-")[1].removeprefix("cuda") if plugins else None  # jax-cuda12-plugin: "12"
     parts = [f"jaxlib {installed['jaxlib']}"] if "jaxlib" in installed else []
     parts += [f"{n} {installed[n]}" for n in plugins]
     return Framework("jax", True, dist.version, dist.metadata["Name"], cuda, bool(plugins),

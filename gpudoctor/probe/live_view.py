@@ -50,7 +50,7 @@ class PlainView:
     wants_runtimes = False
 
     def __init__(self, stream: IO[str], announce: bool = True) -> None:
-        self._stream = stream
+        self._stream: IO[str] | None = stream
         self._announce = announce
         self._before: Snapshot | None = None
         self._last = float("-inf")
@@ -62,7 +62,7 @@ class PlainView:
             self._stream.write("".join(line + "\n" for line in lines))
             self._stream.flush()
         except (OSError, ValueError):  # stderr closed: nobody reads the progress any more
-            self._stream = None  # type: ignore[assignment]
+            self._stream = None
 
     def due(self, now: float) -> bool:
         return now - self._last >= _REDRAW_EVERY

@@ -57,7 +57,8 @@ class _ExamplesFormatter(argparse.HelpFormatter):
     """Fill prose as argparse does, but keep indented lines (commands) whole, one a line."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        blocks, prose = [], []
+        blocks: list[str] = []
+        prose: list[str] = []
         for line in text.splitlines():
             if line.startswith("  "):
                 if prose:

@@ -94,7 +94,7 @@ def skipped(scenario: Scenario, variant: str, reason: str) -> VariantResult:
 
 def _status(diagnosis: Diagnosis) -> str:
     if diagnosis.verdict in (Verdict.OK, Verdict.HUNG, Verdict.OOM, Verdict.CRASHED):
-        return diagnosis.verdict.value
+        return str(diagnosis.verdict)
     if diagnosis.stop_reason == StopReason.TIMEOUT:
         return "error"
     return "crashed"  # "failed" (non-zero exit) and "killed" (by a signal of its own)

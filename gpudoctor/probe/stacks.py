@@ -11,7 +11,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +120,7 @@ def _size(path: Path) -> int:
 
 
 def native_stacks(
-    pids: set[int], py_spy: str, started: Callable[[int], None], stopped: set[int] = frozenset(),  # type: ignore[assignment]
+    pids: set[int], py_spy: str, started: Callable[[int], None], stopped: Container[int] = frozenset(),
     cancel: threading.Event | None = None,
 ) -> tuple[dict[int, str], str | None]:
     """Run ``py-spy dump --native`` on every pid at once; return the dumps and an error.

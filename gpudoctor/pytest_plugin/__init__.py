@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,6 +23,8 @@ from gpudoctor.pytest_plugin.markers import DOCS, MarkerError, Plan
 from gpudoctor.pytest_plugin.suite_options import SUITE, item_plan
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gpudoctor.pytest_plugin.isolation import Isolated
     from gpudoctor.pytest_plugin.item_watch import ItemWatch
     from gpudoctor.pytest_plugin.monitor import GpuMonitor
@@ -102,7 +104,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     watch = item.stash.get(_WATCH, None)
     if call.when != "call" or watch is None or watch.record is None:
@@ -138,7 +141,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object
             del item.stash[_WATCH]
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or not state.not_checked:
         return
@@ -166,7 +169,7 @@ def gpu_monitor(request: pytest.FixtureRequest) -> GpuMonitor:
 
 
 @pytest.fixture
-def isolated(tmp_path: Any) -> Isolated:
+def isolated(tmp_path: Path) -> Isolated:
     """Run a picklable callable in a sandboxed fresh interpreter: ``isolated(f, *args, timeout=60)``."""
     from gpudoctor.pytest_plugin.isolation import Isolated
 

@@ -110,8 +110,9 @@ def _unsilence() -> None:
     while _silenced:
         entry = _silenced.pop()
         try:
-            warnings.filters.remove(entry)  # type: ignore[arg-type]
-            warnings._filters_mutated()  # type: ignore[attr-defined]
+            # typeshed declares ``filters`` a Sequence; it is the list ``filterwarnings`` inserts into.
+            warnings.filters.remove(entry)  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]  # private, untyped: the cache is stale
         except (ValueError, AttributeError):
             pass  # a catch_warnings block restored the filters already
 

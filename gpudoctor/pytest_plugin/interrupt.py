@@ -17,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
 
 INTERRUPT_SIGNAL = signal.SIGRTMIN + 6
 
@@ -51,7 +51,7 @@ class Interrupt:
         self._raise = raise_expired
         self.armed = False
 
-    def _handler(self, signum: int, frame: Any) -> None:
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         if self.armed:  # a repeated signal after the test's call returned is ignored
             self._raise()
 

@@ -30,8 +30,11 @@ from gpudoctor.pytest_plugin.markers import Plan
 from gpudoctor.pytest_plugin.pools import terminate_pools
 from gpudoctor.pytest_plugin.rescue import Rescue, end_session
 from gpudoctor.pytest_plugin.watch_client import WatcherClient, WatcherError
+from gpudoctor.pytest_plugin.watch_protocol import Arm, Final, Readings
 
 
+# pytest's public name for its Failed outcome is an attribute of ``fail``, which mypy cannot
+# follow in a base class.
 class HangExpired(pytest.fail.Exception):  # type: ignore[misc,name-defined]
     """Raised in the test's main thread when its hang_timeout passes.
 
@@ -47,7 +50,7 @@ class CallRecord:
     root: int
     since: float  # monotonic time the call started
     events: list[dict[str, Any]]
-    final: dict[str, Any] | None  # the watcher's last answer; None without a watcher
+    final: Final | None  # the watcher's last answer; None without a watcher
     watcher_error: str | None
     interrupted: bool
     stopped_pools: tuple[int, ...] = field(default=())
@@ -90,14 +93,14 @@ class ItemWatch:
         reason = self.client.ready.get("nvml")
         return reason if isinstance(reason, str) else None
 
-    def sample(self) -> dict[str, Any] | None:
+    def sample(self) -> Readings | None:
         """Return every GPU reading so far, taking one now if the watcher still runs."""
         if self.client is None:
             return None
         if self.client.final is not None:
             return self.client.final
         try:
-            return self.client.request({"cmd": "sample"})
+            return self.client.sample()
         except WatcherError as error:
             self.error = str(error)
             return None
@@ -173,11 +176,11 @@ class ItemWatch:
             return
         try:
             if plan.hang is not None:
-                self.client.request({"cmd": "arm", "seconds": plan.hang.seconds,
-                                     "hang_after": plan.hang.stall_threshold,
-                                     "native_stacks": plan.hang.native_stacks,
-                                     "dump_fd": dump_fd, "start_epoch": start_epoch,
-                                     "exclude": [self.watchdog.pid] if self.watchdog is not None else []})
+                arm: Arm = {"cmd": "arm", "seconds": plan.hang.seconds, "hang_after": plan.hang.stall_threshold,
+                            "native_stacks": plan.hang.native_stacks, "dump_fd": dump_fd,
+                            "start_epoch": start_epoch,
+                            "exclude": [self.watchdog.pid] if self.watchdog is not None else []}
+                self.client.request(arm)
             if self.gpu:
                 self.client.request({"cmd": "sample"})  # the baseline of the leak check
         except WatcherError as error:

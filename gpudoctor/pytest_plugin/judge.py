@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+import pytest
 
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.verdicts import Verdict
@@ -55,12 +56,13 @@ def judge(record: CallRecord, session_nvml: str | None = None, require_nvml: boo
     was not sampled); ``require_nvml`` turns a marker that could not be checked into a failure.
     """
     failures: list[checks.Failure] = []
-    plan, final = record.plan, record.final or {}
-    if plan.hang is not None and (final.get("hang") or record.interrupted):
-        # The watcher process diagnosed the hang and sent the report's JSON document.
-        hang = final.get("hang")
+    plan, final = record.plan, record.final
+    # The watcher process diagnosed the hang and sent the report's JSON document.
+    hang = final.get("hang") if final is not None else None
+    if plan.hang is not None and (hang or record.interrupted):
+        killed = list(final.get("killed") or []) if final is not None else []
         diagnosis = Diagnosis.from_json(hang) if hang else Diagnosis(Verdict.UNKNOWN, None, record.watcher_error or "")
-        failures.append(hang_report.hang_failure(plan.hang.seconds, diagnosis, list(final.get("killed") or []),
+        failures.append(hang_report.hang_failure(plan.hang.seconds, diagnosis, killed,
                                                  list(record.stopped_pools), record.stuck))
     if plan.fork_safe is not None:
         fork = checks.fork_failure(plan.fork_safe, record.events, record.root)
@@ -72,7 +74,8 @@ def judge(record: CallRecord, session_nvml: str | None = None, require_nvml: boo
     return Judgement(tuple(failures + found), not_checked)
 
 
-def apply(report: Any, excinfo: Any, judgement: Judgement) -> None:
+def apply(report: pytest.TestReport, excinfo: pytest.ExceptionInfo[BaseException] | None,
+          judgement: Judgement) -> None:
     """Turn a passed (or hang-interrupted) call report into a failure with our sections.
 
     A test that failed on its own keeps its own error; the evidence is added to it.

@@ -6,6 +6,7 @@ pytest startup, so it must cost nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,9 +41,20 @@ class MarkerError(ValueError):
 
 
 class _Marker(Protocol):
-    name: str
-    args: tuple[Any, ...]
-    kwargs: Any
+    """The part of a ``pytest.Mark`` read here: read-only, as pytest's is."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+    @property
+    def kwargs(self) -> Mapping[str, Any]: ...
+
+
+class _Item(Protocol):
+    """The part of a ``pytest.Item`` read here (pytest itself is not imported: see above)."""
+
+    def get_closest_marker(self, name: str) -> _Marker | None: ...
 
 
 @dataclass(frozen=True)
@@ -143,7 +155,7 @@ def _fork_safe(marker: _Marker) -> ForkSafe | None:
     return ForkSafe(bool(bound.get("threads", False)))
 
 
-def plan_for(item: Any, hang_timeout: float | None = None, fork_safe: bool = False) -> Plan | None:
+def plan_for(item: _Item, hang_timeout: float | None = None, fork_safe: bool = False) -> Plan | None:
     """Return what ``item``'s markers ask for, or None when it asks for nothing.
 
     ``hang_timeout`` and ``fork_safe`` are the run's settings for every test; a marker on

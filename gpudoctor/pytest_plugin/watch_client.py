@@ -7,9 +7,11 @@ import os
 import select
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from gpudoctor.probe import launch
+from gpudoctor.pytest_plugin.watch_protocol import Final, Readings
 
 # The instrumentation's variables: the watcher is not part of the test's tree.
 _INSTRUMENT_VARS = ("GPUDOCTOR_EVENTS", "GPUDOCTOR_STACKS", "GPUDOCTOR_DUMP_SIGNAL")
@@ -35,7 +37,7 @@ class WatcherClient:
             command += ["--rescue-fd", str(rescue_fd)]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                         pass_fds=() if rescue_fd is None else (rescue_fd,))
-        self.final: dict[str, Any] | None = None
+        self.final: Final | None = None
         self.ready = self._read(_START_TIMEOUT)
 
     def _read(self, timeout: float) -> dict[str, Any]:
@@ -49,7 +51,7 @@ class WatcherClient:
         document: dict[str, Any] = json.loads(line)
         return document
 
-    def request(self, command: dict[str, Any], timeout: float = _REPLY_TIMEOUT) -> dict[str, Any]:
+    def request(self, command: Mapping[str, object], timeout: float = _REPLY_TIMEOUT) -> dict[str, Any]:
         """Send one command and return the watcher's answer."""
         assert self.process.stdin is not None
         try:
@@ -59,10 +61,14 @@ class WatcherClient:
             raise WatcherError("gpudoctor's watcher exited") from None
         return self._read(timeout)
 
-    def finish(self) -> dict[str, Any]:
+    def sample(self) -> Readings:
+        """Ask for a GPU reading now; return every reading so far."""
+        return cast(Readings, self.request({"cmd": "sample"}))
+
+    def finish(self) -> Final:
         """Say done, wait for the final readings, and let the watcher exit."""
         if self.final is None:
-            self.final = self.request({"cmd": "done"})
+            self.final = cast(Final, self.request({"cmd": "done"}))
             self.close()
         return self.final
 

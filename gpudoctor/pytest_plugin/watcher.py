@@ -5,7 +5,8 @@ would make every fork of the test a fork with threads (CPython 3.12+ warns about
 exactly that), and a hung test process could not run it anyway.
 
 The plugin starts ``python -m gpudoctor.pytest_plugin.watcher`` with pipes. Commands
-arrive on stdin, one JSON object per line, and each gets one JSON line back:
+arrive on stdin, one JSON object per line, and each gets one JSON line back (their shapes,
+for the type checker, are in watch_protocol.py):
 
 * at start, unasked: ``{"ready": true, "nvml": reason or null}``
 * ``{"cmd": "arm", "seconds": S, "hang_after": H, "native_stacks": B, "dump_fd": FD,
@@ -37,13 +38,15 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gpudoctor.probe import launch, reaper, watchdog
 from gpudoctor.probe.supervise import Limits
 from gpudoctor.pytest_plugin.gpu_readings import GpuReader
 from gpudoctor.pytest_plugin.interrupt import INTERRUPT_SIGNAL, signal_main_thread
+from gpudoctor.pytest_plugin.watch_protocol import Arm, Final, Readings
 from gpudoctor.pytest_plugin.watch_tree import TestTree, diagnose_hang
 
 _SCAN = 0.25  # how often a hang watch looks at the tree's CPU progress
@@ -66,7 +69,7 @@ class Watch:
         self.interval = interval
         self.next_read = 0.0
         self.next_scan = 0.0
-        self.arm: dict[str, Any] | None = None
+        self.arm: Arm | None = None
         self.start = 0.0
         self.fired_at: float | None = None
         self.next_interrupt = 0.0
@@ -158,11 +161,11 @@ class Watch:
         except OSError:
             pass
 
-    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, command: dict[str, Any]) -> Mapping[str, object]:
         """Answer one command from the plugin."""
         name = command.get("cmd")
         if name == "arm":
-            self.arm = command
+            self.arm = cast(Arm, command)  # the plugin's own line (item_watch builds it as an Arm)
             self.tree.exclude |= {p for p in command.get("exclude") or () if isinstance(p, int)}
             self.start = time.monotonic()
             self.tree.scan(self.start)
@@ -174,15 +177,16 @@ class Watch:
             if self.fired_at is not None:
                 self.kill()
             self.reader.read(self.tree.members())
-            return {**self.readings(), "hang": self.hang, "killed": sorted(self.killed)}
+            final: Final = {**self.readings(), "hang": self.hang, "killed": sorted(self.killed)}
+            return final
         return {"error": f"unknown command {name!r}"}
 
-    def readings(self) -> dict[str, Any]:
+    def readings(self) -> Readings:
         return {"nvml": self.reader.reason, "rounds": self.reader.rounds, "notes": self.reader.notes,
                 "processes": {str(pid): info for pid, info in self.tree.info.items()}}
 
 
-def _reply(document: dict[str, Any]) -> None:
+def _reply(document: Mapping[str, object]) -> None:
     sys.stdout.write(json.dumps(document) + "\n")
     sys.stdout.flush()
 

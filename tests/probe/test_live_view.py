@@ -244,7 +244,8 @@ def test_live_view_in_a_real_terminal(tmp_path: Path) -> None:
         row = lines[title + 2].split()
         assert row[0].isdigit() and row[1] == "launcher" and row[2] == live_render.DASH and row[3].isdigit()
         assert row[-1] == live_render.DASH or row[-1] in ("MiB", "GiB", "KiB")
-        assert lines[title + 3].startswith(("no progress for", "the process is progressing", "all 3 processes are progressing"))
+        assert lines[title + 3].startswith(("no progress for", "the process is progressing",
+                                            "all 3 processes are progressing"))
         release.touch()
         pane = _wait_for_pane(session, lambda text: "gpudoctor-exit=" in text)
         assert "gpudoctor-exit=0" in pane

@@ -42,6 +42,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NoReturn
 
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
 _STACKS = os.environ.get("GPUDOCTOR_STACKS")
@@ -235,11 +236,11 @@ def _wrap_os_exit() -> None:
     """Record exits through os._exit, which multiprocessing's fork workers use."""
     real = os._exit
 
-    def _exit(code: int) -> None:
-        _record_exit(code, "os._exit")
-        real(code)
+    def _exit(status: int) -> NoReturn:  # os._exit's own parameter name
+        _record_exit(status, "os._exit")
+        real(status)
 
-    os._exit = _exit  # type: ignore[assignment]
+    os._exit = _exit
 
 
 @_safe

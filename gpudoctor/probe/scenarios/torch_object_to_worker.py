@@ -44,7 +44,8 @@ def consume(queue: Any) -> None:
 def run(method: str, payload: Any) -> None:
     context = multiprocessing.get_context(method)
     queue = context.Queue()
-    child = context.Process(target=consume, args=(queue,))
+    # (Type stubs give Process to each start method's context, not to get_context(str)'s.)
+    child = context.Process(target=consume, args=(queue,))  # type: ignore[attr-defined]
     child.start()
     queue.put(payload)
     child.join()

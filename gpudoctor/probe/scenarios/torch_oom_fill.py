@@ -44,8 +44,9 @@ def fill(index: int) -> int:
     _, total = torch.cuda.mem_get_info()
     buffer = torch.empty(int(SHARE * total), dtype=torch.uint8, device="cuda").fill_(1)
     torch.cuda.synchronize()
-    print(f"worker {index} (pid {os.getpid()}): holds {buffer.numel() >> 20} MiB", flush=True)
-    return buffer.numel() >> 20
+    held: int = buffer.numel() >> 20
+    print(f"worker {index} (pid {os.getpid()}): holds {held} MiB", flush=True)
+    return held
 
 
 def worker(index: int, ready: Any, done: Any) -> None:
