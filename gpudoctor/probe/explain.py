@@ -70,7 +70,7 @@ def _pids(processes: Sequence[ProcessVerdict]) -> str:
     return ", ".join(str(p.pid) for p in processes)
 
 
-def _pids_of(pids: Sequence[int]) -> str:
+def pids_of(pids: Sequence[int]) -> str:
     return ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids))
 
 
@@ -90,24 +90,54 @@ def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
             "not a deadlock of the program's own. gpudoctor continued and killed the tree."]
 
 
+_HELD = ("stopped", "tracing-stop")  # a process held by SIGSTOP or a tracer: neither busy nor waiting
+
 # Seconds without CPU progress that count as evidence of a wait when the run was stopped
 # (Ctrl-C, --timeout) before --hang-after: a computing process gains CPU time every
 # scan (0.1 s), so a second of none is a wait, though not yet a proven hang.
 IDLE_EVIDENCE = 1.0
 
 
+def busy(run: RunRecord) -> list[int]:
+    """The PIDs that were still making CPU progress when the tree was stopped (in the
+    last ``IDLE_EVIDENCE`` seconds). A tree with one of them is never called hung, proven
+    or likely: a parent waiting on busy workers waits, it is not deadlocked."""
+    return sorted(t.pid for t in run.processes
+                  if t.alive_at_stop and t.state not in _HELD and t.stalled_for < IDLE_EVIDENCE)
+
+
+def tree_still(run: RunRecord) -> bool:
+    """Tell whether nothing in the tree moved for --hang-after when it was stopped: the
+    supervisor saw it (stop reason ``hung``), or every process alive at the stop had been
+    without CPU progress that long (a deadline that came in the same instant)."""
+    if run.stop_reason == StopReason.HUNG:
+        return True
+    live = [t for t in run.processes if t.alive_at_stop]
+    return bool(live) and all(t.stalled_for >= run.limits.hang_after for t in live)
+
+
 def waiting(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ProcessVerdict]:
     """The processes that were idle when a signal or --timeout stopped the run short of
-    --hang-after: the evidence of a likely hang. Empty unless a fork child waited, or
-    every process still running did (a parent waiting on busy workers is no hang)."""
-    if run.stop_reason not in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
+    --hang-after: the evidence of a likely hang. Empty unless every process still running
+    waited (a parent waiting on busy workers is no hang)."""
+    if run.stop_reason not in (StopReason.INTERRUPTED, StopReason.TIMEOUT) or busy(run):
         return []
     alive = {t.pid for t in run.processes if t.alive_at_stop}
-    live = [p for p in judged if p.pid in alive and p.verdict == Verdict.KILLED]
-    idle = [p for p in live if p.stalled_for >= IDLE_EVIDENCE]
-    if idle and (any(p.start == "fork" for p in idle) or len(idle) == len(live)):
-        return idle
-    return []
+    return [p for p in judged if p.pid in alive and p.verdict == Verdict.KILLED and p.stalled_for >= IDLE_EVIDENCE]
+
+
+def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Say which processes were busy at the stop and which waited (on them, most likely):
+    why a run cut short with idle processes in it is still not called hung."""
+    working = busy(run)
+    idle = [p for p in judged if p.verdict == Verdict.KILLED and p.pid not in working
+            and p.stalled_for >= IDLE_EVIDENCE]
+    if not working or not idle:
+        return []
+    longest = max(p.stalled_for for p in idle)
+    return [f"Busy, not hung: {pids_of(working)} {'was' if len(working) == 1 else 'were'} making CPU "
+            f"progress; {pids_of([p.pid for p in idle])} waited (idle up to {longest:.1f} s), most likely on "
+            f"{'it' if len(working) == 1 else 'them'}: a process that waits on busy ones is not hung."]
 
 
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
@@ -227,7 +257,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     root = next((p for p in judged if p.start == "root"), None)
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     if run.escaped:
-        lines.append(f"Escaped: gpudoctor could not stop {_pids_of(run.escaped)} (SIGKILL had no effect: "
+        lines.append(f"Escaped: gpudoctor could not stop {pids_of(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
@@ -246,14 +276,17 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                      f"{run.limits.hang_after:g} s.")
         lines += _likely_hung(run, idle, judged)
     elif run.stop_reason == StopReason.TIMEOUT:
-        lines.append(f"Still running after --timeout {run.limits.timeout:g} s; no process had made "
-                     f"no progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot call "
-                     "it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
+        working = busy_not_hung(run, judged)
+        lines.append(f"Still running after --timeout {run.limits.timeout:g} s; gpudoctor stopped it." if working
+                     else f"Still running after --timeout {run.limits.timeout:g} s; no process had waited "
+                     f"without CPU progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot "
+                     "call it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
+        lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
         name = signal_name(run.signal_received or signal.SIGINT)
         when = run.signal_at if run.signal_at is not None else run.duration
         lines.append(f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped.")
-        lines += _likely_hung(run, idle, judged) if idle else []
+        lines += _likely_hung(run, idle, judged) if idle else busy_not_hung(run, judged)
     elif root is not None:
         lines.append(f"The command {root.explanation}.")
     # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
@@ -269,7 +302,9 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
             any(p.start == "fork" and p.runtimes_at_fork for p in judged):
         # It worked, or nothing waited yet: the hazard was there, with its evidence.
         found = _forks_from_initialized(judged)
-        ended = "This run finished" if verdict == Verdict.OK else "Nothing waited yet when the tree was stopped"
+        ended = ("This run finished" if verdict == Verdict.OK else "Nothing waited yet when the tree was stopped"
+                 if not any(p.stalled_for >= IDLE_EVIDENCE for p in judged if p.verdict == Verdict.KILLED)
+                 else "The tree was still busy when it was stopped")
         lines += [f"Warning: {found[0]} {ended}, but a child that uses the GPU runtime it "
                   f"inherited can hang or fail (gpudoctor lint reports it as {hazards.FORK_AFTER_INIT.rule}).",
                   *found[1:]]

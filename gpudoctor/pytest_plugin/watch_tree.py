@@ -165,10 +165,12 @@ def diagnose_hang(tree: TestTree, start: float, start_epoch: float, limits: Limi
     live = tree.scan(now) | {tree.root}
     dumps, notes = dump_stacks(tree, live, workdir, test_dump_fd, start_epoch, limits.native_stacks, tools)
     tracks = [tree.tracks[p] for p in live if p in tree.tracks]
+    # Hung only when nothing in the tree moved for hang_after: a test process or worker
+    # that waits while another process still computes is waiting on it, not deadlocked.
     quiet = tree.quiet_for(now) >= limits.hang_after
     if quiet and any(t.stopped_since is not None for t in tracks):
         reason = StopReason.STOPPED  # held by SIGSTOP or a debugger: not a deadlock of the test's own
-    elif quiet or any(t.stalled_for(now) >= limits.hang_after for t in tracks):
+    elif quiet:
         reason = StopReason.HUNG
     else:
         reason = StopReason.TIMEOUT

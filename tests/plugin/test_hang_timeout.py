@@ -258,3 +258,35 @@ def test_verbose_shows_the_full_report_which_goes_where_asked(pytester: pytest.P
     result.stdout.fnmatch_lines([*BRIEF, "Full report (every process, every stack): reports/test_lock.py_*.txt",
                                  "*- gpudoctor hang_timeout -*", "--- stack of pid * ---"])
     assert len(list((pytester.path / "reports").iterdir())) == 1
+
+
+CHILD_COMPUTES = """\
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.hang_timeout(3, hang_after=1)
+def test_waits_for_a_busy_child():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    print("CHILD", child.pid)
+    child.wait()
+""" + NOTHING_LEFT
+
+
+def test_a_test_waiting_on_a_busy_child_is_busy_not_hung(pytester: pytest.Pytester) -> None:
+    # The test process waits (idle) far past hang_after while its child computes: that is
+    # waiting on work in progress, not a deadlock, so the verdict is not "hung".
+    pytester.makepyfile(test_busy_child=CHILD_COMPUTES)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    child = int(re.search(r"CHILD (\d+)", output).group(1))  # type: ignore[union-attr]
+    result.stdout.fnmatch_lines([
+        f"hang_timeout: still running after 3 s; busy, not hung: pid {child} still made CPU progress, "
+        "pid * waited (on them, most likely)",
+    ])
+    assert re.search(r"after 3 s; \d+ process", output) is None  # no "N processes hung"
+    assert re.search(rf"pid \d+ \(test process\) waiting: .* while pid {child} made CPU progress", output)
+    assert running([child]) == []

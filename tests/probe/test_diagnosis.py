@@ -136,3 +136,40 @@ def test_a_proven_hang_has_an_observed_cause_and_the_json_carries_schema_and_cau
     assert Diagnosis.from_json(document).causes == diagnosis.causes
     threads_only = diagnose(_hung_run([], threads=4)).causes
     assert [(c.kind, c.rule) for c in threads_only] == [("multithreaded-fork", "GD102")]
+
+
+def _waiting_on_busy_workers(reason: StopReason) -> RunRecord:
+    """A spawn pool's parent and resource tracker idle for 12 s while both workers still
+    compute (import TensorFlow on a loaded machine) when the deadline or Ctrl-C came."""
+    def busy(pid: int) -> ProcessRun:
+        return ProcessRun(pid=pid, ppid=100, cmdline=("python", "-c", "from multiprocessing.spawn import spawn_main"),
+                          first_seen=0.5, last_seen=30.0, alive_at_stop=True, exit_code=None, stalled_for=0.0,
+                          state="running", wchan=None, threads=3, rss_peak=300 << 20, killed_by_supervisor=True)
+    return RunRecord(
+        command=("python", "safe.py"), stop_reason=reason, signal_received=2 if reason == "interrupted" else None,
+        root_pid=100, exit_code=-15, duration=30.0, limits=Limits(hang_after=3.0, timeout=30.0),
+        processes=(_track(100, 1, 12.0), _track(101, 100, 12.0), busy(102), busy(103)),
+        events=[], samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="", stderr="", notes=())
+
+
+def test_a_parent_waiting_on_busy_workers_at_the_deadline_is_not_hung() -> None:
+    for reason in (StopReason.TIMEOUT, StopReason.INTERRUPTED):
+        diagnosis = diagnose(_waiting_on_busy_workers(reason))
+        assert diagnosis.verdict == Verdict.KILLED, diagnosis.explanation
+        assert Verdict.HUNG not in {p.verdict for p in diagnosis.processes}
+        assert "Likely hung" not in diagnosis.explanation and diagnosis.causes == ()
+        assert "Busy, not hung: pids 102, 103 were making CPU progress; pids 100, 101 waited" \
+            in diagnosis.explanation
+        parent = diagnosis.processes[0]
+        assert "while pids 102, 103 made CPU progress: waiting, not hung" in parent.explanation
+
+
+def test_idle_fork_children_beside_a_busy_one_are_no_likely_hang() -> None:
+    run = _cut_short(StopReason.INTERRUPTED, idle=4.2)
+    worker = run.processes[2]
+    busy_worker = ProcessRun(**{**worker.__dict__, "stalled_for": 0.0, "state": "running"})
+    diagnosis = diagnose(RunRecord(**{**run.__dict__, "processes": (*run.processes[:2], busy_worker)}))
+    assert "Likely hung" not in diagnosis.explanation
+    assert "Busy, not hung: pid 102 was making CPU progress" in diagnosis.explanation
+    assert "The tree was still busy when it was stopped" in diagnosis.explanation
+    assert [(c.kind, c.certainty) for c in diagnosis.causes] == [("fork-after-init", "latent")]
