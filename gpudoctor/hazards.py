@@ -31,6 +31,9 @@ class Hazard:
     # The fix in a Jupyter kernel, where it differs: a spawned worker cannot run a function
     # defined in a cell (GD108), and a kernel has no main script for a forkserver to run.
     notebook_fix: str | None = None
+    # Native functions a process of this hazard is found waiting in for ever: seen in a
+    # stack, such a wait is evidence of a hang, not of an idle process.
+    hang_sites: tuple[str, ...] = ()
 
     @property
     def fix_line(self) -> str:
@@ -57,6 +60,9 @@ FORK_AFTER_INIT = Hazard(
     notebook_fix=('move the worker function into a .py module next to the notebook and import it, then start '
                   'the workers with the spawn start method (multiprocessing.get_context("spawn")); or '
                   "initialize the GPU framework only inside the workers, never in the kernel before it forks."),
+    # TensorFlow's intra-op pool in a fork child: parallel_for waits on a BlockingCounter
+    # that the parent's pool threads, absent in the child, would have counted down.
+    hang_sites=("OneDnnThreadPool::parallel_for", "ThreadPoolDevice::parallelFor", "BlockingCounter::Wait"),
 )
 
 FORKSERVER_AFTER_INIT = Hazard(
@@ -79,6 +85,9 @@ MULTITHREADED_FORK = Hazard(
     fix=('start the workers with the spawn or forkserver start method (multiprocessing.get_context("spawn")), '
          "or fork before any thread starts (before the library that starts them runs), or join the threads "
          "first."),
+    # CPython's wait for a thread lock: in a process with one thread left, no thread can
+    # release it (a wait with other threads alive may just be a join).
+    hang_sites=("PyThread_acquire_lock",),
 )
 
 GPU_MEMORY_GRAB_ALL = Hazard(
@@ -94,6 +103,7 @@ GPU_MEMORY_GRAB_ALL = Hazard(
 )
 
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL)}
+
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
 

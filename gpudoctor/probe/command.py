@@ -125,7 +125,8 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
         html_report.write(html, html_report.command_page(page))
         if not args.json:
             _console().print(f"HTML report: {html}")
-    return EXIT_OK if found.diagnosis.verdict == Verdict.OK else EXIT_PROBLEM
+    # Idle is no problem found: nothing shows a hang (the explanation says what would).
+    return EXIT_OK if found.diagnosis.verdict in (Verdict.OK, Verdict.IDLE) else EXIT_PROBLEM
 
 
 def run(args: argparse.Namespace) -> int:
