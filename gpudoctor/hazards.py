@@ -16,6 +16,7 @@ and the plugin) or a comma (the rule docs): it starts in lower case.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -104,6 +105,59 @@ GPU_MEMORY_GRAB_ALL = Hazard(
 
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL)}
 
+# Why a fork after init breaks, worded for what the forking process had: ``why`` above
+# says it for every framework (the rule docs, which cannot know), a diagnosis for the
+# runtimes that were there. The keys are the runtime ids the probe records (the
+# bootstrap's at a fork, ``/proc/PID/maps``' for an attached process).
+_CUDA_RUNTIMES = frozenset({"cuda-driver", "cuda-context", "cuda-runtime", "nvrtc", "torch.cuda", "numba.cuda",
+                            "pycuda", "cupy", "jax:cuda", "jax:gpu", "jax:rocm"})
+# What a fork child of a parent with CUDA initialized meets, per framework, in the order named.
+_CUDA_IN_CHILD = (
+    ("torch", "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\""),
+    ("cupy", "CuPy fails with `cudaErrorInitializationError`"),
+    ("numba", "Numba raises \"CUDA initialized before forking\""),
+    ("tensorflow", "TensorFlow aborts or hangs"),
+    ("jax", "JAX warns (`os.fork() was called`) and its workers hang"),
+)
+# The CPU thread pool a framework's ops run on, which a fork child does not get.
+_CPU_POOLS = (
+    ("tensorflow", "TensorFlow's intra-op thread pool"),
+    ("jax", "JAX's (XLA's) CPU thread pool"),
+)
+
+
+def _framework(runtime: str) -> str:
+    """"torch.cuda" -> "torch", "jax:cpu" -> "jax": the framework a runtime id belongs to."""
+    return runtime.split(":", 1)[0].split(".", 1)[0]
+
+
+def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
+    """Say why ``hazard`` breaks, for a parent that had ``runtimes`` initialized at the fork.
+
+    A fork after init breaks in two ways that share nothing but the fork: a CUDA context
+    does not survive it (only where CUDA was there), and a framework's CPU thread pool
+    does not either (TensorFlow-CPU's freeze, where no CUDA was ever loaded). Only the
+    one that applies is said, naming only the frameworks present; with no runtime known
+    (or another hazard), it is ``hazard.why``.
+    """
+    if hazard is not FORK_AFTER_INIT or not runtimes:
+        return hazard.why
+    frameworks = {_framework(r) for r in runtimes}
+    if _CUDA_RUNTIMES & set(runtimes):
+        effects = [effect for name, effect in _CUDA_IN_CHILD if name in frameworks]
+        what = _joined(effects) if effects else "its first CUDA call fails or hangs"
+        return ("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
+                f"claims CUDA is initialized, but the driver state behind it is gone: {what}.")
+    pools = [pool for name, pool in _CPU_POOLS if name in frameworks]
+    if not pools:
+        return hazard.why
+    return (f"{_joined(pools)} {'does' if len(pools) == 1 else 'do'} not survive `fork()`: `fork()` copies only "
+            "the calling thread, so the pool's threads do not exist in the child, and the child's ops wait for "
+            "ever for them. No CUDA was involved: this freeze happens on a CPU-only build too.")
+
+
+def _joined(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
 

@@ -167,7 +167,7 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> 
         lines.append(fork_origin(children, parent, runtimes, parent in servers))
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
         if runtimes:
-            lines.append(hazards.FORK_AFTER_INIT.why)
+            lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
         elif threads[-1:] > [1]:
             lines.append(hazards.MULTITHREADED_FORK.why)
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})

@@ -14,8 +14,8 @@ from gpudoctor.probe.verdicts import StopReason
 if TYPE_CHECKING:
     from rich.console import Console
 
-_STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow", "stopped": "yellow", "idle": "yellow",
-           "escaped": "red",
+_STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow", "stopped": "yellow",
+           "idle": "yellow", "escaped": "red",
            "failed": "red", "unknown": "dim"}
 
 

@@ -46,7 +46,7 @@ def test_a_hang_after_fork_is_judged_and_explained_with_the_catalogues_sentences
     diagnosis = diagnose(_hung_run(["tensorflow"]))
     assert (diagnosis.verdict, diagnosis.stop_reason) == (Verdict.HUNG, StopReason.HUNG)
     assert [p.verdict for p in diagnosis.processes] == [Verdict.HUNG] * 3
-    assert hazards.FORK_AFTER_INIT.why in diagnosis.explanation.splitlines()
+    assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in diagnosis.explanation.splitlines()
     assert diagnosis.explanation.splitlines()[-1] == hazards.FORK_AFTER_INIT.fix_line
     threads_only = diagnose(_hung_run([], threads=4)).explanation.splitlines()
     assert hazards.MULTITHREADED_FORK.why in threads_only
@@ -107,7 +107,8 @@ def test_a_hang_cut_short_by_ctrl_c_or_timeout_gives_the_cause_and_fix_as_likely
         lines = diagnosis.explanation.splitlines()
         assert any(line.startswith("Likely hung: 3 process(es) were idle for 4.2 s") for line in lines), lines
         assert "short of --hang-after 30 s" in diagnosis.explanation
-        assert hazards.FORK_AFTER_INIT.why in lines and lines[-1] == hazards.FORK_AFTER_INIT.fix_line
+        assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in lines
+        assert lines[-1] == hazards.FORK_AFTER_INIT.fix_line
         worker = diagnosis.processes[1]
         assert "likely hung" in worker.explanation and "not hung" not in worker.explanation
         (cause,) = diagnosis.causes
@@ -173,3 +174,16 @@ def test_idle_fork_children_beside_a_busy_one_are_no_likely_hang() -> None:
     assert "Busy, not hung: pid 102 was making CPU progress" in diagnosis.explanation
     assert "The tree was still busy when it was stopped" in diagnosis.explanation
     assert [(c.kind, c.certainty) for c in diagnosis.causes] == [("fork-after-init", "latent")]
+
+
+def test_a_cpu_only_fork_freeze_is_explained_without_cuda_and_a_cuda_one_names_only_whats_there() -> None:
+    cpu = diagnose(_hung_run(["tensorflow"])).explanation
+    assert "CUDA context" not in cpu and "PyTorch" not in cpu and "CuPy" not in cpu
+    assert "TensorFlow's intra-op thread pool does not survive `fork()`" in cpu
+    assert "the child's ops wait for ever" in cpu
+    cuda = diagnose(_hung_run(["torch.cuda", "cuda-driver"])).explanation
+    assert "A CUDA context does not survive `fork()`" in cuda
+    assert "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\"" in cuda
+    assert not any(name in cuda for name in ("CuPy", "Numba", "TensorFlow", "JAX", "intra-op"))
+    both = diagnose(_hung_run(["tensorflow", "cuda-driver"])).explanation
+    assert "CUDA context" in both and "TensorFlow aborts or hangs" in both and "PyTorch" not in both

@@ -199,7 +199,8 @@ def _idle_workers(gpudoctor: subprocess.Popen[str], deadline: float) -> list[int
 def _assert_likely_fork_after_init(doc: dict, workers: list[int]) -> None:  # type: ignore[type-arg]
     explanation = doc["explanation"]
     assert "Likely hung: " in explanation and "short of --hang-after 600 s" in explanation, explanation
-    assert hazards.FORK_AFTER_INIT.why in explanation.splitlines()
+    assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in explanation.splitlines()
+    assert "CUDA context" not in explanation  # TensorFlow-CPU: no CUDA paragraph
     assert hazards.FORK_AFTER_INIT.fix_line in explanation.splitlines()
     assert "sitecustomize" not in explanation
     likely = [c for c in doc["causes"] if c["certainty"] == "likely"]
