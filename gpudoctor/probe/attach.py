@@ -32,7 +32,7 @@ import psutil
 
 from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import causes, explain, stacks
+from gpudoctor.probe import causes, explain, install_hint, stacks
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
 from gpudoctor.probe.maps import loaded_runtimes
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
@@ -310,9 +310,9 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
         return {}, ["No stacks: --no-native-stacks was given."]
     py_spy = stacks.find_py_spy()
     if py_spy is None:
-        return {}, ["No Python or native stacks: py-spy is not installed (pip install py-spy, in the "
-                    "environment gpudoctor runs in); gpudoctor never signals an attached process, so "
-                    "without py-spy it cannot dump its stacks."]
+        return {}, [f"No Python or native stacks: py-spy is not installed (it comes with the report extra: "
+                    f"{install_hint.text()}); gpudoctor never signals an attached process, so without "
+                    "py-spy it cannot dump its stacks."]
     held = {pid for pid in pids if observed[pid].state in _HELD}
     dumps, error = stacks.native_stacks(pids, py_spy, lambda pid: None, held)
     notes = []

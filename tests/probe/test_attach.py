@@ -259,7 +259,8 @@ def test_without_py_spy_the_report_says_how_to_get_stacks(
         sleeper.wait(60)
     out = capsys.readouterr().out
     assert code == 0
-    assert "py-spy is not installed (pip install py-spy" in out
+    assert "py-spy is not installed (it comes with the report extra: " in out
+    assert "pip install py-spy" not in out
 
 
 def test_attaching_to_gpudoctor_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -347,3 +348,17 @@ def test_what_shows_an_attached_process_is_hung_not_idle() -> None:
     assert attach.hang_evidence(seen(threads=1), lock) == \
         "blocked on a lock (PyThread_acquire_lock_timed) with no other thread left to release it"
     assert attach.hang_evidence(seen(threads=4), lock) is None  # another thread may release it (a join)
+
+
+def test_the_missing_py_spy_note_says_how_to_install_it_the_way_gpudoctor_was_installed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpudoctor.probe import install_hint
+
+    seen = {1: attach.Observed(pid=1, ppid=0, create_time=0.0, exe=None, cmdline=())}
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: tmp_path)
+    (note,) = attach._stacks({1}, seen, True)[1]
+    assert f"make demo or .venv/bin/pip install -e '.[report]' in the source checkout {tmp_path}" in note
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)
+    (note,) = attach._stacks({1}, seen, True)[1]
+    assert "pip install 'gpudoctor[report]', in the environment gpudoctor runs in" in note
