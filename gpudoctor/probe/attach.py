@@ -32,12 +32,13 @@ import psutil
 
 from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import causes, explain, install_hint, stacks
+from gpudoctor.probe import causes, explain, install_hint, stacks, wording
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
 from gpudoctor.probe.maps import loaded_runtimes
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import agree, plural
 
 # How much CPU a waiting process may burn (timers, signal handlers) and still count
 # as making no progress over the window: a fixed slack plus a fraction of the window.
@@ -321,7 +322,7 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
         # py-spy reads Python processes only: for another program the ptrace hint is wrong.
         python = [pid for pid in missing if _is_python(observed[pid])]
         hint = f". {_ptrace_hint()}." if python else ": it reads the stacks of Python processes only."
-        notes.append(f"No stacks of pid(s) {', '.join(map(str, missing))}: py-spy failed ({error}){hint}")
+        notes.append(f"No stacks of {wording.pids(missing)}: py-spy failed ({error}){hint}")
     found = {pid: stack for pid, text in dumps.items() if (stack := stacks.combine(None, text))}
     return found, notes
 
@@ -400,7 +401,8 @@ def _running_text(judged: Sequence[ProcessVerdict]) -> list[str]:
     forked = [p for p in judged if p.start == "fork" and p.runtimes_at_fork]
     if forked:
         p = forked[0]
-        lines.append(f"Warning: {len(forked)} process(es) were forked from a parent with "
+        lines.append(f"Warning: {plural(len(forked), 'process')} {agree(len(forked), 'was', 'were')} forked "
+                     "from a parent with "
                      f"{explain.runtime_names(p.runtimes_at_fork)} loaded (e.g. pid {p.pid} from {p.ppid}); "
                      "a child that uses a GPU runtime it inherited can hang or fail (gpudoctor lint "
                      f"reports it as {hazards.FORK_AFTER_INIT.rule}).")
@@ -416,7 +418,7 @@ def _parents_line(observed: dict[int, Observed]) -> list[str]:
         parent = observed.get(pid)
         if parent is None:
             continue
-        lines.append(f"From outside: pid {pid} has {parent.threads} threads now and "
+        lines.append(f"From outside: pid {pid} has {plural(parent.threads, 'thread')} now and "
                      f"{explain.runtime_names(sorted(parent.runtimes))} mapped; its fork children inherited the "
                      "mappings (whether it had initialized them, not only loaded them, the maps cannot say).")
     return lines
@@ -450,7 +452,7 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
     root_pids = [p.pid for p in roots]
     _classify(observed)
     if progress is not None:
-        progress(f"gpudoctor: watching {len(observed)} process(es) under pid "
+        progress(f"gpudoctor: watching {plural(len(observed), 'process')} under pid "
                  f"{', '.join(map(str, root_pids))} for {window:g} s (nothing is stopped or signalled)")
     samples: list[Sample] = []
     _watch(processes, observed, root_pids, window, samples, started, watching)
@@ -505,8 +507,8 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
         if verdict == Verdict.IDLE:
             lines += _idle_text(judged, window)
         if verdict == Verdict.STOPPED:
-            held = [str(p.pid) for p in judged if p.verdict == Verdict.STOPPED]
-            lines.append(f"Stopped, not hung: pid(s) {', '.join(held)} held by SIGSTOP or a tracer; a stopped "
+            held = [p.pid for p in judged if p.verdict == Verdict.STOPPED]
+            lines.append(f"Stopped, not hung: {wording.pids(held)} held by SIGSTOP or a tracer; a stopped "
                          "process waits for SIGCONT or its debugger (gpudoctor leaves it as it is).")
         lines += _running_text(judged) + _parents_line(observed)
         lines += [f"Note: {note}" for note in notes]

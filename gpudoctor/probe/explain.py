@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_oom
+from gpudoctor.probe import explain_oom, wording
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import agree, plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
@@ -70,8 +71,8 @@ def _pids(processes: Sequence[ProcessVerdict]) -> str:
     return ", ".join(str(p.pid) for p in processes)
 
 
-def pids_of(pids: Sequence[int]) -> str:
-    return ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids))
+def pids_of(numbers: Sequence[int]) -> str:
+    return wording.pids(numbers)
 
 
 def held(track: ProcessRun) -> str:
@@ -84,7 +85,7 @@ def held(track: ProcessRun) -> str:
 
 def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     held_ones = [p for p in judged if p.verdict == Verdict.STOPPED]
-    return [f"Stopped, not hung: {len(held_ones)} process(es) held stopped (SIGSTOP or ptrace): "
+    return [f"Stopped, not hung: {plural(len(held_ones), 'process')} held stopped (SIGSTOP or ptrace): "
             f"{_pids(held_ones)}; nothing else in the tree moved for --hang-after "
             f"{run.limits.hang_after:g} s. A stopped process waits for SIGCONT or its debugger; it is "
             "not a deadlock of the program's own. gpudoctor continued and killed the tree."]
@@ -135,14 +136,14 @@ def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
     if not working or not idle:
         return []
     longest = max(p.stalled_for for p in idle)
-    return [f"Busy, not hung: {pids_of(working)} {'was' if len(working) == 1 else 'were'} making CPU "
+    return [f"Busy, not hung: {pids_of(working)} {agree(len(working), 'was', 'were')} making CPU "
             f"progress; {pids_of([p.pid for p in idle])} waited (idle up to {longest:.1f} s), most likely on "
-            f"{'it' if len(working) == 1 else 'them'}: a process that waits on busy ones is not hung."]
+            f"{agree(len(working), 'it', 'them')}: a process that waits on busy ones is not hung."]
 
 
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
-    return [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
+    return [f"Hung: {plural(len(hung), 'process')} waited with no CPU progress for at least "
             f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged)]
 
 
@@ -150,7 +151,8 @@ def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequenc
     """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
     low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
     span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
-    return [f"Likely hung: {len(idle)} process(es) were idle for {span} (waiting with no CPU progress) when "
+    return [f"Likely hung: {plural(len(idle), 'process')} {agree(len(idle), 'was', 'were')} idle for {span} "
+            "(waiting with no CPU progress) when "
             f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
             f"not proven: {_pids(idle)}.", *_stuck(idle, judged)]
 
@@ -176,7 +178,8 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> 
         lines.append(f"Blocked in {where}.")
     waiting_ones = [p for p in hung if p.start != "fork"]
     if forked and waiting_ones:
-        lines.append(f"{_pids(waiting_ones)} wait(s) for them (e.g. Pool.map waiting for results).")
+        lines.append(f"{_pids(waiting_ones)} {agree(len(waiting_ones), 'waits', 'wait')} for "
+                     f"{agree(len(forked), 'it', 'them')} (e.g. Pool.map waiting for results).")
     initialized = [p for p in forked if p.runtimes_at_fork]
     if initialized:
         lines += _fork_fix(initialized, judged)
@@ -195,11 +198,12 @@ def fork_origin(children: Sequence[ProcessVerdict], parent: int | None, runtimes
     if threads:
         counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
             else str(threads[0])
-        what.append(f"{counts} native threads")
+        what.append(f"{counts} native {'thread' if threads == [1] else 'threads'}")
     had = " and ".join(what) or "no GPU runtime initialized"
     when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
     server = "the forkserver, " if from_server else ""
-    return f"{_pids(children)} were forked{when} from {server}pid {parent}, which had {had} at the fork."
+    return (f"{_pids(children)} {agree(len(children), 'was', 'were')} forked{when} from {server}pid {parent}, "
+            f"which had {had} at the fork.")
 
 
 def _memory(run: RunRecord) -> list[str]:
@@ -237,7 +241,7 @@ def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
     if not forked:
         return []
     p = forked[0]
-    return [f"{len(forked)} process(es) were forked from a parent with "
+    return [f"{plural(len(forked), 'process')} {agree(len(forked), 'was', 'were')} forked from a parent with "
             f"{runtime_names(p.runtimes_at_fork)} initialized (e.g. pid {p.pid} from {p.ppid}).",
             *_fork_fix(forked, judged)]
 

@@ -20,6 +20,7 @@ from gpudoctor import __version__
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.probe import html_parts
 from gpudoctor.probe.html_parts import badge, e
+from gpudoctor.probe.wording import plural
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2127;
@@ -195,7 +196,7 @@ def scenarios_page(document: dict[str, Any]) -> str:
     ran = {x["name"] for x in entries if x["status"] != "skipped"}
     skipped = {x["name"] for x in entries} - ran
     return _page("gpudoctor probe — scenarios",
-                 f"{len(ran)} scenario(s) run in an unsafe and a safe variant, {len(skipped)} skipped", body)
+                 f"{plural(len(ran), 'scenario')} run in an unsafe and a safe variant, {len(skipped)} skipped", body)
 
 
 def command_page(document: dict[str, Any]) -> str:

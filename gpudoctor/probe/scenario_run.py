@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.probe import wording
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.error_strings import CAUSE
 from gpudoctor.probe.frameworks import Framework
 from gpudoctor.probe.nvml import NvmlReport
 from gpudoctor.probe.scenarios import Scenario
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.live_view import View
@@ -121,15 +123,14 @@ def _reason(status: str, diagnosis: Diagnosis, duration: float, settings: Settin
     if status == "error" and diagnosis.stop_reason == StopReason.TIMEOUT:
         stretched = f" (given up to {duration:.0f} s while busy)" if duration > settings.timeout + 1 else ""
         if busy:
-            pids = f"{'pid' if len(busy) == 1 else 'pids'} {', '.join(map(str, busy))}"
-            return (f"still running after --scenario-timeout {settings.timeout:g} s{stretched}: {pids} still "
-                    "making CPU progress, so it was not judged hung")
+            return (f"still running after --scenario-timeout {settings.timeout:g} s{stretched}: "
+                    f"{wording.pids(busy)} still making CPU progress, so it was not judged hung")
         return (f"still running after --scenario-timeout {settings.timeout:g} s; no process had waited "
                 f"without CPU progress for {settings.hang_after:g} s, so it was not judged hung")
     if status == "hung":
         hung = diagnosis.processes_with(Verdict.HUNG)
         forked = [p for p in hung if p.start == "fork"]
-        text = f"{len(hung)} process(es) waited {settings.hang_after:g} s with no CPU progress"
+        text = f"{plural(len(hung), 'process')} waited {settings.hang_after:g} s with no CPU progress"
         if forked:
             text += f", {len(forked)} of them fork children"
         where = next((p.blocked_in for p in forked + hung if p.blocked_in), None)

@@ -15,6 +15,7 @@ from gpudoctor.probe.diagnosis import OBSERVED, Cause, Diagnosis, ProcessVerdict
 from gpudoctor.probe.explain import IDLE_EVIDENCE
 from gpudoctor.probe.stacks import where_blocked
 from gpudoctor.probe.verdicts import Verdict
+from gpudoctor.probe.wording import plural
 from gpudoctor.pytest_plugin.checks import Failure
 
 _STACK_LINES = 60
@@ -118,7 +119,7 @@ def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools:
     processes = [p for p in diagnosis.processes if p.verdict != Verdict.OK or p.stack]
     if diagnosis.verdict == Verdict.HUNG:
         hung = [p for p in processes if p.verdict == Verdict.HUNG]
-        summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p.pid) for p in hung)}"
+        summary = f"{plural(len(hung), 'process')} hung: pid {', '.join(str(p.pid) for p in hung)}"
         explanation = diagnosis.explanation
     elif diagnosis.verdict == Verdict.STOPPED:
         held = [p for p in processes if p.verdict == Verdict.STOPPED]

@@ -151,6 +151,6 @@ def test_the_hang_report_names_the_causes_from_the_diagnosis_structure() -> None
                 "causes": [{"kind": "fork-after-init", "certainty": "observed", "rule": "GD101",
                             "frameworks": ["tensorflow"], "parent": 5, "processes": [6]}]}
     failure = hang_report.hang_failure(3, Diagnosis.from_json(document), [], [])
-    assert failure.reason == ("hang_timeout: still running after 3 s; 2 process(es) hung: pid 5, 6; "
+    assert failure.reason == ("hang_timeout: still running after 3 s; 2 processes hung: pid 5, 6; "
                               "observed cause fork-after-init (GD101)")
     assert "cause: fork-after-init (GD101, observed); parent pid 5; pid 6" in failure.section[1].splitlines()

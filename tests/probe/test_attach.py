@@ -146,7 +146,7 @@ def test_attach_to_a_process_that_exits_while_examined_is_a_clear_line(tmp_path:
         assert probe.stderr is not None
         # gpudoctor says when its window starts: the target then ends by itself (end of input).
         line = probe.stderr.readline()
-        assert f"watching 1 process(es) under pid {target.pid}" in line, line
+        assert f"watching 1 process under pid {target.pid}" in line, line
         assert target.stdin is not None
         target.stdin.close()
         target.wait(60)

@@ -105,7 +105,7 @@ def test_a_hang_cut_short_by_ctrl_c_or_timeout_gives_the_cause_and_fix_as_likely
         diagnosis = diagnose(_cut_short(reason, idle=4.2))
         assert diagnosis.verdict == Verdict.KILLED
         lines = diagnosis.explanation.splitlines()
-        assert any(line.startswith("Likely hung: 3 process(es) were idle for 4.2 s") for line in lines), lines
+        assert any(line.startswith("Likely hung: 3 processes were idle for 4.2 s") for line in lines), lines
         assert "short of --hang-after 30 s" in diagnosis.explanation
         assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in lines
         assert lines[-1] == hazards.FORK_AFTER_INIT.fix_line
@@ -187,3 +187,14 @@ def test_a_cpu_only_fork_freeze_is_explained_without_cuda_and_a_cuda_one_names_o
     assert not any(name in cuda for name in ("CuPy", "Numba", "TensorFlow", "JAX", "intra-op"))
     both = diagnose(_hung_run(["tensorflow", "cuda-driver"])).explanation
     assert "CUDA context" in both and "TensorFlow aborts or hangs" in both and "PyTorch" not in both
+
+
+def test_the_sentences_agree_with_one_process_and_one_thread() -> None:
+    run = _hung_run(["tensorflow"], threads=1)
+    single = RunRecord(**{**run.__dict__, "processes": run.processes[:2], "events": run.events[:1]})
+    lines = diagnose(single).explanation.splitlines()
+    assert lines[0].startswith("Hung: 2 processes waited")
+    assert "101 was forked at t=0.4 s from pid 100, which had TensorFlow initialized and 1 native thread at " \
+        "the fork." in lines
+    assert "100 waits for it (e.g. Pool.map waiting for results)." in lines
+    assert not any(word in line for line in lines for word in ("(es)", "(s)", "1 native threads", "101 were"))

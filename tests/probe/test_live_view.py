@@ -76,9 +76,9 @@ def test_verdict_line_when_stopping_and_when_attached() -> None:
         "stopping: interrupted: dumping stacks"
     attached = _snapshot(_process(1, idle_s=1.5), elapsed=1.5, hang_after=2.0, attached=True)
     assert live_render.verdict_line(attached) == \
-        "no progress for 1.5 s in 1 of 1 processes; verdict at the end of the 2 s watch (0.5 s left)"
+        "no progress for 1.5 s in 1 of 1 process; verdict at the end of the 2 s watch (0.5 s left)"
     assert live_render.verdict_line(_snapshot(_process(1, cpu_percent=50.0), timeout=60.0)) == \
-        "all 1 process(es) progressing; hang verdict after 30 s without progress in all; stopped at --timeout 60 s"
+        "the 1 process progressing; hang verdict after 30 s without progress in all; stopped at --timeout 60 s"
 
 
 def test_progress_lines_say_only_what_changed() -> None:
@@ -244,7 +244,7 @@ def test_live_view_in_a_real_terminal(tmp_path: Path) -> None:
         row = lines[title + 2].split()
         assert row[0].isdigit() and row[1] == "launcher" and row[2] == live_render.DASH and row[3].isdigit()
         assert row[-1] == live_render.DASH or row[-1] in ("MiB", "GiB", "KiB")
-        assert lines[title + 3].startswith(("no progress for", "all 1 process(es) progressing"))
+        assert lines[title + 3].startswith(("no progress for", "the 1 process progressing"))
         release.touch()
         pane = _wait_for_pane(session, lambda text: "gpudoctor-exit=" in text)
         assert "gpudoctor-exit=0" in pane

@@ -117,7 +117,7 @@ def test_a_fork_after_tensorflow_that_did_not_hang_is_ok_with_a_warning(tmp_path
     code, doc, _ = gpudoctor_json(["--timeout", str(TIMEOUT), "--hang-after", "10", "--",
                                    sys.executable, str(source)], timeout=TIMEOUT + 60)
     assert (code, doc["verdict"]) == (0, "ok"), doc["explanation"]
-    assert "Warning: 2 process(es) were forked from a parent with TensorFlow initialized" in doc["explanation"]
+    assert "Warning: 2 processes were forked from a parent with TensorFlow initialized" in doc["explanation"]
     assert "This run finished, but a child that uses the GPU runtime it inherited can hang" in doc["explanation"]
     assert running([p["pid"] for p in doc["processes"]]) == []
 
