@@ -386,7 +386,7 @@ def _lead(roots: Sequence[int], window: float, verdict: Verdict) -> str:
 def _idle_text(judged: Sequence[ProcessVerdict], window: float) -> list[str]:
     """Why an idle tree is not called hung, and what would make it one."""
     idle = [p for p in judged if p.verdict == Verdict.IDLE]
-    lines = [f"Idle, not hung: {explain.pids_of([p.pid for p in idle])} made no CPU progress for {window:g} s, "
+    lines = [f"Idle, not hung: {wording.pids([p.pid for p in idle])} made no CPU progress for {window:g} s, "
              "but nothing shows a hang: a process waiting for input, a socket, a timer or a child looks the "
              f"same from outside. It would be a hang with {_HANG_EVIDENCE}."]
     lines += [f"pid {p.pid} waits in {p.blocked_in}." for p in idle if p.blocked_in][:3]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, stacks
+from gpudoctor.probe import error_strings, events, explain, stacks, wording
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
@@ -69,7 +69,7 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
             return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
         others = [pid for pid in busy if pid != track.pid]
         if track.stalled_for >= explain.IDLE_EVIDENCE and others:
-            return Verdict.KILLED, (f"{explain.stall(track)} while {explain.pids_of(others)} made CPU "
+            return Verdict.KILLED, (f"{explain.stall(track)} while {wording.pids(others)} made CPU "
                                     f"progress: waiting, not hung, when gpudoctor stopped the tree "
                                     f"({run.stop_reason})")
         if track.stalled_for >= explain.IDLE_EVIDENCE and \

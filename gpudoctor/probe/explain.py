@@ -71,10 +71,6 @@ def _pids(processes: Sequence[ProcessVerdict]) -> str:
     return ", ".join(str(p.pid) for p in processes)
 
 
-def pids_of(numbers: Sequence[int]) -> str:
-    return wording.pids(numbers)
-
-
 def held(track: ProcessRun) -> str:
     """Why a process that was stopped is not called hung, in one clause."""
     how = ("by a tracer (a debugger, strace): ptrace" if track.state == "tracing-stop"
@@ -136,8 +132,8 @@ def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
     if not working or not idle:
         return []
     longest = max(p.stalled_for for p in idle)
-    return [f"Busy, not hung: {pids_of(working)} {agree(len(working), 'was', 'were')} making CPU "
-            f"progress; {pids_of([p.pid for p in idle])} waited (idle up to {longest:.1f} s), most likely on "
+    return [f"Busy, not hung: {wording.pids(working)} {agree(len(working), 'was', 'were')} making CPU "
+            f"progress; {wording.pids([p.pid for p in idle])} waited (idle up to {longest:.1f} s), most likely on "
             f"{agree(len(working), 'it', 'them')}: a process that waits on busy ones is not hung."]
 
 
@@ -261,7 +257,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     root = next((p for p in judged if p.start == "root"), None)
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     if run.escaped:
-        lines.append(f"Escaped: gpudoctor could not stop {pids_of(run.escaped)} (SIGKILL had no effect: "
+        lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
