@@ -16,6 +16,7 @@ and the plugin) or a comma (the rule docs): it starts in lower case.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -31,6 +32,9 @@ class Hazard:
     # The fix in a Jupyter kernel, where it differs: a spawned worker cannot run a function
     # defined in a cell (GD108), and a kernel has no main script for a forkserver to run.
     notebook_fix: str | None = None
+    # Native functions a process of this hazard is found waiting in for ever: seen in a
+    # stack, such a wait is evidence of a hang, not of an idle process.
+    hang_sites: tuple[str, ...] = ()
 
     @property
     def fix_line(self) -> str:
@@ -57,6 +61,9 @@ FORK_AFTER_INIT = Hazard(
     notebook_fix=('move the worker function into a .py module next to the notebook and import it, then start '
                   'the workers with the spawn start method (multiprocessing.get_context("spawn")); or '
                   "initialize the GPU framework only inside the workers, never in the kernel before it forks."),
+    # TensorFlow's intra-op pool in a fork child: parallel_for waits on a BlockingCounter
+    # that the parent's pool threads, absent in the child, would have counted down.
+    hang_sites=("OneDnnThreadPool::parallel_for", "ThreadPoolDevice::parallelFor", "BlockingCounter::Wait"),
 )
 
 FORKSERVER_AFTER_INIT = Hazard(
@@ -79,6 +86,9 @@ MULTITHREADED_FORK = Hazard(
     fix=('start the workers with the spawn or forkserver start method (multiprocessing.get_context("spawn")), '
          "or fork before any thread starts (before the library that starts them runs), or join the threads "
          "first."),
+    # CPython's wait for a thread lock: in a process with one thread left, no thread can
+    # release it (a wait with other threads alive may just be a join).
+    hang_sites=("PyThread_acquire_lock",),
 )
 
 GPU_MEMORY_GRAB_ALL = Hazard(
@@ -94,6 +104,60 @@ GPU_MEMORY_GRAB_ALL = Hazard(
 )
 
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL)}
+
+# Why a fork after init breaks, worded for what the forking process had: ``why`` above
+# says it for every framework (the rule docs, which cannot know), a diagnosis for the
+# runtimes that were there. The keys are the runtime ids the probe records (the
+# bootstrap's at a fork, ``/proc/PID/maps``' for an attached process).
+_CUDA_RUNTIMES = frozenset({"cuda-driver", "cuda-context", "cuda-runtime", "nvrtc", "torch.cuda", "numba.cuda",
+                            "pycuda", "cupy", "jax:cuda", "jax:gpu", "jax:rocm"})
+# What a fork child of a parent with CUDA initialized meets, per framework, in the order named.
+_CUDA_IN_CHILD = (
+    ("torch", "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\""),
+    ("cupy", "CuPy fails with `cudaErrorInitializationError`"),
+    ("numba", "Numba raises \"CUDA initialized before forking\""),
+    ("tensorflow", "TensorFlow aborts or hangs"),
+    ("jax", "JAX warns (`os.fork() was called`) and its workers hang"),
+)
+# The CPU thread pool a framework's ops run on, which a fork child does not get.
+_CPU_POOLS = (
+    ("tensorflow", "TensorFlow's intra-op thread pool"),
+    ("jax", "JAX's (XLA's) CPU thread pool"),
+)
+
+
+def _framework(runtime: str) -> str:
+    """"torch.cuda" -> "torch", "jax:cpu" -> "jax": the framework a runtime id belongs to."""
+    return runtime.split(":", 1)[0].split(".", 1)[0]
+
+
+def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
+    """Say why ``hazard`` breaks, for a parent that had ``runtimes`` initialized at the fork.
+
+    A fork after init breaks in two ways that share nothing but the fork: a CUDA context
+    does not survive it (only where CUDA was there), and a framework's CPU thread pool
+    does not either (TensorFlow-CPU's freeze, where no CUDA was ever loaded). Only the
+    one that applies is said, naming only the frameworks present; with no runtime known
+    (or another hazard), it is ``hazard.why``.
+    """
+    if hazard is not FORK_AFTER_INIT or not runtimes:
+        return hazard.why
+    frameworks = {_framework(r) for r in runtimes}
+    if _CUDA_RUNTIMES & set(runtimes):
+        effects = [effect for name, effect in _CUDA_IN_CHILD if name in frameworks]
+        what = _joined(effects) if effects else "its first CUDA call fails or hangs"
+        return ("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
+                f"claims CUDA is initialized, but the driver state behind it is gone: {what}.")
+    pools = [pool for name, pool in _CPU_POOLS if name in frameworks]
+    if not pools:
+        return hazard.why
+    return (f"{_joined(pools)} {'does' if len(pools) == 1 else 'do'} not survive `fork()`: `fork()` copies only "
+            "the calling thread, so the pool's threads do not exist in the child, and the child's ops wait for "
+            "ever for them. No CUDA was involved: this freeze happens on a CPU-only build too.")
+
+
+def _joined(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
 

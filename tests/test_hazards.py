@@ -46,4 +46,17 @@ def test_fork_safe_reports_the_same_sentences(runtimes: list[str], threads: int,
               {"event": "fork-child", "pid": 11, "ppid": 10, "fork_t": 1.0}]
     failure = fork_failure(ForkSafe(threads=True), events, root=10)
     assert failure is not None
-    assert failure.section[1].splitlines()[-2:] == [hazard.why, hazard.fix_line]
+    assert failure.section[1].splitlines()[-2:] == [hazards.why_for(hazard, runtimes), hazard.fix_line]
+
+
+def test_the_fork_after_init_sentence_names_only_what_the_parent_had() -> None:
+    why = hazards.FORK_AFTER_INIT
+    assert hazards.why_for(why, []) == why.why  # nothing known: every framework, as the rule docs say
+    assert hazards.why_for(hazards.MULTITHREADED_FORK, ["tensorflow"]) == hazards.MULTITHREADED_FORK.why
+    cpu = hazards.why_for(why, ["tensorflow"])
+    assert cpu.startswith("TensorFlow's intra-op thread pool does not survive `fork()`") and "CUDA context" not in cpu
+    assert hazards.why_for(why, ["jax:cpu"]).startswith("JAX's (XLA's) CPU thread pool does not survive")
+    numba = hazards.why_for(why, ["numba.cuda", "cuda-driver"])
+    assert numba.startswith("A CUDA context does not survive") and "Numba raises" in numba
+    assert "PyTorch" not in numba and "CuPy" not in numba
+    assert hazards.why_for(why, ["cuda-driver"]).endswith("its first CUDA call fails or hangs.")

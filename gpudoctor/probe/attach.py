@@ -32,12 +32,13 @@ import psutil
 
 from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import causes, explain, stacks
+from gpudoctor.probe import causes, explain, install_hint, stacks, wording
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
 from gpudoctor.probe.maps import loaded_runtimes
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import agree, plural
 
 # How much CPU a waiting process may burn (timers, signal handlers) and still count
 # as making no progress over the window: a fixed slack plus a fraction of the window.
@@ -310,9 +311,9 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
         return {}, ["No stacks: --no-native-stacks was given."]
     py_spy = stacks.find_py_spy()
     if py_spy is None:
-        return {}, ["No Python or native stacks: py-spy is not installed (pip install py-spy, in the "
-                    "environment gpudoctor runs in); gpudoctor never signals an attached process, so "
-                    "without py-spy it cannot dump its stacks."]
+        return {}, [f"No Python or native stacks: py-spy is not installed (it comes with the report extra: "
+                    f"{install_hint.text()}); gpudoctor never signals an attached process, so without "
+                    "py-spy it cannot dump its stacks."]
     held = {pid for pid in pids if observed[pid].state in _HELD}
     dumps, error = stacks.native_stacks(pids, py_spy, lambda pid: None, held)
     notes = []
@@ -321,7 +322,7 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
         # py-spy reads Python processes only: for another program the ptrace hint is wrong.
         python = [pid for pid in missing if _is_python(observed[pid])]
         hint = f". {_ptrace_hint()}." if python else ": it reads the stacks of Python processes only."
-        notes.append(f"No stacks of pid(s) {', '.join(map(str, missing))}: py-spy failed ({error}){hint}")
+        notes.append(f"No stacks of {wording.pids(missing)}: py-spy failed ({error}){hint}")
     found = {pid: stack for pid, text in dumps.items() if (stack := stacks.combine(None, text))}
     return found, notes
 
@@ -333,23 +334,65 @@ def _process_run(seen: Observed, stalled: float) -> ProcessRun:
                       killed_by_supervisor=False)
 
 
-def _judge(seen: Observed, track: ProcessRun, window: float) -> tuple[Verdict, str]:
+# What would make an idle attached process a hung one, as the verdict names it.
+_HANG_EVIDENCE = ("a fork from a parent with a GPU runtime loaded, a wait in a known hang site (TensorFlow's "
+                  "intra-op pool in a fork child), or a lock no thread of the process can release")
+
+
+def hang_evidence(seen: Observed, blocked_in: str | None) -> str | None:
+    """Say what shows that a process which made no CPU progress is hung, not idle, or None.
+
+    From outside, a deadlock and a process waiting for input, a socket or a timer look
+    the same (asleep, CPU flat); only a hazard tells them apart: a fork from a parent that
+    had a GPU runtime loaded, a wait in a native function where a hazard's processes wait
+    for ever (``hazards.py``'s hang sites), or a thread lock awaited by the only thread left.
+    """
+    if seen.start == "fork" and seen.runtimes_at_fork:
+        return (f"forked from pid {seen.ppid}, which had {explain.runtime_names(seen.runtimes_at_fork)} "
+                "loaded at the fork")
+    native = (blocked_in or "").split(", Python ", 1)[0]
+    if any(site in native for site in hazards.FORK_AFTER_INIT.hang_sites):
+        return f"blocked in {native}, where a fork child of an initialized TensorFlow waits for ever"
+    if seen.threads == 1 and any(site in native for site in hazards.MULTITHREADED_FORK.hang_sites):
+        return f"blocked on a lock ({native}) with no other thread left to release it"
+    return None
+
+
+def _judge(seen: Observed, track: ProcessRun, window: float, evidence: str | None,
+           tree_still: bool) -> tuple[Verdict, str]:
+    """Judge one process; ``tree_still``: no process of the tree made CPU progress."""
     if seen.exited:
         return Verdict.UNKNOWN, "exited while gpudoctor examined it (its exit status belongs to its parent)"
     if seen.state in _HELD:
         how = "a tracer (ptrace)" if seen.state == psutil.STATUS_TRACING_STOP else "SIGSTOP"
         return Verdict.STOPPED, f"held stopped by {how}: it waits to be continued, not a deadlock"
-    if stalled(seen, window):
-        return Verdict.HUNG, explain.stall(track) + " (the whole watch window)"
-    return Verdict.OK, f"running: {seen.cpu_used:.2f} s of CPU in the {window:g} s window"
+    if not stalled(seen, window):
+        return Verdict.OK, f"running: {seen.cpu_used:.2f} s of CPU in the {window:g} s window"
+    if tree_still and evidence is not None:
+        return Verdict.HUNG, f"{explain.stall(track)} (the whole watch window): {evidence}"
+    return Verdict.IDLE, (f"idle (no CPU progress for {window:g} s), {explain.stall(track)}: no evidence of "
+                          f"a hang; hung would take {_HANG_EVIDENCE}")
 
 
 def _lead(roots: Sequence[int], window: float, verdict: Verdict) -> str:
     what = {Verdict.HUNG: "nothing in the tree made CPU progress",
+            Verdict.IDLE: f"idle (no CPU progress for {window:g} s)",
             Verdict.STOPPED: "nothing in the tree moved, and a process is held stopped",
             Verdict.OK: "the tree made CPU progress"}[verdict]
     return (f"Attached to pid {', '.join(map(str, roots))} and watched for {window:g} s without stopping or "
             f"signalling anything: {what}.")
+
+
+def _idle_text(judged: Sequence[ProcessVerdict], window: float) -> list[str]:
+    """Why an idle tree is not called hung, and what would make it one."""
+    idle = [p for p in judged if p.verdict == Verdict.IDLE]
+    lines = [f"Idle, not hung: {wording.pids([p.pid for p in idle])} made no CPU progress for {window:g} s, "
+             "but nothing shows a hang: a process waiting for input, a socket, a timer or a child looks the "
+             f"same from outside. It would be a hang with {_HANG_EVIDENCE}."]
+    lines += [f"pid {p.pid} waits in {p.blocked_in}." for p in idle if p.blocked_in][:3]
+    lines.append("To see how it got there, run it under gpudoctor probe -- COMMAND, which records forks and "
+                 "the runtimes initialized before them.")
+    return lines
 
 
 def _running_text(judged: Sequence[ProcessVerdict]) -> list[str]:
@@ -358,7 +401,8 @@ def _running_text(judged: Sequence[ProcessVerdict]) -> list[str]:
     forked = [p for p in judged if p.start == "fork" and p.runtimes_at_fork]
     if forked:
         p = forked[0]
-        lines.append(f"Warning: {len(forked)} process(es) were forked from a parent with "
+        lines.append(f"Warning: {plural(len(forked), 'process')} {agree(len(forked), 'was', 'were')} forked "
+                     "from a parent with "
                      f"{explain.runtime_names(p.runtimes_at_fork)} loaded (e.g. pid {p.pid} from {p.ppid}); "
                      "a child that uses a GPU runtime it inherited can hang or fail (gpudoctor lint "
                      f"reports it as {hazards.FORK_AFTER_INIT.rule}).")
@@ -374,7 +418,7 @@ def _parents_line(observed: dict[int, Observed]) -> list[str]:
         parent = observed.get(pid)
         if parent is None:
             continue
-        lines.append(f"From outside: pid {pid} has {parent.threads} threads now and "
+        lines.append(f"From outside: pid {pid} has {plural(parent.threads, 'thread')} now and "
                      f"{explain.runtime_names(sorted(parent.runtimes))} mapped; its fork children inherited the "
                      "mappings (whether it had initialized them, not only loaded them, the maps cannot say).")
     return lines
@@ -408,7 +452,7 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
     root_pids = [p.pid for p in roots]
     _classify(observed)
     if progress is not None:
-        progress(f"gpudoctor: watching {len(observed)} process(es) under pid "
+        progress(f"gpudoctor: watching {plural(len(observed), 'process')} under pid "
                  f"{', '.join(map(str, root_pids))} for {window:g} s (nothing is stopped or signalled)")
     samples: list[Sample] = []
     _watch(processes, observed, root_pids, window, samples, started, watching)
@@ -423,9 +467,15 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
     peaks = replace(peaks, process_rss={pid: s.rss_peak for pid, s in observed.items()})
     duration = round(time.monotonic() - started, 3)
     tracks = {pid: _process_run(seen, window if stalled(seen, window) else 0.0) for pid, seen in observed.items()}
+    present = [seen for seen in observed.values() if not seen.exited]
+    still = bool(present) and all(seen.state in _HELD or stalled(seen, window) for seen in present)
+    evidence = {pid: hang_evidence(seen, stack.blocked_in if (stack := found_stacks.get(pid)) else None)
+                for pid, seen in observed.items()}
+    # A deadlock holds the tree: once one process shows a hang, those waiting with it are hung too.
+    shown = next((f"waits with pid {pid}, which was {text}" for pid, text in sorted(evidence.items()) if text), None)
     judged = []
     for pid, seen in sorted(observed.items()):
-        verdict, reason = _judge(seen, tracks[pid], window)
+        verdict, reason = _judge(seen, tracks[pid], window, evidence[pid] or shown, still)
         stack = found_stacks.get(pid)
         judged.append(ProcessVerdict(
             pid=pid, ppid=seen.ppid, cmdline=seen.cmdline, start=seen.start, verdict=verdict,
@@ -436,8 +486,8 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
             explanation=reason,
         ))
     alive = [p for p in judged if p.verdict != Verdict.UNKNOWN]
-    if alive and all(p.verdict in (Verdict.HUNG, Verdict.STOPPED) for p in alive):
-        verdict = Verdict.STOPPED if any(p.verdict == Verdict.STOPPED for p in alive) else Verdict.HUNG
+    if alive and all(p.verdict in (Verdict.HUNG, Verdict.IDLE, Verdict.STOPPED) for p in alive):
+        verdict = next(v for v in (Verdict.STOPPED, Verdict.HUNG, Verdict.IDLE) if any(p.verdict == v for p in alive))
     else:
         verdict = Verdict.OK
     if peaks.nvml_reason:
@@ -454,9 +504,11 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
         lines.append(explain.explain(run, verdict, judged, []))
         lines[-1:-1] = _parents_line(observed)
     else:
+        if verdict == Verdict.IDLE:
+            lines += _idle_text(judged, window)
         if verdict == Verdict.STOPPED:
-            held = [str(p.pid) for p in judged if p.verdict == Verdict.STOPPED]
-            lines.append(f"Stopped, not hung: pid(s) {', '.join(held)} held by SIGSTOP or a tracer; a stopped "
+            held = [p.pid for p in judged if p.verdict == Verdict.STOPPED]
+            lines.append(f"Stopped, not hung: {wording.pids(held)} held by SIGSTOP or a tracer; a stopped "
                          "process waits for SIGCONT or its debugger (gpudoctor leaves it as it is).")
         lines += _running_text(judged) + _parents_line(observed)
         lines += [f"Note: {note}" for note in notes]

@@ -36,7 +36,7 @@ def _machine() -> dict[str, Any]:
 
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
-    from gpudoctor.probe import diagnose, live_view, render_run
+    from gpudoctor.probe import capture, diagnose, live_view, render_run
     from gpudoctor.probe.diagnosis import SCHEMA_VERSION
     from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.supervise import Limits, Supervisor
@@ -64,8 +64,10 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     with live_view.opened(args.quiet) as view:
         if view is not None:
             echo_out = view.echo(echo_out, 2 if args.json else 1)
-        supervisor = Supervisor(command, limits, echo_out,
-                                view.echo(sys.stderr.buffer, 2) if view else sys.stderr.buffer, view)
+        echo_err = view.echo(sys.stderr.buffer, 2) if view else sys.stderr.buffer
+        # Both to one terminal (or one file): whole lines, so neither cuts the other's.
+        echo_out, echo_err = capture.whole_lines(echo_out, echo_err)
+        supervisor = Supervisor(command, limits, echo_out, echo_err, view)
         run = supervisor.run()
         result = diagnose.diagnose(run)
         if view is not None:
@@ -127,7 +129,8 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
         html_report.write(html, html_report.command_page(page))
         if not args.json:
             _console().print(f"HTML report: {html}")
-    return EXIT_OK if found.diagnosis.verdict == Verdict.OK else EXIT_PROBLEM
+    # Idle is no problem found: nothing shows a hang (the explanation says what would).
+    return EXIT_OK if found.diagnosis.verdict in (Verdict.OK, Verdict.IDLE) else EXIT_PROBLEM
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, stacks
+from gpudoctor.probe import error_strings, events, explain, stacks, wording
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
@@ -47,11 +47,13 @@ def _sigkill(run: RunRecord) -> tuple[Verdict, str]:
 
 
 def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen: bool,
-           fatal: str | None, python_exit: bool) -> tuple[Verdict, str]:
+           fatal: str | None, python_exit: bool, busy: list[int]) -> tuple[Verdict, str]:
     """Return (verdict, one-sentence reason) for one process.
 
     ``fatal`` summarizes a fatal-error report faulthandler left; ``python_exit`` says
-    the process recorded an exit through Python's own shutdown (so not a signal).
+    the process recorded an exit through Python's own shutdown (so not a signal);
+    ``busy`` are the processes still making CPU progress at the stop: while there are
+    any, no process is hung, however long it waited (on them, most likely).
     """
     if track is not None and track.alive_at_stop:
         if run.stop_reason == StopReason.EXITED:  # the command ended by itself: a leftover, not the cause
@@ -61,10 +63,15 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
         if run.stop_reason == StopReason.STOPPED:  # waiting, most likely on a process that was held
             return Verdict.KILLED, (f"waiting with no CPU progress for {track.stalled_for:.1f} s while the tree "
                               "was held stopped, killed by gpudoctor")
-        if track.stalled_for >= run.limits.hang_after:
+        if track.stalled_for >= run.limits.hang_after and explain.tree_still(run):
             return Verdict.HUNG, explain.stall(track)
         if run.stop_reason == StopReason.MEMORY_LIMIT:
             return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
+        others = [pid for pid in busy if pid != track.pid]
+        if track.stalled_for >= explain.IDLE_EVIDENCE and others:
+            return Verdict.KILLED, (f"{explain.stall(track)} while {wording.pids(others)} made CPU "
+                                    f"progress: waiting, not hung, when gpudoctor stopped the tree "
+                                    f"({run.stop_reason})")
         if track.stalled_for >= explain.IDLE_EVIDENCE and \
                 run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
             # Stopped (Ctrl-C, --timeout) before the hang could be proven: say what was seen.
@@ -140,12 +147,13 @@ def diagnose(run: RunRecord) -> Diagnosis:
     entries.sort(key=lambda entry: entry[0])
     judged: list[ProcessVerdict] = []
     root_done = False
+    busy = explain.busy(run)
     for pid, track in entries:
         origin = origins.get(pid)
         code = track.exit_code if track and track.exit_code is not None else recorded.get(pid)
         fatal = _fatal(run.fatal_errors.get(pid))
         python_exit = pid in recorded and recorded[pid] is None
-        verdict, reason = _judge(run, track, code, oom_seen, fatal, python_exit)
+        verdict, reason = _judge(run, track, code, oom_seen, fatal, python_exit, busy)
         if verdict == Verdict.KILLED and code == -signal.SIGTERM and pid != run.root_pid and \
                 run.stop_reason == StopReason.EXITED and (track is None or not track.killed_by_supervisor):
             # How multiprocessing.Pool and ProcessPoolExecutor shut their workers down.

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_oom
+from gpudoctor.probe import explain_oom, wording
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import agree, plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
@@ -70,10 +71,6 @@ def _pids(processes: Sequence[ProcessVerdict]) -> str:
     return ", ".join(str(p.pid) for p in processes)
 
 
-def _pids_of(pids: Sequence[int]) -> str:
-    return ("pid " if len(pids) == 1 else "pids ") + ", ".join(map(str, pids))
-
-
 def held(track: ProcessRun) -> str:
     """Why a process that was stopped is not called hung, in one clause."""
     how = ("by a tracer (a debugger, strace): ptrace" if track.state == "tracing-stop"
@@ -84,11 +81,13 @@ def held(track: ProcessRun) -> str:
 
 def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     held_ones = [p for p in judged if p.verdict == Verdict.STOPPED]
-    return [f"Stopped, not hung: {len(held_ones)} process(es) held stopped (SIGSTOP or ptrace): "
+    return [f"Stopped, not hung: {plural(len(held_ones), 'process')} held stopped (SIGSTOP or ptrace): "
             f"{_pids(held_ones)}; nothing else in the tree moved for --hang-after "
             f"{run.limits.hang_after:g} s. A stopped process waits for SIGCONT or its debugger; it is "
             "not a deadlock of the program's own. gpudoctor continued and killed the tree."]
 
+
+_HELD = ("stopped", "tracing-stop")  # a process held by SIGSTOP or a tracer: neither busy nor waiting
 
 # Seconds without CPU progress that count as evidence of a wait when the run was stopped
 # (Ctrl-C, --timeout) before --hang-after: a computing process gains CPU time every
@@ -96,23 +95,51 @@ def _stopped(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
 IDLE_EVIDENCE = 1.0
 
 
+def busy(run: RunRecord) -> list[int]:
+    """The PIDs that were still making CPU progress when the tree was stopped (in the
+    last ``IDLE_EVIDENCE`` seconds). A tree with one of them is never called hung, proven
+    or likely: a parent waiting on busy workers waits, it is not deadlocked."""
+    return sorted(t.pid for t in run.processes
+                  if t.alive_at_stop and t.state not in _HELD and t.stalled_for < IDLE_EVIDENCE)
+
+
+def tree_still(run: RunRecord) -> bool:
+    """Tell whether nothing in the tree moved for --hang-after when it was stopped: the
+    supervisor saw it (stop reason ``hung``), or every process alive at the stop had been
+    without CPU progress that long (a deadline that came in the same instant)."""
+    if run.stop_reason == StopReason.HUNG:
+        return True
+    live = [t for t in run.processes if t.alive_at_stop]
+    return bool(live) and all(t.stalled_for >= run.limits.hang_after for t in live)
+
+
 def waiting(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ProcessVerdict]:
     """The processes that were idle when a signal or --timeout stopped the run short of
-    --hang-after: the evidence of a likely hang. Empty unless a fork child waited, or
-    every process still running did (a parent waiting on busy workers is no hang)."""
-    if run.stop_reason not in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
+    --hang-after: the evidence of a likely hang. Empty unless every process still running
+    waited (a parent waiting on busy workers is no hang)."""
+    if run.stop_reason not in (StopReason.INTERRUPTED, StopReason.TIMEOUT) or busy(run):
         return []
     alive = {t.pid for t in run.processes if t.alive_at_stop}
-    live = [p for p in judged if p.pid in alive and p.verdict == Verdict.KILLED]
-    idle = [p for p in live if p.stalled_for >= IDLE_EVIDENCE]
-    if idle and (any(p.start == "fork" for p in idle) or len(idle) == len(live)):
-        return idle
-    return []
+    return [p for p in judged if p.pid in alive and p.verdict == Verdict.KILLED and p.stalled_for >= IDLE_EVIDENCE]
+
+
+def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Say which processes were busy at the stop and which waited (on them, most likely):
+    why a run cut short with idle processes in it is still not called hung."""
+    working = busy(run)
+    idle = [p for p in judged if p.verdict == Verdict.KILLED and p.pid not in working
+            and p.stalled_for >= IDLE_EVIDENCE]
+    if not working or not idle:
+        return []
+    longest = max(p.stalled_for for p in idle)
+    return [f"Busy, not hung: {wording.pids(working)} {agree(len(working), 'was', 'were')} making CPU "
+            f"progress; {wording.pids([p.pid for p in idle])} waited (idle up to {longest:.1f} s), most likely on "
+            f"{agree(len(working), 'it', 'them')}: a process that waits on busy ones is not hung."]
 
 
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
-    return [f"Hung: {len(hung)} process(es) waited with no CPU progress for at least "
+    return [f"Hung: {plural(len(hung), 'process')} waited with no CPU progress for at least "
             f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged)]
 
 
@@ -120,7 +147,8 @@ def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequenc
     """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
     low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
     span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
-    return [f"Likely hung: {len(idle)} process(es) were idle for {span} (waiting with no CPU progress) when "
+    return [f"Likely hung: {plural(len(idle), 'process')} {agree(len(idle), 'was', 'were')} idle for {span} "
+            "(waiting with no CPU progress) when "
             f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
             f"not proven: {_pids(idle)}.", *_stuck(idle, judged)]
 
@@ -137,7 +165,7 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> 
         lines.append(fork_origin(children, parent, runtimes, parent in servers))
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
         if runtimes:
-            lines.append(hazards.FORK_AFTER_INIT.why)
+            lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
         elif threads[-1:] > [1]:
             lines.append(hazards.MULTITHREADED_FORK.why)
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})
@@ -146,7 +174,8 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> 
         lines.append(f"Blocked in {where}.")
     waiting_ones = [p for p in hung if p.start != "fork"]
     if forked and waiting_ones:
-        lines.append(f"{_pids(waiting_ones)} wait(s) for them (e.g. Pool.map waiting for results).")
+        lines.append(f"{_pids(waiting_ones)} {agree(len(waiting_ones), 'waits', 'wait')} for "
+                     f"{agree(len(forked), 'it', 'them')} (e.g. Pool.map waiting for results).")
     initialized = [p for p in forked if p.runtimes_at_fork]
     if initialized:
         lines += _fork_fix(initialized, judged)
@@ -165,11 +194,12 @@ def fork_origin(children: Sequence[ProcessVerdict], parent: int | None, runtimes
     if threads:
         counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
             else str(threads[0])
-        what.append(f"{counts} native threads")
+        what.append(f"{counts} native {'thread' if threads == [1] else 'threads'}")
     had = " and ".join(what) or "no GPU runtime initialized"
     when = f" at t={children[0].forked_at:.1f} s" if children[0].forked_at is not None else ""
     server = "the forkserver, " if from_server else ""
-    return f"{_pids(children)} were forked{when} from {server}pid {parent}, which had {had} at the fork."
+    return (f"{_pids(children)} {agree(len(children), 'was', 'were')} forked{when} from {server}pid {parent}, "
+            f"which had {had} at the fork.")
 
 
 def _memory(run: RunRecord) -> list[str]:
@@ -207,7 +237,7 @@ def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
     if not forked:
         return []
     p = forked[0]
-    return [f"{len(forked)} process(es) were forked from a parent with "
+    return [f"{plural(len(forked), 'process')} {agree(len(forked), 'was', 'were')} forked from a parent with "
             f"{runtime_names(p.runtimes_at_fork)} initialized (e.g. pid {p.pid} from {p.ppid}).",
             *_fork_fix(forked, judged)]
 
@@ -227,7 +257,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     root = next((p for p in judged if p.start == "root"), None)
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     if run.escaped:
-        lines.append(f"Escaped: gpudoctor could not stop {_pids_of(run.escaped)} (SIGKILL had no effect: "
+        lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
@@ -246,14 +276,17 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                      f"{run.limits.hang_after:g} s.")
         lines += _likely_hung(run, idle, judged)
     elif run.stop_reason == StopReason.TIMEOUT:
-        lines.append(f"Still running after --timeout {run.limits.timeout:g} s; no process had made "
-                     f"no progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot call "
-                     "it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
+        working = busy_not_hung(run, judged)
+        lines.append(f"Still running after --timeout {run.limits.timeout:g} s; gpudoctor stopped it." if working
+                     else f"Still running after --timeout {run.limits.timeout:g} s; no process had waited "
+                     f"without CPU progress for --hang-after {run.limits.hang_after:g} s, so gpudoctor cannot "
+                     "call it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
+        lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
         name = signal_name(run.signal_received or signal.SIGINT)
         when = run.signal_at if run.signal_at is not None else run.duration
         lines.append(f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped.")
-        lines += _likely_hung(run, idle, judged) if idle else []
+        lines += _likely_hung(run, idle, judged) if idle else busy_not_hung(run, judged)
     elif root is not None:
         lines.append(f"The command {root.explanation}.")
     # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
@@ -269,7 +302,9 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
             any(p.start == "fork" and p.runtimes_at_fork for p in judged):
         # It worked, or nothing waited yet: the hazard was there, with its evidence.
         found = _forks_from_initialized(judged)
-        ended = "This run finished" if verdict == Verdict.OK else "Nothing waited yet when the tree was stopped"
+        ended = ("This run finished" if verdict == Verdict.OK else "Nothing waited yet when the tree was stopped"
+                 if not any(p.stalled_for >= IDLE_EVIDENCE for p in judged if p.verdict == Verdict.KILLED)
+                 else "The tree was still busy when it was stopped")
         lines += [f"Warning: {found[0]} {ended}, but a child that uses the GPU runtime it "
                   f"inherited can hang or fail (gpudoctor lint reports it as {hazards.FORK_AFTER_INIT.rule}).",
                   *found[1:]]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from gpudoctor.hazards import GPU_MEMORY_GRAB_ALL
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import Verdict
+from gpudoctor.probe.wording import plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
@@ -39,7 +40,8 @@ def one_holds_all(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
         if most < _MOST * total or not failed:
             continue
         lines.append(f"pid {top} alone held {format_size(most)} of GPU {device}'s {format_size(total)} "
-                     f"({100 * most / total:.0f}%) while {len(failed)} other process(es) of this command "
+                     f"({100 * most / total:.0f}%) while "
+                     f"{plural(len(failed), 'other process', 'other processes')} of this command "
                      f"ran out of GPU memory: {', '.join(str(p.pid) for p in failed)}.")
     if lines:
         lines += [GPU_MEMORY_GRAB_ALL.why, GPU_MEMORY_GRAB_ALL.fix_line]

@@ -12,6 +12,7 @@ from typing import Any
 from gpudoctor.probe import install_hint, stack_frames
 from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.wording import plural
 
 
 def e(value: object) -> str:
@@ -114,7 +115,7 @@ def stack(p: ProcessVerdict) -> str:
         shown.append(f'<span class="{css}">{e(line.text)}{tag}</span>')
     hidden = sum(1 for line in lines if line.kind == stack_frames.BOOTSTRAP)
     if hidden:
-        shown.append(f'<span class="f-note">({hidden} frame(s) of gpudoctor\'s own bootstrap, which records '
+        shown.append(f'<span class="f-note">({plural(hidden, "frame")} of gpudoctor\'s own bootstrap, which records '
                      "forks and exits in every process, not shown)</span>")
     return f'<pre class="stack">{"".join(shown)}</pre>'
 
@@ -182,7 +183,8 @@ def chart(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
         said.append(f"no CPU lane for pid {', '.join(map(str, unsampled))}: sampled less than twice "
                     "(shorter-lived than the sampling interval)")
     if beyond:
-        said.append(f"{len(beyond)} more process(es) not drawn as lanes (the first ones are)")
+        said.append(f"{plural(len(beyond), 'more process', 'more processes')} not drawn as lanes (the first ones "
+                    "are)")
     text = "; ".join(said)
     caption = f'<figcaption class="dim">{e(text[:1].upper() + text[1:])}.</figcaption>' if said else ""
     return f'<figure class="chart">{drawn}{caption}</figure>'

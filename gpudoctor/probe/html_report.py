@@ -20,6 +20,7 @@ from gpudoctor import __version__
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.probe import html_parts
 from gpudoctor.probe.html_parts import badge, e
+from gpudoctor.probe.wording import plural
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2127;
@@ -35,7 +36,7 @@ table.grid td{border-bottom:1px solid #eef0f2}table.grid tr:hover td{background:
  color:#fff;background:#6a717b;white-space:nowrap}
 .badge.ok{background:#2e7d32}.badge.hung,.badge.crashed,.badge.oom,.badge.failed{background:#c62828}
 .badge.killed,.badge.error{background:#b26a00}.badge.skipped{background:#aab1ba}
-.badge.observed{background:#c62828}.badge.likely{background:#b26a00}.badge.latent{background:#6a717b}
+.badge.observed{background:#c62828}.badge.likely{background:#b26a00}.badge.latent,.badge.idle{background:#6a717b}
 .badge.expected{background:#e8f5e9;color:#2e7d32}.badge.unexpected{background:#fff3e0;color:#b26a00}
 pre{background:#f6f8fa;border:1px solid #e3e7eb;border-radius:4px;padding:10px 12px;overflow-x:auto;
  font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap}
@@ -195,7 +196,7 @@ def scenarios_page(document: dict[str, Any]) -> str:
     ran = {x["name"] for x in entries if x["status"] != "skipped"}
     skipped = {x["name"] for x in entries} - ran
     return _page("gpudoctor probe — scenarios",
-                 f"{len(ran)} scenario(s) run in an unsafe and a safe variant, {len(skipped)} skipped", body)
+                 f"{plural(len(ran), 'scenario')} run in an unsafe and a safe variant, {len(skipped)} skipped", body)
 
 
 def command_page(document: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpudoctor.probe.live_snapshot import ProcessLine, Snapshot
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.wording import plural
 
 DASH = "–"  # a value that is not known (no NVML, a first look without a CPU rate)
 HEADER = ("pid", "role", "GPU runtimes", "thr", "cpu", "idle", "rss", "gpu")
@@ -59,7 +60,7 @@ def verdict_line(snapshot: Snapshot) -> str:
     idle = snapshot.idle
     if snapshot.attached:
         left = max(0.0, snapshot.hang_after - snapshot.elapsed)
-        return (f"no progress for {_seconds(snapshot.elapsed)} in {len(idle)} of {live} processes; "
+        return (f"no progress for {_seconds(snapshot.elapsed)} in {len(idle)} of {plural(live, 'process')}; "
                 f"verdict at the end of the {_whole(snapshot.hang_after)} s watch ({_seconds(left)} left)")
     deadline = (f"; --timeout stops it at {_whole(snapshot.timeout)} s" if snapshot.timeout is not None else "")
     if not idle:
@@ -67,7 +68,7 @@ def verdict_line(snapshot: Snapshot) -> str:
         return (f"{who} progressing; hang verdict after {_whole(snapshot.hang_after)} s "
                 f"without progress in all{deadline}")
     longest = max(p.idle_s for p in idle)
-    text = f"no progress for {_seconds(longest)} in {len(idle)} of {live} processes; "
+    text = f"no progress for {_seconds(longest)} in {len(idle)} of {plural(live, 'process')}; "
     if len(idle) < live:
         return text + f"hang verdict once all have waited {_whole(snapshot.hang_after)} s{deadline}"
     return text + f"hang verdict at {_whole(snapshot.hang_after)} s{deadline}"
@@ -85,7 +86,7 @@ def view_lines(snapshot: Snapshot, width: int = 120, height: int | None = None) 
     rows = [_row(process_cells(p)) for p in snapshot.processes]
     room = None if height is None else max(1, height - 4)
     if room is not None and len(rows) > room:
-        rows = rows[:room - 1] + [f"  … and {len(rows) - room + 1} more processes"]
+        rows = rows[:room - 1] + [f"  … and {plural(len(rows) - room + 1, 'more process', 'more processes')}"]
     lines += rows
     lines.append(verdict_line(snapshot))
     return [line if len(line) <= width else line[:max(0, width - 1)] + "…" for line in lines]

@@ -101,8 +101,9 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     scenarios.add_argument("--list-scenarios", action="store_true",
                            help="list the scenarios and whether each can run here")
     scenarios.add_argument("--scenario-timeout", type=_seconds, default=30.0, metavar="S",
-                           help="stop a scenario variant after S seconds (default: 30; a hung one "
-                           "is stopped after --hang-after)")
+                           help="stop a scenario variant after S seconds, or up to 4 times that while "
+                           "its processes still make CPU progress (default: 30; a hung one is stopped "
+                           "after --hang-after)")
     attach = parser.add_argument_group("attaching to running processes (never stops or signals them)")
     attach.add_argument("--pid", action="append", type=_pid, metavar="PID",
                         help="explain the running process PID and the tree under it (repeatable)")

@@ -19,6 +19,11 @@ class Limits:
     """How long and how big the command may get, and how closely it is watched."""
 
     timeout: float | None = None
+    # While the tree still makes CPU progress at ``timeout``, wait on up to this many
+    # seconds from the start (None: ``timeout`` is firm). Scenarios use it: a slow or
+    # loaded machine makes a variant slow, not wrong, and a hang is still caught by
+    # ``hang_after``. A user's own --timeout stays firm: it is what they asked for.
+    busy_timeout: float | None = None
     hang_after: float = 30.0
     grace: float = 3.0
     memory_limit: int | None = None

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.probe.machine import MachineReport
 from gpudoctor.probe.units import format_size
+from gpudoctor.probe.wording import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,7 +64,7 @@ def render(report: MachineReport, console: Console) -> None:
         console.print(f"  {escape(n.reason or 'NVML not available')}")
     else:
         console.print(f"  driver {n.driver_version or 'n/a'}, CUDA driver API "
-                      f"{n.cuda_driver_version or 'n/a'}, {len(n.devices)} device(s)")
+                      f"{n.cuda_driver_version or 'n/a'}, {plural(len(n.devices), 'device')}")
         for device in n.devices:
             _device(console, device)
     console.print("[bold]Frameworks[/] (found without importing them)")

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 _STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow", "stopped": "yellow",
-           "escaped": "red",
+           "idle": "yellow", "escaped": "red",
            "failed": "red", "unknown": "dim"}
 
 

@@ -14,15 +14,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.probe import wording
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.error_strings import CAUSE
 from gpudoctor.probe.frameworks import Framework
 from gpudoctor.probe.nvml import NvmlReport
 from gpudoctor.probe.scenarios import Scenario
 from gpudoctor.probe.verdicts import StopReason, Verdict
+from gpudoctor.probe.wording import plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.live_view import View
+
+
+# How far a variant's timeout stretches while its processes still make CPU progress.
+_BUSY_STRETCH = 4
 
 
 @dataclass(frozen=True)
@@ -108,17 +114,23 @@ def _last_error(diagnosis: Diagnosis) -> str | None:
     return last[0].removeprefix("Last line of stderr: ") if last else None
 
 
-def _reason(status: str, diagnosis: Diagnosis, duration: float, settings: Settings) -> str:
-    """Say in one line why the variant ended with ``status``."""
+def _reason(status: str, diagnosis: Diagnosis, duration: float, settings: Settings,
+            busy: list[int] | None = None) -> str:
+    """Say in one line why the variant ended with ``status`` (``busy``: the processes still
+    making CPU progress when it was stopped)."""
     if status == "ok":
         return f"exited with status 0 after {duration:.1f} s"
     if status == "error" and diagnosis.stop_reason == StopReason.TIMEOUT:
-        return (f"still running after --scenario-timeout {settings.timeout:g} s; no process had made "
-                f"no progress for {settings.hang_after:g} s, so it was not judged hung")
+        stretched = f" (given up to {duration:.0f} s while busy)" if duration > settings.timeout + 1 else ""
+        if busy:
+            return (f"still running after --scenario-timeout {settings.timeout:g} s{stretched}: "
+                    f"{wording.pids(busy)} still making CPU progress, so it was not judged hung")
+        return (f"still running after --scenario-timeout {settings.timeout:g} s; no process had waited "
+                f"without CPU progress for {settings.hang_after:g} s, so it was not judged hung")
     if status == "hung":
         hung = diagnosis.processes_with(Verdict.HUNG)
         forked = [p for p in hung if p.start == "fork"]
-        text = f"{len(hung)} process(es) waited {settings.hang_after:g} s with no CPU progress"
+        text = f"{plural(len(hung), 'process')} waited {settings.hang_after:g} s with no CPU progress"
         if forked:
             text += f", {len(forked)} of them fork children"
         where = next((p.blocked_in for p in forked + hung if p.blocked_in), None)
@@ -147,11 +159,15 @@ def _explanation(scenario: Scenario, variant: str, status: str, diagnosis: Diagn
 def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View | None = None) -> VariantResult:
     """Run ``scenario``'s ``variant`` in the sandbox and return its result (``view``: the
     live view or progress lines, shown the variant's processes as it runs)."""
-    from gpudoctor.probe import diagnose, render_run
+    from gpudoctor.probe import diagnose, explain, render_run
     from gpudoctor.probe.supervise import Limits, Supervisor
 
     limits = Limits(
         timeout=settings.timeout,
+        # A variant still computing at its deadline is slow, not broken (TensorFlow imported
+        # in three processes on a loaded 2-core machine takes long): it may go on while it
+        # makes progress. A hang is still caught after hang_after; a loop ends at the cap.
+        busy_timeout=settings.timeout * _BUSY_STRETCH,
         hang_after=settings.hang_after,
         grace=settings.grace,
         memory_limit=settings.memory_limit,
@@ -173,7 +189,7 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View
         return VariantResult(scenario, variant, "error", "interrupted", "Interrupted.", duration,
                              document, run.signal_received)
     status = _status(diagnosis)
-    reason = _reason(status, diagnosis, run.duration, settings)
+    reason = _reason(status, diagnosis, run.duration, settings, explain.busy(run))
     if status == "crashed" and _broken_install(reason):
         status = "error"
     return VariantResult(scenario, variant, status, reason,

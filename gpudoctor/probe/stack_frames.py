@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpudoctor.probe.stacks import is_bootstrap, is_library, is_main_thread
+from gpudoctor.probe.stacks import is_bootstrap, is_library, is_main_thread, py_spy_frame
 
 # What a line of a dump is.
 HEADER = "header"  # "Process 8747: ...", "Python v3.11.7 (...)"
@@ -25,11 +25,7 @@ BOOTSTRAP = "bootstrap"  # gpudoctor's own sitecustomize: not shown
 
 _PY_SPY_THREAD = re.compile(r"^Thread \d+")
 _FAULTHANDLER_THREAD = re.compile(r"^(Current thread|Thread) 0x")
-_PY_SPY_FRAME = re.compile(r"^(.*) \(([^()]*)\)$")
 _FAULTHANDLER_FRAME = re.compile(r'^File "(.*)", line (\d+) in (.*)$')
-# py-spy names Python files "path.py:LINE"; a native frame with debug information names
-# its C file the same way ("selectmodule.c:655"), which is no Python frame.
-_PYTHON_FILE = re.compile(r"\.pyw?:\d+$")
 
 
 @dataclass(frozen=True)
@@ -67,13 +63,12 @@ def _classify(line: str, faulthandler: bool) -> tuple[str, str | None, str | Non
         path, number, name = found.groups()
         where = f"{path}:{number}"
         return _kind(where), name, f"{name} ({where})"
-    found = _PY_SPY_FRAME.match(stripped)
-    if found is None:
+    frame = py_spy_frame(stripped)
+    if frame is None:
         return NATIVE, stripped, None
-    name, where = found.groups()
-    if _PYTHON_FILE.search(where):
-        return _kind(where), name, f"{name} ({where})"
-    return NATIVE, name, None
+    if frame.python:
+        return _kind(frame.where), frame.name, f"{frame.name} ({frame.where})"
+    return NATIVE, frame.name, None
 
 
 def _blocked_target(blocked_in: str | None) -> tuple[str | None, str | None]:

@@ -274,21 +274,49 @@ def _blocked(native: str | None, python: list[str]) -> BlockedAt:
     return BlockedAt(native, python[0] if python else None, user)
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One frame line of a py-spy dump: ``name (where)``, and whether it is Python's."""
+
+    name: str
+    where: str  # "path.py:LINE" for Python; a library ("libc.so.6") or "file.c:LINE" for native
+    python: bool
+
+
+_PY_SPY_FRAME = re.compile(r"^(.*) \(([^()]*)\)$")
+# py-spy names a Python frame's file "path.py:LINE" (or "<string>:1" for ``python -c``); a
+# native frame with debug information names its C file the same way ("selectmodule.c:655"),
+# and that is no Python frame.
+_PYTHON_LOCATION = re.compile(r"(\.pyw?|^<[^<>]*>):\d+$")
+
+
+def py_spy_frame(line: str) -> Frame | None:
+    """Read one frame line of a py-spy dump (stripped); None when it is no frame line.
+
+    The one place that decides what a frame is: the diagnosis's "blocked in" and the
+    report's sorting of the lines (``stack_frames``) both read frames through it.
+    """
+    found = _PY_SPY_FRAME.match(line)
+    if found is None:
+        return None
+    name, where = found.groups()
+    return Frame(name, where, bool(_PYTHON_LOCATION.search(where)))
+
+
 def _native_blocked(text: str) -> BlockedAt:
     frames = _main_thread_block(text, re.compile(r"^Thread \d+"))
     native: str | None = None
     python: list[str] = []
-    for frame in frames:
-        found = re.match(r"^(.*) \(([^()]*)\)$", frame)
-        if found is None:
+    for line in frames:
+        frame = py_spy_frame(line)
+        if frame is None:
             continue
-        name, where = found.groups()
-        if re.search(r":\d+$", where):
-            if not is_bootstrap(where):
-                python.append(f"{name} ({where})")
-        elif not python and native is None and not _BORING.match(name) \
-                and not where.startswith(_BORING_LIBRARIES):
-            native = name
+        if frame.python:
+            if not is_bootstrap(frame.where):
+                python.append(f"{frame.name} ({frame.where})")
+        elif not python and native is None and not _BORING.match(frame.name) \
+                and not frame.where.startswith(_BORING_LIBRARIES):
+            native = frame.name
     return _blocked(native, python)
 
 

@@ -25,6 +25,7 @@ from gpudoctor.errors import GpudoctorError
 from gpudoctor.probe import events, footprint, host, launch, reaper, stacks, watchdog
 from gpudoctor.probe.capture import Capture
 from gpudoctor.probe.command_text import short_command
+from gpudoctor.probe.explain import IDLE_EVIDENCE
 from gpudoctor.probe.live_snapshot import TreeSnapshots
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, freeze
 from gpudoctor.probe.sampler import Peaks, Sampler
@@ -110,6 +111,7 @@ class Supervisor:
         self._tracking = "psutil scan"
         self._told: set[int] = set()  # the members the watchdog knows of
         self._escaped: set[int] = set()
+        self._stretched = False  # the timeout was stretched while the tree was busy
 
     def run(self) -> RunRecord:
         """Start the command, watch it until it ends or must be stopped, then clean up."""
@@ -281,7 +283,8 @@ class Supervisor:
                 return StopReason.PROCESS_LIMIT
             if self._stop.event.is_set():
                 return StopReason.INTERRUPTED
-            if limits.timeout is not None and now - start >= limits.timeout:
+            if limits.timeout is not None and now - start >= limits.timeout and \
+                    not self._stretch(tree, now, now - start):
                 return StopReason.TIMEOUT
             if limits.memory_limit is not None and self._over_memory(tree, live[0], limits.memory_limit):
                 return StopReason.MEMORY_LIMIT
@@ -303,6 +306,19 @@ class Supervisor:
             if self._view is not None and self._view.due(now):
                 self._show(tree, live[0], now)
             self._stop.event.wait(_POLL)
+
+    def _stretch(self, tree: Tree, now: float, elapsed: float) -> bool:
+        """Tell whether the timeout passed while the tree still makes CPU progress and may
+        go on (``Limits.busy_timeout``); note it the first time."""
+        limits = self.limits
+        if limits.busy_timeout is None or elapsed >= limits.busy_timeout or \
+                tree.quiet_for(now) >= min(IDLE_EVIDENCE, limits.hang_after):
+            return False
+        if not self._stretched:
+            self._stretched = True
+            self._notes.append(f"the timeout of {limits.timeout:g} s passed while the tree was still making "
+                               f"CPU progress: it was given up to {limits.busy_timeout:g} s to finish")
+        return True
 
     def _show(self, tree: Tree, live: set[int], now: float, stopping: str | None = None) -> None:
         """Give the view a snapshot; a view that fails is dropped, the run goes on."""

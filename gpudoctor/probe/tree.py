@@ -128,7 +128,45 @@ def _last_pid() -> int | None:
         return None
 
 
-def _process_table() -> list[tuple[int, int, int]]:
+class Walks:
+    """Decide when the process table must be walked again, as cheaply as it can be known.
+
+    A walk reads every process of the machine (``/proc/PID/stat`` each); a tree can only
+    have gained a member if a process was created, and the kernel's last PID
+    (``/proc/loadavg``) says whether one was. So a walk is due only when that PID moved
+    since two walks in a row saw it unchanged (one walk could have raced a fork whose
+    child was not yet listed), when ``forget`` was called, or at least every
+    ``_WALK_EVERY`` seconds whatever the last PID says. Between walks a tree can only
+    lose members: its users keep the last walk's members that still exist.
+    Used by the supervisor's ``Tree`` and the pytest plugin's ``TestTree``.
+    """
+
+    def __init__(self) -> None:
+        self._at_pid: int | None = None  # the last PID when it walked
+        self._at = 0.0
+        self._confirmed = False  # two walks in a row saw the same last PID
+
+    def due(self) -> bool:
+        """Tell whether to walk now; when it says so, it counts the walk as made."""
+        marker = _last_pid()
+        now = time.monotonic()
+        if marker is not None and marker == self._at_pid and self._confirmed and now - self._at < _WALK_EVERY:
+            return False
+        self._confirmed = marker is not None and marker == self._at_pid
+        self._at_pid, self._at = marker, now
+        return True
+
+    def forget(self) -> None:
+        """Walk again next time (a member was reaped: the last walk is out of date)."""
+        self._at_pid = None
+
+
+def still_there(pids: set[int]) -> set[int]:
+    """The PIDs of ``pids`` that still exist (between walks: a tree can only lose members)."""
+    return {pid for pid in pids if os.path.exists(f"/proc/{pid}")}
+
+
+def process_table() -> list[tuple[int, int, int]]:
     """(PID, parent PID, start ticks) of every process: one read of ``/proc/PID/stat`` each."""
     table = []
     for entry in os.listdir("/proc"):
@@ -193,9 +231,7 @@ class Tree:
         self.last_activity: float | None = None
         self._boot = psutil.boot_time()
         self._members: set[int] = set()  # what the last walk found
-        self._walked_at_pid: int | None = None  # the last PID when it walked
-        self._walked_at = 0.0
-        self._walk_confirmed = False  # two walks in a row saw the same last PID
+        self.walks = Walks()
 
     def quiet_for(self, now: float) -> float:
         """For how long nothing in the tree has moved (0 before the first scan)."""
@@ -245,32 +281,25 @@ class Tree:
         ticks), or None when it is gone."""
         fields = _stat(pid)
         try:
-            return self._started(int(fields[19])) if fields else None
+            return self.started_at(int(fields[19])) if fields else None
         except (IndexError, ValueError):
             return None
 
-    def _started(self, ticks: int) -> float:
+    def started_at(self, ticks: int) -> float:
+        """Turn a start time in clock ticks since boot into seconds on this tree's clock."""
         return ticks / _CLOCK_TICKS + self._boot  # psutil's formula, so its times compare
 
     def members(self) -> set[int]:
         """Return the PIDs of the tree now, walking down from the supervisor.
 
         The walk reads the whole process table, which costs in proportion to every process
-        of the machine; it is skipped while no process was created anywhere since two walks
-        in a row saw the same last PID (one walk could have raced a fork whose child was not
-        yet listed): the tree can then only have lost members. A walk is made at least
-        every ``_WALK_EVERY`` seconds whatever the last PID says.
+        of the machine; ``Walks`` skips it while no process was created anywhere.
         """
-        marker = _last_pid()
-        now = time.monotonic()
-        if (marker is not None and marker == self._walked_at_pid and self._walk_confirmed
-                and now - self._walked_at < _WALK_EVERY):
-            return {pid for pid in self._members if os.path.exists(f"/proc/{pid}")}
-        self._walk_confirmed = marker is not None and marker == self._walked_at_pid
-        self._walked_at_pid, self._walked_at = marker, now
+        if not self.walks.due():
+            return still_there(self._members)
         parents: dict[int, list[tuple[int, float | None]]] = {}
-        for pid, ppid, ticks in _process_table():
-            parents.setdefault(ppid, []).append((pid, self._started(ticks)))
+        for pid, ppid, ticks in process_table():
+            parents.setdefault(ppid, []).append((pid, self.started_at(ticks)))
         members: set[int] = set()
         queue = [(child, ctime, self._me) for child, ctime in parents.get(self._me, [])]
         while queue:
@@ -293,7 +322,7 @@ class Tree:
             letter = fields[0].decode()
             state = _STATES.get(letter, "?")
             ppid, cpu_ticks = int(fields[1]), int(fields[11]) + int(fields[12])
-            threads, started, rss = int(fields[17]), self._started(int(fields[19])), int(fields[21])
+            threads, started, rss = int(fields[17]), self.started_at(int(fields[19])), int(fields[21])
             vsize = int(fields[20])
         except (IndexError, ValueError, UnicodeDecodeError):
             return
@@ -352,7 +381,7 @@ class Tree:
             now = time.monotonic()
             track = self.tracks[pid] = Track(pid, self._me, (), now, now, anchor_time=now)
         track.exit_code = code
-        self._walked_at_pid = None  # a reaped process is no member any more: walk again
+        self.walks.forget()  # a reaped process is no member any more: walk again
         if track.alive:
             self._moved(time.monotonic())
         track.alive = False

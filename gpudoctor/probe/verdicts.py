@@ -32,6 +32,9 @@ class Verdict(_Word):
     OOM = "oom"  # out of GPU or host memory
     KILLED = "killed"  # by a signal, by gpudoctor at a limit, or left over after the command
     UNKNOWN = "unknown"  # its own parent reaped it before its exit status could be observed
+    # Attached (--pid): waited the whole window without CPU progress, with nothing that shows
+    # a hang (a process waiting for input, a socket, a timer looks the same from outside).
+    IDLE = "idle"
     # The command as a whole only:
     FAILED = "failed"  # exited non-zero with no crash, hang or OOM to blame
     ESCAPED = "escaped"  # a process of its tree outlived gpudoctor's SIGKILL

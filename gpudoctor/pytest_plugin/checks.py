@@ -89,7 +89,8 @@ def fork_failure(rule: ForkSafe, events: list[dict[str, Any]], root: int) -> Fai
         lines.append(f"... and {len(unsafe) - 10} more")
     runtimes = any(e.get("runtimes") for e in unsafe)
     hazard = hazards.FORK_AFTER_INIT if runtimes else hazards.MULTITHREADED_FORK
-    lines += ["", hazard.why, hazard.fix_line]
+    had = [r for e in unsafe for r in e.get("runtimes") or ()]
+    lines += ["", hazards.why_for(hazard, list(dict.fromkeys(had))), hazard.fix_line]
     return Failure(reason, ("gpudoctor fork_safe", "\n".join(lines)))
 
 

@@ -12,8 +12,10 @@ import os
 import re
 
 from gpudoctor.probe.diagnosis import OBSERVED, Cause, Diagnosis, ProcessVerdict
+from gpudoctor.probe.explain import IDLE_EVIDENCE
 from gpudoctor.probe.stacks import where_blocked
 from gpudoctor.probe.verdicts import Verdict
+from gpudoctor.probe.wording import plural
 from gpudoctor.pytest_plugin.checks import Failure
 
 _STACK_LINES = 60
@@ -26,7 +28,9 @@ def _process_line(process: ProcessVerdict) -> str:
     where = f"; blocked in {process.blocked_in}" if process.blocked_in else ""
     verdict, explanation = str(process.verdict), process.explanation
     if process.start == "root" and process.verdict == Verdict.KILLED:  # never killed: it is pytest itself
-        verdict, explanation = "busy", "still using CPU at the deadline"
+        verdict = "waiting" if process.stalled_for >= IDLE_EVIDENCE else "busy"
+        if verdict == "busy":
+            explanation = "still using CPU at the deadline"
     return f"pid {process.pid} ({start}) {verdict}: {explanation}{where}"
 
 
@@ -115,12 +119,18 @@ def hang_failure(seconds: float, diagnosis: Diagnosis, killed: list[int], pools:
     processes = [p for p in diagnosis.processes if p.verdict != Verdict.OK or p.stack]
     if diagnosis.verdict == Verdict.HUNG:
         hung = [p for p in processes if p.verdict == Verdict.HUNG]
-        summary = f"{len(hung)} process(es) hung: pid {', '.join(str(p.pid) for p in hung)}"
+        summary = f"{plural(len(hung), 'process')} hung: pid {', '.join(str(p.pid) for p in hung)}"
         explanation = diagnosis.explanation
     elif diagnosis.verdict == Verdict.STOPPED:
         held = [p for p in processes if p.verdict == Verdict.STOPPED]
         summary = (f"stopped, not hung: pid {', '.join(str(p.pid) for p in held)} held by SIGSTOP "
                    "or a debugger")
+        explanation = diagnosis.explanation
+    elif waited := [p for p in processes if p.verdict == Verdict.KILLED and p.stalled_for >= IDLE_EVIDENCE]:
+        busy = [p.pid for p in processes if p.verdict == Verdict.KILLED and p not in waited]
+        idle = f"pid {', '.join(str(p.pid) for p in waited)}"
+        summary = (f"busy, not hung: pid {', '.join(map(str, busy))} still made CPU progress, {idle} waited "
+                   "(on them, most likely)" if busy else f"likely hung: {idle} waited with no CPU progress")
         explanation = diagnosis.explanation
     else:
         summary = "no process was waiting: the test was still busy (slow, or looping)"

@@ -18,17 +18,14 @@ import psutil
 from gpudoctor.probe import diagnose, events, launch, render_run, stacks
 from gpudoctor.probe.sampler import Peaks
 from gpudoctor.probe.supervise import Limits, ProcessRun, RunRecord
-from gpudoctor.probe.tree import Track, Tree
+from gpudoctor.probe.tree import Track, Tree, process_table, still_there
 from gpudoctor.probe.verdicts import StopReason
 from gpudoctor.probe.watchdog import start_ticks
 
 
-def _table() -> dict[int, tuple[int, float]]:
-    """Return PID -> (parent PID, start time) of every process."""
-    table: dict[int, tuple[int, float]] = {}
-    for process in psutil.process_iter(["ppid", "create_time"]):
-        table[process.pid] = (process.info["ppid"] or 0, process.info["create_time"] or 0.0)
-    return table
+def _table(tree: Tree) -> dict[int, tuple[int, float]]:
+    """Return PID -> (parent PID, start time on the tree's clock) of every process."""
+    return {pid: (ppid, tree.started_at(ticks)) for pid, ppid, ticks in process_table()}
 
 
 def _below(table: dict[int, tuple[int, float]], seeds: set[int], skip: set[int]) -> set[int]:
@@ -64,7 +61,10 @@ class TestTree(Tree):
         self.exclude: set[int] = set()  # gpudoctor's own children of the test process (its watchdog)
         self.info: dict[int, dict[str, Any]] = {}
         self.seen: dict[int, float] = {}  # PID -> start time of every member found so far
-        table = _table()
+        # The process table is walked again only when a process was created (Tree.walks,
+        # as for the supervisor): between walks the tree can only lose members.
+        self.found: set[int] = set()  # what the last walk found, the test process aside
+        table = _table(self)
         self.root_started = table.get(test_pid, (0, None))[1]
         me = _below(table, {os.getpid()}, set())
         self.preexisting = {(pid, table[pid][1]) for pid in _below(table, {test_pid}, me) - {test_pid}}
@@ -80,7 +80,9 @@ class TestTree(Tree):
 
     def members(self) -> set[int]:
         """Return the test process and every process of its tree found so far that still exists."""
-        table = _table()
+        if not self.walks.due():
+            return still_there(self.found - self.exclude) | {self.root}
+        table = _table(self)
         seeds = {pid for pid, started in self.seen.items() if pid in table and table[pid][1] == started}
         if self.root_alive():
             seeds.add(self.root)
@@ -88,6 +90,7 @@ class TestTree(Tree):
         found = {pid for pid in _below(table, seeds, skip) if (pid, table[pid][1]) not in self.preexisting}
         for pid in found - set(self.seen):
             self._found(pid, table[pid])
+        self.found = found - {self.root}
         return found | {self.root}
 
     def _found(self, pid: int, entry: tuple[int, float]) -> None:
@@ -165,10 +168,12 @@ def diagnose_hang(tree: TestTree, start: float, start_epoch: float, limits: Limi
     live = tree.scan(now) | {tree.root}
     dumps, notes = dump_stacks(tree, live, workdir, test_dump_fd, start_epoch, limits.native_stacks, tools)
     tracks = [tree.tracks[p] for p in live if p in tree.tracks]
+    # Hung only when nothing in the tree moved for hang_after: a test process or worker
+    # that waits while another process still computes is waiting on it, not deadlocked.
     quiet = tree.quiet_for(now) >= limits.hang_after
     if quiet and any(t.stopped_since is not None for t in tracks):
         reason = StopReason.STOPPED  # held by SIGSTOP or a debugger: not a deadlock of the test's own
-    elif quiet or any(t.stalled_for(now) >= limits.hang_after for t in tracks):
+    elif quiet:
         reason = StopReason.HUNG
     else:
         reason = StopReason.TIMEOUT

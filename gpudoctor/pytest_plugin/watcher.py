@@ -167,6 +167,7 @@ class Watch:
         if name == "arm":
             self.arm = cast(Arm, command)  # the plugin's own line (item_watch builds it as an Arm)
             self.tree.exclude |= {p for p in command.get("exclude") or () if isinstance(p, int)}
+            self.tree.walks.forget()  # walk again: membership changed with the exclusions
             self.start = time.monotonic()
             self.tree.scan(self.start)
             return {"ok": True}

@@ -420,8 +420,8 @@ def test_idleness_counts_from_when_the_tree_went_idle(
     matcher = pytest.LineMatcher(output.splitlines())
     matcher.fnmatch_lines([
         "*_ test_busy_then_frozen _*",
-        "hang_timeout: still running after 5 s; * process(es) hung: pid *",
-        "Hung: * process(es) waited with no CPU progress for at least 2.5 s: *",
+        "hang_timeout: still running after 5 s; * processes hung: pid *",
+        "Hung: * processes waited with no CPU progress for at least 2.5 s: *",
         "*_ test_busy_loop _*",
         "hang_timeout: still running after 1 s; no process was waiting: the test was still busy (slow, or looping)",
     ])

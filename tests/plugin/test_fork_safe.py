@@ -149,7 +149,7 @@ def test_fork_after_tensorflow_op_fails_and_spawn_passes(pytester: pytest.Pytest
         "*- gpudoctor fork_safe -*",
         "the test process * forked at test_tf.py:10 in fork_and_exit_at_once with TensorFlow initialized "
         "and * native threads → child *",
-        "A CUDA context does not survive `fork()`.*TensorFlow hangs even on a CPU-only build*",
+        "TensorFlow's intra-op thread pool does not survive `fork()`*No CUDA was involved*",
         'Fix: start the workers with the spawn start method (multiprocessing.get_context("spawn"))*',
         "FAILED test_tf.py::test_fork_after_an_op - fork_safe: 1 fork(s)*",
     ])

@@ -58,17 +58,17 @@ def test_tensorflow_fork_pool_hang_is_diagnosed_and_cleaned_up(pytester: pytest.
     result.assert_outcomes(passed=1, failed=1)
     output = result.stdout.str()
     result.stdout.fnmatch_lines([
-        "hang_timeout: still running after 5 s; * process(es) hung: pid *",
+        "hang_timeout: still running after 5 s; * processes hung: pid *",
         # The brief: who forked from what, where the workers and the test wait, the fix.
         "Cause: * were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
         "Blocked: pid *, * (fork) in your code work (test_freeze.py:8)*",
         "Blocked: pid * (test process) in your code test_fork_pool_after_an_op (test_freeze.py:18)*",
         "Fix: start the workers with the spawn start method*",
         "*- gpudoctor hang_timeout -*",
-        "Hung: * process(es) waited with no CPU progress for at least 2.5 s: *",
+        "Hung: * processes waited with no CPU progress for at least 2.5 s: *",
         "* were forked at t=* s from pid *, which had TensorFlow initialized and * native threads at the fork.",
         "Blocked in *in your code work (test_freeze.py:8).",
-        "* wait(s) for them (e.g. Pool.map waiting for results).",
+        "* waits for them (e.g. Pool.map waiting for results).",
         'Fix: start the workers with the spawn start method*',
         "pid * (test process) hung: *in your code test_fork_pool_after_an_op (*test_freeze.py:18)",
         "pid * (fork) hung: *",
@@ -114,7 +114,7 @@ def test_child_is_dumped_and_killed_and_the_session_goes_on(pytester: pytest.Pyt
     output = result.stdout.str()
     child = int(re.search(r"CHILD (\d+)", output).group(1))  # type: ignore[union-attr]
     result.stdout.fnmatch_lines([
-        "hang_timeout: still running after 3 s; 2 process(es) hung: pid *",
+        "hang_timeout: still running after 3 s; 2 processes hung: pid *",
         f"pid {child} (exec) hung: *",
         f"killed by gpudoctor: pid {child}",
         f"--- stack of pid {child} (*) ---",
@@ -226,7 +226,7 @@ def test_fork_while_a_thread_holds_a_lock():
 
 BRIEF = [
     "*_ test_fork_while_a_thread_holds_a_lock _*",
-    "hang_timeout: still running after 3 s; 2 process(es) hung: pid *; observed cause multithreaded-fork (GD102)",
+    "hang_timeout: still running after 3 s; 2 processes hung: pid *; observed cause multithreaded-fork (GD102)",
     "Cause: * forked at t=* s from pid *, which had * native threads at the fork.",
     # With py-spy, the child's line ends with its native frame (PyThread_acquire_lock_timed).
     "Blocked: pid * (fork) in your code test_fork_while_a_thread_holds_a_lock (test_lock.py:24)*",
@@ -258,3 +258,35 @@ def test_verbose_shows_the_full_report_which_goes_where_asked(pytester: pytest.P
     result.stdout.fnmatch_lines([*BRIEF, "Full report (every process, every stack): reports/test_lock.py_*.txt",
                                  "*- gpudoctor hang_timeout -*", "--- stack of pid * ---"])
     assert len(list((pytester.path / "reports").iterdir())) == 1
+
+
+CHILD_COMPUTES = """\
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.hang_timeout(3, hang_after=1)
+def test_waits_for_a_busy_child():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    print("CHILD", child.pid)
+    child.wait()
+""" + NOTHING_LEFT
+
+
+def test_a_test_waiting_on_a_busy_child_is_busy_not_hung(pytester: pytest.Pytester) -> None:
+    # The test process waits (idle) far past hang_after while its child computes: that is
+    # waiting on work in progress, not a deadlock, so the verdict is not "hung".
+    pytester.makepyfile(test_busy_child=CHILD_COMPUTES)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    child = int(re.search(r"CHILD (\d+)", output).group(1))  # type: ignore[union-attr]
+    result.stdout.fnmatch_lines([
+        f"hang_timeout: still running after 3 s; busy, not hung: pid {child} still made CPU progress, "
+        "pid * waited (on them, most likely)",
+    ])
+    assert re.search(r"after 3 s; \d+ process", output) is None  # no "N processes hung"
+    assert re.search(rf"pid \d+ \(test process\) waiting: .* while pid {child} made CPU progress", output)
+    assert running([child]) == []

@@ -151,6 +151,61 @@ def test_the_hang_report_names_the_causes_from_the_diagnosis_structure() -> None
                 "causes": [{"kind": "fork-after-init", "certainty": "observed", "rule": "GD101",
                             "frameworks": ["tensorflow"], "parent": 5, "processes": [6]}]}
     failure = hang_report.hang_failure(3, Diagnosis.from_json(document), [], [])
-    assert failure.reason == ("hang_timeout: still running after 3 s; 2 process(es) hung: pid 5, 6; "
+    assert failure.reason == ("hang_timeout: still running after 3 s; 2 processes hung: pid 5, 6; "
                               "observed cause fork-after-init (GD101)")
     assert "cause: fork-after-init (GD101, observed); parent pid 5; pid 6" in failure.section[1].splitlines()
+
+
+# A parent that starts one child when told to (a line on stdin), then says its PID. It is
+# forked off and orphaned first (it says its own PID), as the test process is no ancestor
+# of the watcher that follows it: the watcher leaves its own descendants out.
+STARTS_A_CHILD = (
+    "import os, subprocess, sys, time\n"
+    "if os.fork():\n"
+    "    os._exit(0)\n"
+    "print(os.getpid(), flush=True)\n"
+    "sys.stdin.readline()\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_the_test_tree_walks_the_process_table_only_when_a_process_was_created(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from gpudoctor.probe import tree
+    from gpudoctor.pytest_plugin import watch_tree
+
+    walks: list[int] = []
+    real_table = tree.process_table
+    monkeypatch.setattr(watch_tree, "process_table", lambda: walks.append(1) or real_table())
+    last_pid = [4242]  # what /proc/loadavg says: no process created while it stays
+    monkeypatch.setattr(tree, "_last_pid", lambda: last_pid[0])
+    launcher = subprocess.Popen([sys.executable, "-c", STARTS_A_CHILD], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    assert launcher.stdin is not None and launcher.stdout is not None
+    parent = int(launcher.stdout.readline())
+    launcher.wait(60)
+    child = None
+    try:
+        test_tree = watch_tree.TestTree(parent)
+        walks.clear()
+        assert [test_tree.members() for _ in range(10)] == [{parent}] * 10
+        assert len(walks) <= 2  # the first walks confirm the last PID; then none while it stays
+        launcher.stdin.write("\n")
+        launcher.stdin.flush()
+        child = int(launcher.stdout.readline())
+        last_pid[0] = child  # a process was created: the next look walks the table
+        assert test_tree.members() == {parent, child}
+        assert len(walks) <= 3
+    finally:
+        for pid in (child, parent):
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+        launcher.stdin.close()
+        launcher.stdout.close()

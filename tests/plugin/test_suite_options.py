@@ -47,9 +47,9 @@ def test_command_line_deadline_wins_over_the_ini_and_a_marker_wins_over_both(pyt
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*_ test_hangs _*",
-        "hang_timeout: still running after 1 s; 2 process(es) hung: pid *",
+        "hang_timeout: still running after 1 s; 2 processes hung: pid *",
         "*_ test_hangs_with_its_own_deadline _*",
-        "hang_timeout: still running after 2 s; 2 process(es) hung: pid *",
+        "hang_timeout: still running after 2 s; 2 processes hung: pid *",
     ])
 
 
@@ -58,7 +58,7 @@ def test_the_ini_deadline_applies_to_every_test(pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_hangs=HANGS)
     result = pytester.runpytest("-p", "no:cacheprovider", "test_hangs.py::test_hangs", "test_hangs.py::test_armed")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["hang_timeout: still running after 1 s; 2 process(es) hung: pid *"])
+    result.stdout.fnmatch_lines(["hang_timeout: still running after 1 s; 2 processes hung: pid *"])
 
 
 @pytest.mark.parametrize("args", [("--gpudoctor-hang-timeout=0",), ("-o", "gpudoctor_hang_timeout=0"), ()])

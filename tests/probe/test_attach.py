@@ -146,7 +146,7 @@ def test_attach_to_a_process_that_exits_while_examined_is_a_clear_line(tmp_path:
         assert probe.stderr is not None
         # gpudoctor says when its window starts: the target then ends by itself (end of input).
         line = probe.stderr.readline()
-        assert f"watching 1 process(es) under pid {target.pid}" in line, line
+        assert f"watching 1 process under pid {target.pid}" in line, line
         assert target.stdin is not None
         target.stdin.close()
         target.wait(60)
@@ -210,7 +210,8 @@ def test_attach_tells_a_fork_from_an_exec_and_reads_nvml_memory(
     page = fake_nvml.state.with_name("attached.html")
     code, doc, stderr = gpudoctor_json(["--pid", str(parent), "--watch", "1", "--html", str(page)],
                                        env=fake_nvml.env())
-    assert (code, doc["verdict"], doc["stop_reason"], doc["tracking"]) == (1, "hung", "attached", "attached"), \
+    # Waiting with nothing loaded before the fork and no telling frame: idle, not hung.
+    assert (code, doc["verdict"], doc["stop_reason"], doc["tracking"]) == (0, "idle", "attached", "attached"), \
         stderr
     by_pid = {p["pid"]: p for p in doc["processes"]}
     assert {pid: by_pid[pid]["start"] for pid in waiting_tree} == {parent: "root", forked: "fork", execd: "exec"}
@@ -230,7 +231,7 @@ def test_attach_to_several_pids(waiting_tree: list[int]) -> None:
     parent, forked, execd = waiting_tree
     code, doc, stderr = gpudoctor_json(["--pid", str(forked), "--pid", str(execd), "--watch", "0.5",
                                         "--no-native-stacks"])
-    assert code == 1, stderr
+    assert code == 0, stderr
     assert doc["attached"]["pids"] == [forked, execd]
     assert {p["pid"]: p["start"] for p in doc["processes"]} == {forked: "root", execd: "root"}
 
@@ -257,8 +258,9 @@ def test_without_py_spy_the_report_says_how_to_get_stacks(
         sleeper.kill()
         sleeper.wait(60)
     out = capsys.readouterr().out
-    assert code == 1
-    assert "py-spy is not installed (pip install py-spy" in out
+    assert code == 0
+    assert "py-spy is not installed (it comes with the report extra: " in out
+    assert "pip install py-spy" not in out
 
 
 def test_attaching_to_gpudoctor_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,7 +282,7 @@ def test_when_py_spy_may_not_trace_the_report_says_how_to_enable_it(
         sleeper.kill()
         sleeper.wait(60)
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1
+    assert code == 0
     note = next(n for n in doc["notes"] if n.startswith("No stacks of pid"))
     assert "py-spy failed (Permission denied (os error 1))" in note
     assert "--cap-add SYS_PTRACE" in note
@@ -296,3 +298,67 @@ def test_the_ptrace_hint_is_given_for_python_processes_only() -> None:
     assert _is_python(seen("/opt/venv/bin/python", "gunicorn: worker"))
     assert _is_python(seen(None, "whatever"))  # unreadable: the hint may help
     assert not _is_python(seen("/usr/bin/sleep", "sleep", "60"))
+
+
+SERVER = """\
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+server.accept()
+"""
+
+
+@pytest.mark.parametrize("program", ["sleep", "server"])
+def test_an_idle_process_is_idle_not_hung(program: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # `sleep 1000` and a server waiting on its socket make no CPU progress, and nothing
+    # about them shows a hang: no fork from a loaded parent, no known hang site, no lock.
+    command = ["sleep", "1000"] if program == "sleep" else [sys.executable, "-c", SERVER]
+    idle = subprocess.Popen(command, start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        if program == "server":
+            assert idle.stdout is not None and idle.stdout.readline().strip().isdigit()  # listening
+        code = main(["probe", "--json", "--pid", str(idle.pid), "--watch", "1"])
+    finally:
+        idle.kill()
+        idle.wait(60)
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["verdict"]) == (0, "idle"), doc["explanation"]
+    (process,) = doc["processes"]
+    assert process["verdict"] == "idle" and process["explanation"].startswith("idle (no CPU progress for 1 s)")
+    assert "hung would take a fork from a parent with a GPU runtime loaded" in process["explanation"]
+    lines = doc["explanation"].splitlines()
+    assert lines[0].endswith("without stopping or signalling anything: idle (no CPU progress for 1 s).")
+    assert any(line.startswith(f"Idle, not hung: pid {idle.pid} made no CPU progress for 1 s") and
+               "It would be a hang with" in line for line in lines)
+    assert "Hung" not in doc["explanation"] and doc["causes"] == []
+
+
+def test_what_shows_an_attached_process_is_hung_not_idle() -> None:
+    def seen(start: str = "exec", runtimes: tuple[str, ...] = (), threads: int = 1) -> attach.Observed:
+        return attach.Observed(pid=7, ppid=3, create_time=0.0, exe=None, cmdline=(), threads=threads,
+                               start=start, runtimes_at_fork=runtimes)
+
+    assert attach.hang_evidence(seen(), None) is None
+    assert attach.hang_evidence(seen(), "select_poll_poll_impl, Python accept (socket.py:294)") is None
+    assert attach.hang_evidence(seen("fork", ("tensorflow",)), None) == \
+        "forked from pid 3, which had TensorFlow loaded at the fork"
+    blocked = "Eigen::ThreadPoolDevice::parallelFor, Python fill (tensorflow/python/ops/gen_array_ops.py:3620)"
+    assert attach.hang_evidence(seen(), blocked).startswith("blocked in Eigen::ThreadPoolDevice::parallelFor, where")
+    lock = "PyThread_acquire_lock_timed, Python wait (threading.py:320)"
+    assert attach.hang_evidence(seen(threads=1), lock) == \
+        "blocked on a lock (PyThread_acquire_lock_timed) with no other thread left to release it"
+    assert attach.hang_evidence(seen(threads=4), lock) is None  # another thread may release it (a join)
+
+
+def test_the_missing_py_spy_note_says_how_to_install_it_the_way_gpudoctor_was_installed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpudoctor.probe import install_hint
+
+    seen = {1: attach.Observed(pid=1, ppid=0, create_time=0.0, exe=None, cmdline=())}
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: None)
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: tmp_path)
+    (note,) = attach._stacks({1}, seen, True)[1]
+    assert f"make demo or .venv/bin/pip install -e '.[report]' in the source checkout {tmp_path}" in note
+    monkeypatch.setattr(install_hint, "source_checkout", lambda: None)
+    (note,) = attach._stacks({1}, seen, True)[1]
+    assert "pip install 'gpudoctor[report]', in the environment gpudoctor runs in" in note

@@ -46,7 +46,7 @@ def test_a_hang_after_fork_is_judged_and_explained_with_the_catalogues_sentences
     diagnosis = diagnose(_hung_run(["tensorflow"]))
     assert (diagnosis.verdict, diagnosis.stop_reason) == (Verdict.HUNG, StopReason.HUNG)
     assert [p.verdict for p in diagnosis.processes] == [Verdict.HUNG] * 3
-    assert hazards.FORK_AFTER_INIT.why in diagnosis.explanation.splitlines()
+    assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in diagnosis.explanation.splitlines()
     assert diagnosis.explanation.splitlines()[-1] == hazards.FORK_AFTER_INIT.fix_line
     threads_only = diagnose(_hung_run([], threads=4)).explanation.splitlines()
     assert hazards.MULTITHREADED_FORK.why in threads_only
@@ -105,9 +105,10 @@ def test_a_hang_cut_short_by_ctrl_c_or_timeout_gives_the_cause_and_fix_as_likely
         diagnosis = diagnose(_cut_short(reason, idle=4.2))
         assert diagnosis.verdict == Verdict.KILLED
         lines = diagnosis.explanation.splitlines()
-        assert any(line.startswith("Likely hung: 3 process(es) were idle for 4.2 s") for line in lines), lines
+        assert any(line.startswith("Likely hung: 3 processes were idle for 4.2 s") for line in lines), lines
         assert "short of --hang-after 30 s" in diagnosis.explanation
-        assert hazards.FORK_AFTER_INIT.why in lines and lines[-1] == hazards.FORK_AFTER_INIT.fix_line
+        assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) in lines
+        assert lines[-1] == hazards.FORK_AFTER_INIT.fix_line
         worker = diagnosis.processes[1]
         assert "likely hung" in worker.explanation and "not hung" not in worker.explanation
         (cause,) = diagnosis.causes
@@ -136,3 +137,64 @@ def test_a_proven_hang_has_an_observed_cause_and_the_json_carries_schema_and_cau
     assert Diagnosis.from_json(document).causes == diagnosis.causes
     threads_only = diagnose(_hung_run([], threads=4)).causes
     assert [(c.kind, c.rule) for c in threads_only] == [("multithreaded-fork", "GD102")]
+
+
+def _waiting_on_busy_workers(reason: StopReason) -> RunRecord:
+    """A spawn pool's parent and resource tracker idle for 12 s while both workers still
+    compute (import TensorFlow on a loaded machine) when the deadline or Ctrl-C came."""
+    def busy(pid: int) -> ProcessRun:
+        return ProcessRun(pid=pid, ppid=100, cmdline=("python", "-c", "from multiprocessing.spawn import spawn_main"),
+                          first_seen=0.5, last_seen=30.0, alive_at_stop=True, exit_code=None, stalled_for=0.0,
+                          state="running", wchan=None, threads=3, rss_peak=300 << 20, killed_by_supervisor=True)
+    return RunRecord(
+        command=("python", "safe.py"), stop_reason=reason, signal_received=2 if reason == "interrupted" else None,
+        root_pid=100, exit_code=-15, duration=30.0, limits=Limits(hang_after=3.0, timeout=30.0),
+        processes=(_track(100, 1, 12.0), _track(101, 100, 12.0), busy(102), busy(103)),
+        events=[], samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="", stderr="", notes=())
+
+
+def test_a_parent_waiting_on_busy_workers_at_the_deadline_is_not_hung() -> None:
+    for reason in (StopReason.TIMEOUT, StopReason.INTERRUPTED):
+        diagnosis = diagnose(_waiting_on_busy_workers(reason))
+        assert diagnosis.verdict == Verdict.KILLED, diagnosis.explanation
+        assert Verdict.HUNG not in {p.verdict for p in diagnosis.processes}
+        assert "Likely hung" not in diagnosis.explanation and diagnosis.causes == ()
+        assert "Busy, not hung: pids 102, 103 were making CPU progress; pids 100, 101 waited" \
+            in diagnosis.explanation
+        parent = diagnosis.processes[0]
+        assert "while pids 102, 103 made CPU progress: waiting, not hung" in parent.explanation
+
+
+def test_idle_fork_children_beside_a_busy_one_are_no_likely_hang() -> None:
+    run = _cut_short(StopReason.INTERRUPTED, idle=4.2)
+    worker = run.processes[2]
+    busy_worker = ProcessRun(**{**worker.__dict__, "stalled_for": 0.0, "state": "running"})
+    diagnosis = diagnose(RunRecord(**{**run.__dict__, "processes": (*run.processes[:2], busy_worker)}))
+    assert "Likely hung" not in diagnosis.explanation
+    assert "Busy, not hung: pid 102 was making CPU progress" in diagnosis.explanation
+    assert "The tree was still busy when it was stopped" in diagnosis.explanation
+    assert [(c.kind, c.certainty) for c in diagnosis.causes] == [("fork-after-init", "latent")]
+
+
+def test_a_cpu_only_fork_freeze_is_explained_without_cuda_and_a_cuda_one_names_only_whats_there() -> None:
+    cpu = diagnose(_hung_run(["tensorflow"])).explanation
+    assert "CUDA context" not in cpu and "PyTorch" not in cpu and "CuPy" not in cpu
+    assert "TensorFlow's intra-op thread pool does not survive `fork()`" in cpu
+    assert "the child's ops wait for ever" in cpu
+    cuda = diagnose(_hung_run(["torch.cuda", "cuda-driver"])).explanation
+    assert "A CUDA context does not survive `fork()`" in cuda
+    assert "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\"" in cuda
+    assert not any(name in cuda for name in ("CuPy", "Numba", "TensorFlow", "JAX", "intra-op"))
+    both = diagnose(_hung_run(["tensorflow", "cuda-driver"])).explanation
+    assert "CUDA context" in both and "TensorFlow aborts or hangs" in both and "PyTorch" not in both
+
+
+def test_the_sentences_agree_with_one_process_and_one_thread() -> None:
+    run = _hung_run(["tensorflow"], threads=1)
+    single = RunRecord(**{**run.__dict__, "processes": run.processes[:2], "events": run.events[:1]})
+    lines = diagnose(single).explanation.splitlines()
+    assert lines[0].startswith("Hung: 2 processes waited")
+    assert "101 was forked at t=0.4 s from pid 100, which had TensorFlow initialized and 1 native thread at " \
+        "the fork." in lines
+    assert "100 waits for it (e.g. Pool.map waiting for results)." in lines
+    assert not any(word in line for line in lines for word in ("(es)", "(s)", "1 native threads", "101 were"))

@@ -217,7 +217,7 @@ def test_stacks_highlight_the_users_frames_mark_the_blocked_one_and_hide_the_boo
     assert _spans(stack, "f-blocked") == ["    Popen._try_wait (subprocess.py:1959)◀ blocked here"]
     assert "    select_poll_poll_impl (selectmodule.c:655)" in _spans(stack, "f-native")
     assert "sitecustomize" not in stack and "waitpid" not in stack
-    assert "1 frame(s) of gpudoctor's own bootstrap" in Page(stack).text
+    assert "1 frame of gpudoctor's own bootstrap" in Page(stack).text
     assert "<details open>" in html  # the blocked process's stack is unfolded
 
 

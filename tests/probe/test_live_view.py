@@ -76,7 +76,7 @@ def test_verdict_line_when_stopping_and_when_attached() -> None:
         "stopping: interrupted: dumping stacks"
     attached = _snapshot(_process(1, idle_s=1.5), elapsed=1.5, hang_after=2.0, attached=True)
     assert live_render.verdict_line(attached) == \
-        "no progress for 1.5 s in 1 of 1 processes; verdict at the end of the 2 s watch (0.5 s left)"
+        "no progress for 1.5 s in 1 of 1 process; verdict at the end of the 2 s watch (0.5 s left)"
     assert live_render.verdict_line(_snapshot(_process(1, cpu_percent=50.0), timeout=60.0)) == \
         "the process is progressing; hang verdict after 30 s without progress in all; --timeout stops it at 60 s"
 

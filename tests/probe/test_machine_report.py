@@ -113,7 +113,7 @@ def test_terminal_report_against_fake_nvml(fake_nvml: FakeNvml) -> None:
     fake_nvml.add_device(name="NVIDIA Fake H100", total=80 << 30, used=1 << 30, compute_mode=3)
     done = gpudoctor(["probe", "--no-scenarios"], env=fake_nvml.env())
     assert done.returncode == 0, done.stderr
-    assert "driver 550.54.15, CUDA driver API 12.4, 1 device(s)" in done.stdout
+    assert "driver 550.54.15, CUDA driver API 12.4, 1 device" in done.stdout
     assert "GPU 0: NVIDIA Fake H100" in done.stdout
     assert "1.0 GiB used / 80.0 GiB total" in done.stdout
     assert "EXCLUSIVE_PROCESS" in done.stdout and "breaks multi-process use" in done.stdout

@@ -251,3 +251,42 @@ def test_gpudoctors_bootstrap_is_never_where_a_process_is_blocked() -> None:
     assert "in your code f (hang.py:4)" in (stacks.blocked_in_native(native) or "")
     under_package = native.replace("(sitecustomize.py:262)", "(gpudoctor/probe/bootstrap/sitecustomize.py:262)")
     assert "sitecustomize" not in (stacks.blocked_in_native(under_package) or "")
+
+
+def test_stdout_and_stderr_to_one_file_are_written_in_whole_lines(tmp_path: Path) -> None:
+    from gpudoctor.probe.capture import whole_lines
+
+    with open(tmp_path / "terminal", "wb") as shared, open(tmp_path / "other", "wb") as other:
+        out, err = whole_lines(shared, shared)
+        out.write(b"to std")  # the start of a line ...
+        err.write(b"to stderr\n")  # ... does not let the other stream's line cut in
+        out.write(b"out\nand a prompt: ")
+        assert out.waiting
+        out.finish()  # what Capture calls once the pipe is quiet (the prompt waits for input)
+        assert whole_lines(shared, other) == (shared, other)  # two destinations: untouched
+    assert (tmp_path / "terminal").read_bytes() == b"to stderr\nto stdout\nand a prompt: "
+
+
+# Two threads write whole lines in bursts larger than a pipe's read (64 KiB), one to stdout
+# and one to stderr: gpudoctor reads each pipe in chunks that end mid-line.
+TWO_STREAMS = """\
+import os, threading
+def lines(fd, letter):
+    for i in range(20):
+        os.write(fd, (letter * 150 + "\\n").encode() * 1000)
+threads = [threading.Thread(target=lines, args=(fd, letter)) for fd, letter in ((1, "o"), (2, "e"))]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+
+
+def test_a_commands_stdout_and_stderr_on_one_terminal_never_cut_each_others_lines(tmp_path: Path) -> None:
+    program = tmp_path / "two_streams.py"
+    program.write_text(TWO_STREAMS)
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "probe", "--quiet", "--", sys.executable,
+                           str(program)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    lines = done.stdout.decode().splitlines()
+    echoed = [line for line in lines if set(line) in ({"o"}, {"e"}) or ("o" in line and "e" in line
+                                                                           and set(line) <= {"o", "e"})]
+    assert sum(line == "o" * 150 for line in echoed) == 20000 and sum(line == "e" * 150 for line in echoed) == 20000, \
+        [line for line in echoed if line not in ("o" * 150, "e" * 150)][:3]

@@ -254,3 +254,30 @@ def test_a_second_ctrl_c_stops_everything_at_once(tmp_path: Path) -> None:
     root = next(p for p in doc["processes"] if p["start"] == "root")
     assert (root["pid"], root["exit_code"]) == (pid, -signal.SIGKILL)
     assert wait_gone([pid, watchdog]) == []
+
+
+# Runs a command under a Supervisor whose timeout (0.5 s) comes long before the command
+# ends by itself: it computes until it has used 1.5 s of CPU, however slow the machine.
+BUSY_PAST_THE_TIMEOUT = """\
+import json, sys
+from gpudoctor.probe.supervise import Limits, Supervisor
+cap = None if sys.argv[1] == "firm" else 600.0
+limits = Limits(timeout=0.5, busy_timeout=cap, hang_after=30, grace=1, native_stacks=False)
+burn = "import time\\nwhile time.process_time() < 1.5: pass"
+run = Supervisor([sys.executable, "-c", burn], limits, None, None).run()
+print(json.dumps({"stop": str(run.stop_reason), "code": run.exit_code, "notes": run.notes}))
+"""
+
+
+@pytest.mark.parametrize("timeout", ["stretched", "firm"])
+def test_a_timeout_stretches_only_while_the_tree_makes_progress_and_only_when_asked(
+        tmp_path: Path, timeout: str) -> None:
+    program = script(tmp_path, "stretch.py", BUSY_PAST_THE_TIMEOUT)
+    done = subprocess.run([PY, str(program), timeout], capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    if timeout == "firm":  # a user's --timeout is what they asked for
+        assert report["stop"] == "timeout"
+        return
+    assert (report["stop"], report["code"]) == ("exited", 0)
+    assert any("the timeout of 0.5 s passed while the tree was still making CPU progress" in note
+               for note in report["notes"])

@@ -88,3 +88,34 @@ def test_a_scenario_scripts_frames_are_the_users() -> None:
             "    work (gpudoctor/probe/scenarios/tensorflow_fork_after_init.py:44)\n"
             "    catalogue (gpudoctor/probe/scenarios/__init__.py:100)\n")
     assert [line.kind for line in stack_frames.lines(text, "py-spy", None)] == [THREAD, USER, LIBRARY]
+
+
+# A server's main thread waiting in poll(): the C module's frame has a file and a line, as
+# Python's do; ``python -c`` code is the file "<string>".
+SERVER = """\
+Thread 30 (idle): "MainThread"
+    __GI___poll (libc.so.6)
+    select_poll_poll_impl (selectmodule.c:655)
+    serve (/home/me/server.py:12)
+    <module> (<string>:1)
+"""
+
+
+def test_a_native_frame_with_a_c_file_and_line_is_native_for_the_diagnosis_and_the_report() -> None:
+    # poll is a wait primitive, which says nothing of why it waits: the Python caller does.
+    blocked_in = stacks.blocked_in_native(SERVER)
+    assert blocked_in == "Python serve (/home/me/server.py:12)"
+    found = stack_frames.lines(SERVER, "py-spy", blocked_in)
+    assert _kinds(found)[1:] == [
+        (NATIVE, "__GI___poll (libc.so.6)"), (NATIVE, "select_poll_poll_impl (selectmodule.c:655)"),
+        (USER, "serve (/home/me/server.py:12)"), (USER, "<module> (<string>:1)"),
+    ]
+    assert [line.text.strip() for line in found if line.blocked] == ["serve (/home/me/server.py:12)"]
+
+
+def test_the_diagnosis_and_the_report_agree_on_every_frame() -> None:
+    for dump in (PY_SPY, TF_WORKER, SERVER):
+        for line in stack_frames.lines(dump, "py-spy", None):
+            frame = stacks.py_spy_frame(line.text.strip())
+            if line.kind in (NATIVE, USER, LIBRARY, BOOTSTRAP) and frame is not None:
+                assert frame.python == (line.kind != NATIVE), line
