@@ -129,10 +129,44 @@ def native_stacks(
     part of the supervised command. A process in ``stopped`` (SIGSTOP, a tracer) cannot
     be paused, which ``--native`` needs: its Python stack is read as it lies in memory.
     ``cancel`` set (a second Ctrl-C) kills the py-spy processes still running.
+
+    Unwinding the native stack can fail where reading the Python stack works (py-spy's
+    ``UNW_EINVAL`` on some libraries' frames): such a process is dumped again without
+    ``--native``, and its dump says in its first line that native frames are missing. The
+    error returned is then only for the processes with no dump at all (a permission
+    refused, a process gone, a timeout).
     """
+    found, failed, error = _dump(pids, py_spy, started, stopped, cancel, native=True)
+    retry = {pid for pid, reason in failed.items() if not _refused(reason)}
+    if retry and not (cancel is not None and cancel.is_set()):
+        again, _, error_again = _dump(retry, py_spy, started, stopped, cancel, native=False)
+        for pid, text in again.items():
+            found[pid] = f"{NO_NATIVE} (py-spy --native failed: {failed[pid]})\n{text}"
+        if not set(failed) - set(found):
+            error = None
+        elif error_again and set(retry) - set(again):
+            error = error_again
+    return found, error
+
+
+# The first line of a dump taken without --native after --native failed.
+NO_NATIVE = "Python frames only: the native stack could not be unwound"
+
+
+def _refused(reason: str) -> bool:
+    """Is this py-spy failure a refusal to trace (ptrace permission) rather than a failure
+    to unwind? A dump without --native needs the same permission."""
+    lowered = reason.lower()
+    return "permission" in lowered or "operation not permitted" in lowered or "os error 1)" in lowered \
+        or "timed out" in lowered or "stopped by a second signal" in lowered or "no such process" in lowered
+
+
+def _dump(pids: set[int], py_spy: str, started: Callable[[int], None], stopped: Container[int],
+          cancel: threading.Event | None, native: bool) -> tuple[dict[int, str], dict[int, str], str | None]:
+    """Dump every pid at once; return the dumps, each failed pid's reason, and the last reason."""
     running: dict[int, subprocess.Popen[str]] = {}
     for pid in pids:
-        how = ["--nonblocking"] if pid in stopped else ["--native"]
+        how = ["--nonblocking"] if pid in stopped else (["--native"] if native else [])
         process = subprocess.Popen(
             [py_spy, "dump", *how, "--pid", str(pid)],
             stdout=subprocess.PIPE,
@@ -144,6 +178,7 @@ def native_stacks(
         started(process.pid)
         running[pid] = process
     found: dict[int, str] = {}
+    failed: dict[int, str] = {}
     error: str | None = None
     deadline = time.monotonic() + _PY_SPY_TIMEOUT
     for pid, process in running.items():
@@ -152,12 +187,13 @@ def native_stacks(
             _kill_group(process)
             error = ("py-spy stopped by a second signal" if cancel is not None and cancel.is_set()
                      else f"py-spy timed out after {_PY_SPY_TIMEOUT:g} s")
+            failed[pid] = error
             continue
         if process.returncode == 0 and "Thread" in output:
             found[pid] = output
         else:
-            error = py_spy_error(output)
-    return found, error
+            error = failed[pid] = py_spy_error(output)
+    return found, failed, error
 
 
 def _output(process: subprocess.Popen[str], deadline: float, cancel: threading.Event | None) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpudoctor.probe import stack_frames, stacks
 from gpudoctor.probe.stack_frames import BOOTSTRAP, HEADER, LIBRARY, NATIVE, THREAD, USER
 
@@ -119,3 +121,35 @@ def test_the_diagnosis_and_the_report_agree_on_every_frame() -> None:
             frame = stacks.py_spy_frame(line.text.strip())
             if line.kind in (NATIVE, USER, LIBRARY, BOOTSTRAP) and frame is not None:
                 assert frame.python == (line.kind != NATIVE), line
+
+
+def _fake_py_spy(tmp_path: Path, native_fails_with: str) -> str:
+    """A py-spy whose --native dump fails as real py-spy does on some libraries' frames,
+    and whose plain dump works."""
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\n"
+                    'case "$*" in\n'
+                    f'  *--native*) printf "Error: Failed to get stack traces\\n\\nCaused by:\\n'
+                    f'    {native_fails_with}\\n"; exit 1;;\n'
+                    '  *) printf "Process 7: python work.py\\nPython v3.11.7\\n\\n'
+                    'Thread 7 (idle): \\"MainThread\\"\\n    work (/home/me/work.py:8)\\n";;\n'
+                    "esac\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_a_native_stack_that_cannot_be_unwound_falls_back_to_the_python_stack(tmp_path: Path) -> None:
+    """py-spy's UNW_EINVAL: the native unwinding failed, the Python stack can be read. The
+    dump is taken again without --native and says so; no error (no ptrace advice) remains."""
+    py_spy = _fake_py_spy(tmp_path, "UNW_EINVAL: unsupported operation or bad value")
+    dumps, error = stacks.native_stacks({7}, py_spy, lambda pid: None)
+    assert error is None
+    assert dumps[7].startswith(f"{stacks.NO_NATIVE} (py-spy --native failed: Failed to get stack traces: UNW_EINVAL")
+    stack = stacks.combine(None, dumps[7])
+    assert stack is not None and stack.blocked_in == "Python work (/home/me/work.py:8)"
+
+
+def test_a_refused_trace_is_not_retried_and_stays_an_error(tmp_path: Path) -> None:
+    py_spy = _fake_py_spy(tmp_path, "Permission denied (os error 1)")
+    dumps, error = stacks.native_stacks({7}, py_spy, lambda pid: None)
+    assert dumps == {} and error is not None and "Permission denied" in error
