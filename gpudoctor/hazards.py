@@ -103,7 +103,38 @@ GPU_MEMORY_GRAB_ALL = Hazard(
          "worker its own GPU (CUDA_VISIBLE_DEVICES set before the worker starts)."),
 )
 
-BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL)}
+CONFIG_AFTER_INIT = Hazard(
+    cause="config-after-init",
+    rule="GD302",
+    why=("TensorFlow reads its device and thread configuration once, when its runtime initializes (the first "
+         "op, model build or device query): after that, `tf.config` calls that change devices, memory growth "
+         "or thread pools raise RuntimeError, and some are ignored."),
+    fix=("make the `tf.config` calls first, before anything that creates a tensor, builds a model or lists "
+         "logical devices, or set the matching environment variables (TF_FORCE_GPU_ALLOW_GROWTH, "
+         "CUDA_VISIBLE_DEVICES) before TensorFlow is imported."),
+)
+
+PROCESS_IN_DAEMONIC_WORKER = Hazard(
+    cause="process-in-daemonic-worker",
+    rule="GD105",
+    why=("Pool and ProcessPoolExecutor workers are daemonic processes, and a daemonic process may not start "
+         "children: the task raises AssertionError (\"daemonic processes are not allowed to have children\")."),
+    fix=("start the inner processes from the parent instead (one pool, flattened work), or run the inner work "
+         "in threads or in the same process."),
+)
+
+WORKER_NOT_IMPORTABLE = Hazard(
+    cause="worker-not-importable",
+    rule="GD108",
+    why=("A spawn or forkserver worker gets the function it runs by name and imports it from its module: a "
+         "lambda, a nested function, or one defined in a notebook cell or under `if __name__ == \"__main__\":` "
+         "cannot be pickled by name or is not there when the worker imports the main module."),
+    fix=("define the function at the top level of a module the workers can import (next to the script or "
+         "notebook), or pass arguments with functools.partial of such a function instead of a lambda."),
+)
+
+BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
+                                 CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

@@ -24,6 +24,7 @@ CUDA_ERROR = "cuda-error"
 NO_DRIVER = "no-driver"
 OTHER_TOOL = "other-tool"
 IPC_PRODUCER_EXIT = "ipc-producer-exit"
+WORKER_NOT_IMPORTABLE = "worker-not-importable"
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,13 @@ PATTERNS: tuple[Pattern, ...] = (
        "pytest-timeout stopped a test that ran too long"),
     _p(None, "CPython", CAUSE, DAEMONIC, r"daemonic processes are not allowed to have children",
        "a Pool worker tried to start a process of its own"),
+    # What CPython 3.11 to 3.13 print (seen here): the parent cannot pickle a lambda or a
+    # nested function by name; a worker cannot find a function of the main script's
+    # `__main__` block or of a notebook cell.
+    _p(None, "CPython", CAUSE, WORKER_NOT_IMPORTABLE,
+       r"PicklingError: Can't pickle <function|Can't (pickle|get) local object"
+       r"|Can't get attribute '[^']+' on <module '__(mp_)?main__'",
+       "a function meant for worker processes could not be sent to them, or found by them"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
        "CuPy needs a newer (or any) NVIDIA driver"),
     # Generic boilerplate last: a specific row above explains the same line better.

@@ -227,9 +227,23 @@ def _memory(run: RunRecord) -> list[str]:
 
 def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
     found = [m for m in matches if m.pattern.kind == kind]
-    return [f"{label}{m.pattern.meaning}"
-            f"{f' (row {m.pattern.row} of docs/error-strings.md)' if m.pattern.row else ''}: {m.line}"
-            for m in found[:5]]
+    return [f"{label}{m.pattern.meaning}{_rule_of(m)}: {m.line}" for m in found[:5]]
+
+
+def _rule_of(match: Match) -> str:
+    """" (GD302)" for a cause the linter finds in the code, else nothing."""
+    hazard = hazards.BY_CAUSE.get(match.pattern.category)
+    return f" ({hazard.rule})" if hazard is not None and match.pattern.kind == CAUSE else ""
+
+
+def _string_fixes(matches: Sequence[Match], said: Sequence[str]) -> list[str]:
+    """The fix of each cause an error string named that no line above has fixed yet."""
+    lines: list[str] = []
+    for category in dict.fromkeys(m.pattern.category for m in matches if m.pattern.kind == CAUSE):
+        hazard = hazards.BY_CAUSE.get(category)
+        if hazard is not None and hazard.fix_line not in said and hazard.fix_line not in lines:
+            lines.append(hazard.fix_line)
+    return lines
 
 
 def _forks_from_initialized(judged: Sequence[ProcessVerdict]) -> list[str]:
@@ -295,6 +309,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     for p in bad[:5]:
         lines.append(f"pid {p.pid} ({p.start}) {p.explanation}.")
     lines += _matched(matches, CAUSE, "Cause: ")
+    causes_at = len(lines)
     cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)
     if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG and not idle:
         lines += _forks_from_initialized(judged)
@@ -311,6 +326,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     if verdict == Verdict.OOM or any(m.pattern.category == GPU_OOM for m in matches):
         lines += _memory(run)
         lines += explain_oom.one_holds_all(run, judged)
+    lines[causes_at:causes_at] = _string_fixes(matches, lines)
     lines += _matched(matches, WARNING, "Warning: ")
     lines += _matched(matches, CONTEXT, "Context (not the cause): ")
     lines += [f"Note: {note}" for note in run.notes]

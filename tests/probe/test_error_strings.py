@@ -48,11 +48,18 @@ LINES = [
     ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
      36, CAUSE, FORK_AFTER_INIT),
     ("RuntimeError: 0 active drivers ([]). There should only be one.", 37, CAUSE, FORK_AFTER_INIT),
+    # CPython 3.11 to 3.13, seen here: what a spawn worker meets when it cannot load its function.
+    ("_pickle.PicklingError: Can't pickle <function <lambda> at 0x7fbf84b27380>: attribute lookup "
+     "<lambda> on __main__ failed", None, CAUSE, "worker-not-importable"),
+    ("AttributeError: Can't pickle local object 'main.<locals>.f'", None, CAUSE, "worker-not-importable"),
+    ("AttributeError: Can't get local object 'main.<locals>.f'", None, CAUSE, "worker-not-importable"),
+    ("AttributeError: Can't get attribute 'work' on <module '__main__' (built-in)>", None, CAUSE,
+     "worker-not-importable"),
 ]
 
 
 @pytest.mark.parametrize(("line", "row", "kind", "category"), LINES)
-def test_known_line_is_recognized(line: str, row: int, kind: str, category: str) -> None:
+def test_known_line_is_recognized(line: str, row: int | None, kind: str, category: str) -> None:
     (match,) = find(f"noise before\n{line}\nnoise after")
     assert (match.pattern.row, match.pattern.kind, match.pattern.category) == (row, kind, category)
     assert match.line == line
@@ -71,3 +78,19 @@ def test_daemonic_pool_worker() -> None:
 def test_same_line_twice_is_reported_once() -> None:
     text = "Error: CUDA initialized before forking\n" * 3
     assert len(find(text)) == 1
+
+
+def test_a_cause_named_by_an_error_string_gets_its_rule_and_fix() -> None:
+    """A config-after-init or an unloadable worker found in the output is explained as the
+    probe explains a fork: the lint rule that finds it in the code, and the fix."""
+    from gpudoctor import hazards
+    from gpudoctor.probe import explain
+
+    matches = find("Traceback (most recent call last):\n"
+                   "RuntimeError: Physical devices cannot be modified after being initialized\n")
+    lines = explain._matched(matches, CAUSE, "Cause: ")
+    assert lines == ["Cause: TensorFlow device configuration ran after TensorFlow had initialized (GD302): "
+                     "RuntimeError: Physical devices cannot be modified after being initialized"]
+    assert "docs/error-strings.md" not in lines[0]
+    assert explain._string_fixes(matches, []) == [hazards.CONFIG_AFTER_INIT.fix_line]
+    assert explain._string_fixes(matches, [hazards.CONFIG_AFTER_INIT.fix_line]) == []  # said once
