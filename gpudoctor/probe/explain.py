@@ -189,8 +189,12 @@ def fork_origin(children: Sequence[ProcessVerdict], parent: int | None, runtimes
     """Say from which parent, when and in what state ``children`` were forked."""
     threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
     what = []
+    # A supervised run's fork hooks record when each child was forked and what its parent
+    # had initialized then; an attached tree's runtimes come from /proc maps, which show
+    # what was loaded, not whether it was initialized.
+    seen_by_hooks = any(p.forked_at is not None for p in children)
     if runtimes:
-        what.append(f"{runtime_names(runtimes)} initialized")
+        what.append(f"{runtime_names(runtimes)} {'initialized' if seen_by_hooks else 'loaded'}")
     if threads:
         counts = " to ".join(str(n) for n in (threads[0], threads[-1]) if n) if len(threads) > 1 \
             else str(threads[0])

@@ -63,11 +63,7 @@ def commands(extra: str = "report") -> tuple[str, ...]:
 
 def text(extra: str = "report") -> str:
     """Return the install hint as plain text, for the terminal and the JSON's notes."""
-    found = commands(extra)
-    root = source_checkout()
-    if root is None:
-        return f"{found[0]}, in the environment gpudoctor runs in"
-    return f"{' or '.join(found)} in the source checkout {root}"
+    return " or ".join(commands(extra))
 
 
 def html(extra: str = "report") -> str:
