@@ -65,6 +65,11 @@ class Track:
     create_time: float | None = None  # psutil's start time: (pid, create_time) is the process
     reaped: bool = False  # its exit status was collected by the supervisor's waitpid
     stopped_since: float | None = None  # when it was first seen stopped, if it is now
+    # Seen with its parent's command line: forked, perhaps not exec'd yet (subprocess forks
+    # then execs). The line is read again until it changes; a fork child that never execs
+    # is asked every tick for its first seconds, then once a second.
+    unexeced: bool = False
+    cmdline_read_at: float = 0.0
 
     def stalled_for(self, now: float) -> float:
         """Return for how long this process has waited without CPU progress (0 if it runs)."""
@@ -189,6 +194,11 @@ def _group_and_session(pid: int) -> set[int]:
         return {int(fields[2]), int(fields[3])}
     except (OSError, IndexError, ValueError):
         return set()
+
+
+# Seconds after a process appears during which its command line is read every tick while
+# it is its parent's (subprocess's fork-then-exec takes milliseconds; a loaded machine more).
+_EXEC_WATCH = 3.0
 
 
 def _cmdline(pid: int) -> tuple[str, ...]:
@@ -334,7 +344,12 @@ class Tree:
         fresh = track is None
         if track is None:
             track = Track(pid, ppid, _cmdline(pid), now, now, anchor_time=now, create_time=started)
+            parent = self.tracks.get(ppid)
+            track.unexeced = parent is not None and bool(track.cmdline) and track.cmdline == parent.cmdline
+            track.cmdline_read_at = now
             self.tracks[pid] = track
+        elif track.unexeced and (now - track.first_seen < _EXEC_WATCH or now - track.cmdline_read_at >= 1.0):
+            self._read_cmdline_again(track, now)
         if fresh or state != track.state and psutil.STATUS_ZOMBIE in (state, track.state):
             self._moved(now)  # born, or ended
         track.last_seen, track.state = now, state
@@ -359,6 +374,16 @@ class Tree:
         if fresh or track.cpu - track.anchor_cpu > allowed:
             track.anchor_time, track.anchor_cpu = now, track.cpu
             self._moved(now)
+
+    def _read_cmdline_again(self, track: Track, now: float) -> None:
+        """A process that had its parent's command line may have exec'd since: read it again."""
+        track.cmdline_read_at = now
+        cmdline = _cmdline(track.pid)
+        parent = self.tracks.get(track.ppid)
+        if cmdline and cmdline != track.cmdline:
+            track.cmdline, track.unexeced = cmdline, False
+        elif parent is None or not cmdline:
+            track.unexeced = False
 
     def scan(self, now: float | None = None) -> set[int]:
         """Observe every member; mark the ones that disappeared; return the live PIDs."""

@@ -64,6 +64,9 @@ class TestTree(Tree):
         # The process table is walked again only when a process was created (Tree.walks,
         # as for the supervisor): between walks the tree can only lose members.
         self.found: set[int] = set()  # what the last walk found, the test process aside
+        # Members first seen with their parent's command line: forked, perhaps not yet
+        # exec'd (subprocess forks, then execs). Asked again until the line changes.
+        self.unexeced: set[int] = set()
         table = _table(self)
         self.root_started = table.get(test_pid, (0, None))[1]
         me = _below(table, {os.getpid()}, set())
@@ -80,6 +83,8 @@ class TestTree(Tree):
 
     def members(self) -> set[int]:
         """Return the test process and every process of its tree found so far that still exists."""
+        if self.unexeced:
+            self._describe_again()
         if not self.walks.due():
             return still_there(self.found - self.exclude) | {self.root}
         table = _table(self)
@@ -88,14 +93,30 @@ class TestTree(Tree):
             seeds.add(self.root)
         skip = _below(table, {os.getpid()}, set()) | self.exclude | self.tools
         found = {pid for pid in _below(table, seeds, skip) if (pid, table[pid][1]) not in self.preexisting}
-        for pid in found - set(self.seen):
+        for pid in sorted(found - set(self.seen), key=lambda pid: table[pid][1] or 0.0):  # parents first
             self._found(pid, table[pid])
         self.found = found - {self.root}
         return found | {self.root}
 
+    def _describe_again(self) -> None:
+        """Read again the command line of members that had their parent's: an exec since
+        then gives the report the program that runs, not the one that started it."""
+        for pid in list(self.unexeced):
+            now = _describe(pid)
+            if now["ppid"] is None or now["cmdline"] != self._parent_cmdline(pid):
+                self.unexeced.discard(pid)
+                if now["ppid"] is not None:
+                    self.info[pid] = now
+
+    def _parent_cmdline(self, pid: int) -> list[str] | None:
+        parent = self.info.get(pid, {}).get("ppid")
+        return self.info.get(parent, {}).get("cmdline") if parent is not None else None
+
     def _found(self, pid: int, entry: tuple[int, float]) -> None:
         self.seen[pid] = entry[1]
         self.info[pid] = _describe(pid)
+        if self.info[pid]["cmdline"] and self.info[pid]["cmdline"] == self._parent_cmdline(pid):
+            self.unexeced.add(pid)
         ticks = start_ticks(pid)
         if self.members_file is None or ticks is None or pid == self.root:
             return

@@ -209,3 +209,44 @@ def test_the_test_tree_walks_the_process_table_only_when_a_process_was_created(
                 os.kill(pid, signal.SIGKILL)
         launcher.stdin.close()
         launcher.stdout.close()
+
+
+def test_the_report_names_a_childs_program_after_its_exec(tmp_path: Any) -> None:
+    """A child found between its fork and its exec (subprocess does both) had its parent's
+    command line: the report names the program it then runs."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gpudoctor.pytest_plugin import watch_tree
+    from tests.probe.test_pieces import FORK_THEN_EXEC
+
+    go = tmp_path / "go"
+    # Detached: the watcher skips its own descendants, and a test's processes are not its.
+    launcher = subprocess.Popen([sys.executable, "-c", FORK_THEN_EXEC, str(go), "detach"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+    assert launcher.stdin is not None and launcher.stdout is not None
+    root = int(launcher.stdout.readline())
+    launcher.wait(60)
+    test_tree = watch_tree.TestTree(root)  # before the fork: the child is no pre-existing process
+    launcher.stdin.write("\n")
+    launcher.stdin.flush()
+    child = int(launcher.stdout.readline())
+    try:
+        deadline = time.monotonic() + 60
+        while child not in test_tree.members() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert child in test_tree.unexeced
+        go.touch()
+        deadline = time.monotonic() + 60
+        while test_tree.info[child]["cmdline"] != ["sleep", "600"] and time.monotonic() < deadline:
+            test_tree.members()
+            time.sleep(0.02)
+        assert test_tree.info[child]["cmdline"] == ["sleep", "600"] and child not in test_tree.unexeced
+    finally:
+        for pid in (child, root):
+            os.kill(pid, signal.SIGKILL)
+        launcher.stdin.close()
+        launcher.stdout.close()

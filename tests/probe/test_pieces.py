@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -290,3 +292,46 @@ def test_a_commands_stdout_and_stderr_on_one_terminal_never_cut_each_others_line
                                                                            and set(line) <= {"o", "e"})]
     assert sum(line == "o" * 150 for line in echoed) == 20000 and sum(line == "e" * 150 for line in echoed) == 20000, \
         [line for line in echoed if line not in ("o" * 150, "e" * 150)][:3]
+
+
+# A process that forks a child which execs `sleep` only once the file named by argv[1]
+# exists: between the fork and the exec the child has its parent's command line. With
+# argv[2] "detach" it first leaves its parent (double fork), prints its PID and forks only
+# once a line comes on stdin.
+FORK_THEN_EXEC = """\
+import os, sys, time
+if sys.argv[2:] == ["detach"]:
+    if os.fork():
+        os._exit(0)
+    print(os.getpid(), flush=True)
+    sys.stdin.readline()
+pid = os.fork()
+if pid == 0:
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.01)
+    os.execvp("sleep", ["sleep", "600"])
+print(pid, flush=True)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_seen_before_its_exec_is_named_by_the_program_it_execs(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    token = "test-" + tmp_path.name
+    parent = subprocess.Popen([sys.executable, "-c", FORK_THEN_EXEC, str(go)], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, GPUDOCTOR_RUN=token))
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        tree = Tree(parent.pid, token, set())
+        tree.scan()
+        assert tree.tracks[child].cmdline == tree.tracks[parent.pid].cmdline and tree.tracks[child].unexeced
+        go.touch()
+        deadline = time.monotonic() + 60
+        while tree.tracks[child].cmdline != ("sleep", "600") and time.monotonic() < deadline:
+            tree.scan()
+            time.sleep(0.02)
+        assert tree.tracks[child].cmdline == ("sleep", "600") and not tree.tracks[child].unexeced
+    finally:
+        os.kill(child, signal.SIGKILL)
+        parent.wait(60)
