@@ -345,7 +345,9 @@ class Tree:
         if track is None:
             track = Track(pid, ppid, _cmdline(pid), now, now, anchor_time=now, create_time=started)
             parent = self.tracks.get(ppid)
-            track.unexeced = parent is not None and bool(track.cmdline) and track.cmdline == parent.cmdline
+            # A parent not tracked yet (seen later in this scan, or outside the tree) is
+            # compared at the next read.
+            track.unexeced = bool(track.cmdline) and (parent is None or track.cmdline == parent.cmdline)
             track.cmdline_read_at = now
             self.tracks[pid] = track
         elif track.unexeced and (now - track.first_seen < _EXEC_WATCH or now - track.cmdline_read_at >= 1.0):
@@ -382,8 +384,8 @@ class Tree:
         parent = self.tracks.get(track.ppid)
         if cmdline and cmdline != track.cmdline:
             track.cmdline, track.unexeced = cmdline, False
-        elif parent is None or not cmdline:
-            track.unexeced = False
+        elif parent is None or not cmdline or parent.cmdline != cmdline:
+            track.unexeced = False  # the program it runs is its own (or it is gone)
 
     def scan(self, now: float | None = None) -> set[int]:
         """Observe every member; mark the ones that disappeared; return the live PIDs."""

@@ -104,7 +104,7 @@ class TestTree(Tree):
         for pid in list(self.unexeced):
             now = _describe(pid)
             if now["ppid"] is None or now["cmdline"] != self._parent_cmdline(pid):
-                self.unexeced.discard(pid)
+                self.unexeced.discard(pid)  # exec'd, its own program from the start, or gone
                 if now["ppid"] is not None:
                     self.info[pid] = now
 
@@ -115,8 +115,9 @@ class TestTree(Tree):
     def _found(self, pid: int, entry: tuple[int, float]) -> None:
         self.seen[pid] = entry[1]
         self.info[pid] = _describe(pid)
-        if self.info[pid]["cmdline"] and self.info[pid]["cmdline"] == self._parent_cmdline(pid):
-            self.unexeced.add(pid)
+        parent = self._parent_cmdline(pid)
+        if self.info[pid]["cmdline"] and (parent is None or self.info[pid]["cmdline"] == parent):
+            self.unexeced.add(pid)  # a parent not described yet is compared at the next look
         ticks = start_ticks(pid)
         if self.members_file is None or ticks is None or pid == self.root:
             return
