@@ -4,6 +4,10 @@ Two stores, both JSON (a cache is data; it must never be able to run code):
 
 - **facts**: per file, the gate's view of it (does it act, use a GPU framework, what does it
   import), valid while the file's bytes hash the same.
+- **walks**: per module walked for an import, its summary (analysis/summaries.py): what
+  another module's analysis reads of it, valid while every file and directory listing the
+  walk read is unchanged, so that a run after an edit of one file walks that file and not
+  the modules it imports. At most ``MAX_SUMMARIES`` are kept, those used last.
 - **results**: per analysed file, the findings its analysis produced, valid while its
   bytes, the names the project uses from it, and every file and directory listing the
   analysis read are unchanged; and the plan of the last run (which files to lint, which
@@ -44,6 +48,7 @@ from gpudoctor.lint.frontend.text_facts import Facts
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.shared_walks import Stored, Walked
     from gpudoctor.lint.file_analysis import Outcome
 
 __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
@@ -51,6 +56,8 @@ __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
 # The largest store file read back (or written): it refuses the file of gigabytes that
 # would end in a MemoryError (sizes measured: docs/performance.md).
 LIMIT = 128 * 1024 * 1024
+# The most module summaries kept: those used by the latest runs (sizes: docs/performance.md).
+MAX_SUMMARIES = 3000
 
 
 def code_fingerprint() -> str:
@@ -76,6 +83,11 @@ class Cache:
         self.facts: dict[str, tuple[str, Facts]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
+        # "path\0import depth" -> the summaries of that module's walks (several: other
+        # import cycles, other room to nest in), and which run used each last
+        self.walks: dict[str, list[dict[str, Any]]] = {}
+        self._run = 0  # this run's number, counted by the walks store
+        self._walks_changed = False
         self._changed = False
         self.base = cache_folder.choose(root, None if folder is None else str(folder), self._warn)
         self._key = b""
@@ -90,6 +102,7 @@ class Cache:
         name = hashlib.blake2b(settings_key.encode(errors="surrogateescape"), digest_size=8).hexdigest()
         self._facts_name = "facts.json"
         self._results_name = f"results-{name}.json"
+        self._walks_name = f"walks-{name}.json"
         self._load()
 
     @property
@@ -109,7 +122,8 @@ class Cache:
                 self._warn(f"ignoring {self.folder}: not a folder gpudoctor made (it is rebuilt)")
             return
         problems = []
-        for name, loader in ((self._facts_name, self._load_facts), (self._results_name, self._load_results)):
+        for name, loader in ((self._facts_name, self._load_facts), (self._results_name, self._load_results),
+                             (self._walks_name, self._load_walks)):
             try:
                 loader(self._read(name))
             except FileNotFoundError:
@@ -123,6 +137,8 @@ class Cache:
                 continue
             if name == self._facts_name:
                 self.facts = {}
+            elif name == self._walks_name:
+                self.walks, self._run = {}, 0
             else:
                 self.results, self.plan = {}, {}
         if problems:
@@ -148,6 +164,76 @@ class Cache:
         if data.get("settings") == self.settings_key:
             self.results = data["files"]
             self.plan = data.get("plan") or {}
+
+    def _load_walks(self, data: dict[str, Any]) -> None:
+        if data.get("settings") == self.settings_key:
+            walks = data["walks"]
+            if not isinstance(walks, dict):
+                raise TypeError("walks")
+            self.walks = walks
+            self._run = int(data["run"]) + 1
+
+    # -- module summaries ----------------------------------------------------------------
+    def stored_walk(self, project: Project) -> Stored:
+        """The lookup a ModuleStore asks before walking a module (shared_walks.py): a summary made
+        for the same module and import depth, in the same import cycles, that fits the room
+        given, and whose files and listings are all unchanged."""
+        from gpudoctor.lint.analysis.summaries import decode
+
+        def lookup(path: Path, depth: int, walking: frozenset[Path], room: int, work: int
+                   ) -> tuple[frozenset[Path], frozenset[Path], Walked] | None:
+            names = {str(p) for p in walking}
+            for entry in self.walks.get(f"{path}\0{depth}", ()):
+                try:
+                    if not set(entry["hits"]) <= names or names.intersection(entry["misses"]) or \
+                            entry["peak"] > room or entry["height"] > work:
+                        continue
+                    if any(project.digest_of(p) != d for p, d in entry["files"].items()):
+                        continue
+                    if any(project.listing_digest_of(d) != h for d, h in entry["dirs"].items()):
+                        continue
+                    found = decode(project, path, entry)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError, LookupError):
+                    continue  # an entry of another shape: walked again
+                if entry.get("used") != self._run:
+                    entry["used"] = self._run
+                    self._walks_changed = True
+                return found
+            return None
+
+        return lookup
+
+    def store_walks(self, project: Project) -> None:
+        """Keep the summaries of the walks made in this run (those a summary can write)."""
+        from gpudoctor.lint.analysis.summaries import encode, origins
+
+        made = project.walks.made
+        if not made:
+            return
+        origin_of = origins(project, made)
+        for path, depth, memo in made:
+            entry = encode(project, path, depth, memo, origin_of)
+            if entry is None:
+                continue
+            entry["used"] = self._run
+            kept = self.walks.setdefault(f"{path}\0{depth}", [])
+            kept[:] = [e for e in kept if not isinstance(e, dict) or
+                       (e.get("hits"), e.get("misses")) != (entry["hits"], entry["misses"])]
+            kept.append(entry)
+            self._walks_changed = True
+
+    def _bounded_walks(self) -> dict[str, list[dict[str, Any]]]:
+        """The summaries to write: those of modules that still exist, at most
+        ``MAX_SUMMARIES``, the ones used last first."""
+        entries = [(key, e) for key, kept in self.walks.items() for e in kept
+                   if isinstance(e, dict) and os.path.exists(key.split("\0", 1)[0])]
+        if len(entries) > MAX_SUMMARIES:
+            entries.sort(key=lambda item: -int(item[1].get("used", 0)) if isinstance(item[1].get("used"), int) else 0)
+            entries = entries[:MAX_SUMMARIES]
+        out: dict[str, list[dict[str, Any]]] = {}
+        for key, entry in entries:
+            out.setdefault(key, []).append(entry)
+        return out
 
     # -- results -------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
@@ -205,7 +291,7 @@ class Cache:
         """Write both stores, keeping the entries of files that still exist (if anything changed)."""
         if self.folder is None or self.base is None:
             return
-        if not self._changed and not project.gate.new_facts:
+        if not self._changed and not project.gate.new_facts and not self._walks_changed:
             return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.gate.new_facts.items()})
@@ -223,6 +309,9 @@ class Cache:
             cache_folder.prune(self.base, self.folder.name)
             self._write(self._facts_name, {p: [d, f.to_json()] for p, (d, f) in facts.items()})
             self._write(self._results_name, {"settings": self.settings_key, "files": results, "plan": self.plan})
+            if self._walks_changed:
+                self._write(self._walks_name, {"settings": self.settings_key, "run": self._run,
+                                               "walks": self._bounded_walks()})
         except OSError as exc:
             self._warn(f"cannot write the cache in {self.base}: {exc.strerror or exc} (use --no-cache to skip it)")
 
