@@ -87,6 +87,7 @@ class Cache:
         # import cycles, other room to nest in), and which run used each last
         self.walks: dict[str, list[dict[str, Any]]] = {}
         self._run = 0  # this run's number, counted by the walks store
+        self._walks_loaded = False
         self._walks_changed = False
         self._changed = False
         self.base = cache_folder.choose(root, None if folder is None else str(folder), self._warn)
@@ -114,16 +115,25 @@ class Cache:
             self._warned.add(message)
             print(f"gpudoctor: warning: {message}", file=sys.stderr)
 
-    def _load(self) -> None:
+    def _readable(self) -> bool:
+        """Is there a cache folder gpudoctor wrote, to read the stores from?"""
         if self.base is None or self.folder is None or cache_folder.judge(self.base) != cache_folder.OURS:
-            return  # nothing gpudoctor wrote is there yet
+            return False  # nothing gpudoctor wrote is there yet
         if not cache_folder.is_own_folder(self.folder):
             if self.folder.exists() or self.folder.is_symlink():
                 self._warn(f"ignoring {self.folder}: not a folder gpudoctor made (it is rebuilt)")
+            return False
+        return True
+
+    def _load(self, walks: bool = False) -> None:
+        """Read the facts and results stores (``walks``: the module summaries' store alone,
+        read only by a run that walks a module: a run that reuses every result never does)."""
+        if not self._readable():
             return
         problems = []
-        for name, loader in ((self._facts_name, self._load_facts), (self._results_name, self._load_results),
-                             (self._walks_name, self._load_walks)):
+        stores = ((self._walks_name, self._load_walks),) if walks else \
+            ((self._facts_name, self._load_facts), (self._results_name, self._load_results))
+        for name, loader in stores:
             try:
                 loader(self._read(name))
             except FileNotFoundError:
@@ -165,6 +175,13 @@ class Cache:
             self.results = data["files"]
             self.plan = data.get("plan") or {}
 
+    def _summaries(self) -> dict[str, list[dict[str, Any]]]:
+        """The module summaries' store, read when first needed."""
+        if not self._walks_loaded:
+            self._walks_loaded = True
+            self._load(walks=True)
+        return self.walks
+
     def _load_walks(self, data: dict[str, Any]) -> None:
         if data.get("settings") == self.settings_key:
             walks = data["walks"]
@@ -183,7 +200,7 @@ class Cache:
         def lookup(path: Path, depth: int, walking: frozenset[Path], room: int, work: int
                    ) -> tuple[frozenset[Path], frozenset[Path], Walked] | None:
             names = {str(p) for p in walking}
-            for entry in self.walks.get(f"{path}\0{depth}", ()):
+            for entry in self._summaries().get(f"{path}\0{depth}", ()):
                 try:
                     if not set(entry["hits"]) <= names or names.intersection(entry["misses"]) or \
                             entry["peak"] > room or entry["height"] > work:
@@ -211,6 +228,7 @@ class Cache:
         if not made:
             return
         origin_of = origins(project, made)
+        self._summaries()
         for path, depth, memo in made:
             entry = encode(project, path, depth, memo, origin_of)
             if entry is None:
