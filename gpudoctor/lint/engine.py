@@ -92,7 +92,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
                                         result.warnings, settings.forkserver_preloads_main)
     if cache is not None and cache.usable:
-        cache.store_walks(project)
+        cache.store_walks(project, len(todo))
     for outcome in outcomes:
         found[outcome.path] = outcome.findings
         result.internal_errors.extend(outcome.errors)

@@ -105,7 +105,8 @@ def edit(path: Path) -> None:
 
 
 def walks_store(root: Path) -> Path:
-    (store,) = root.glob(".gpudoctor_cache/*/walks-*.json")
+    """The file of helpers.py's summaries."""
+    (store,) = [p for p in root.glob(".gpudoctor_cache/*/walks-*.json") if "helpers.py" in p.read_text()]
     return store
 
 
@@ -156,17 +157,16 @@ def test_a_foreign_summary_is_ignored(project: Path, capsys: pytest.CaptureFixtu
     run(project)
     store = walks_store(project)
     data = json.loads(store.read_bytes().split(b"\n", 1)[1])
-    for entries in data["walks"].values():
-        for entry in entries:
-            entry["state"] = {"env": [["x", [["no such value"]]]]}
-            entry["effects"] = "junk"
+    for entry in data["entries"]:
+        entry["state"] = {"env": [["x", [["no such value"]]]]}
+        entry["effects"] = "junk"
     reseal(store, data)
     edit(project / "main.py")
     assert shown(run(project)) == walked
     (project / "main.py").write_text(MAIN + "# again\n")
     store.write_bytes(b"not sealed\n{}")
     assert shown(run(project)) == walked
-    assert "ignoring the result cache" in capsys.readouterr().err
+    assert "ignoring a module summary" in capsys.readouterr().err
 
 
 def test_the_store_is_bounded(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,10 +174,15 @@ def test_the_store_is_bounded(project: Path, monkeypatch: pytest.MonkeyPatch) ->
         (project / f"extra{index}.py").write_text(f"import cupy\nDEVICE = {index}\n")
         user = READER.replace("from helpers import DEVICE", f"from extra{index} import DEVICE")
         (project / f"use{index}.py").write_text(user)
-    monkeypatch.setattr(cache_module, "MAX_SUMMARIES", 3)
+    monkeypatch.setattr(cache_module, "MAX_SUMMARY_FILES", 3)
     for index in range(6):
         run(project, f"use{index}.py")
-    data = json.loads(walks_store(project).read_bytes().split(b"\n", 1)[1])
-    kept = [key.split("\0")[0] for key, entries in data["walks"].items() for _ in entries]
-    assert len(kept) == 3
-    assert str(project / "extra5.py") in kept  # the latest run's summaries are kept
+    kept = [json.loads(p.read_bytes().split(b"\n", 1)[1])["key"].split("\0")[0]
+            for p in project.glob(".gpudoctor_cache/*/walks-*.json")]
+    assert sorted(Path(p).name for p in kept) == ["extra3.py", "extra4.py", "extra5.py"]  # the latest runs'
+
+
+def test_a_run_of_many_files_writes_no_summaries(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache_module, "SUMMARY_MAX_FILES", 0)
+    run(project)
+    assert not list(project.glob(".gpudoctor_cache/*/walks-*.json"))
