@@ -245,11 +245,11 @@ class Cache:
     def store_walks(self, project: Project, analysed: int) -> None:
         """Keep the summaries of the walks made in this run (those a summary can write),
         unless it analysed more than ``SUMMARY_MAX_FILES`` files in this process."""
-        from gpudoctor.lint.analysis.summaries import encode, origins
-
         made = project.walks.made
         if not made or analysed > SUMMARY_MAX_FILES:
-            return
+            return  # (before the import: a run that walked nothing does not load the analysis)
+        from gpudoctor.lint.analysis.summaries import encode, origins
+
         origin_of = origins(project, made)
         for path, depth, memo in made:
             entry = encode(project, path, depth, memo, origin_of)

@@ -91,7 +91,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
         project.walks.stored = cache.stored_walk(project)
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
                                         result.warnings, settings.forkserver_preloads_main)
-    if cache is not None and cache.usable:
+    if cache is not None and cache.usable and todo:
         cache.store_walks(project, len(todo))
     for outcome in outcomes:
         found[outcome.path] = outcome.findings

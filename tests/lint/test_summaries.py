@@ -4,6 +4,8 @@ imports from their summaries, with the same findings as a run that walks them.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,12 @@ def test_a_run_of_many_files_writes_no_summaries(project: Path, monkeypatch: pyt
     monkeypatch.setattr(cache_module, "SUMMARY_MAX_FILES", 0)
     run(project)
     assert not list(project.glob(".gpudoctor_cache/*/walks-*.json"))
+
+
+def test_a_run_that_reuses_every_result_loads_no_parser(project: Path) -> None:
+    # The warm whole-project run: neither libcst nor the analysis is imported.
+    code = ("import sys; from gpudoctor.cli import main; main(['lint', '--exit-zero', 'main.py']);"
+            "print('LIBCST', 'libcst' in sys.modules)")
+    subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
+    warm = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
+    assert warm.stdout.strip().endswith("LIBCST False"), warm.stdout + warm.stderr
