@@ -145,6 +145,23 @@ def test_a_module_only_read_by_name_is_not_parsed(project: Path, parsed: list[st
     assert parsed == ["reader.py"]
 
 
+def test_a_module_walked_again_keeps_what_it_imports_unparsed(project: Path, parsed: list[str]) -> None:
+    # reader -> middle -> helpers: after an edit of middle, helpers is still read back
+    # from its summary, for middle's walk and for middle's new summary.
+    (project / "middle.py").write_text("import cupy\nfrom helpers import DEVICE, Holder, prepare\n")
+    (project / "reader.py").write_text(READER.replace("from helpers import DEVICE", "from middle import DEVICE"))
+    walked = shown(run(project, "reader.py", cached=False))
+    run(project, "reader.py")
+    edit(project / "middle.py")
+    parsed.clear()
+    assert shown(run(project, "reader.py")) == walked
+    assert sorted(parsed) == ["middle.py", "reader.py"]
+    edit(project / "reader.py")
+    parsed.clear()
+    assert shown(run(project, "reader.py")) == walked
+    assert parsed == ["reader.py"]
+
+
 def test_a_change_in_an_imported_module_is_seen(project: Path) -> None:
     assert any(code == "GD101" for code, *_ in shown(run(project)))
     (project / "helpers.py").write_text(HARMLESS)

@@ -199,6 +199,11 @@ class Project:
             self._touched.files.add(path)
         return self._parsed[path]
 
+    def parsed_already(self, path: Path) -> ParsedModule | None:
+        """The tree of a file this run has parsed; None if it has not (no parse is made)."""
+        found = self._parsed.get(self.real(path))
+        return None if found is None or isinstance(found, ParseFailure) else found
+
     def entry_points(self, path: Path) -> list[Unit] | None:
         """The functions of linted ``path`` worth analysing on their own (None: all of them)."""
         scan = self.prescan(path)

@@ -157,7 +157,7 @@ class _Writer:
         if isinstance(atom, Container):
             return ["C", self.value(atom.items), [self.value(v) for v in atom.ordered]]
         if isinstance(atom, FuncRef):
-            return ["F", atom.module, atom.qualname, self.place(atom.module, atom.node),
+            return ["F", atom.module, atom.qualname, self.place(atom.module, atom),
                     [self.value(v) for v in atom.bound], atom.cuda_kernel,
                     [[name, self.value(v)] for name, v in atom.closure], atom.scope]
         if isinstance(atom, ClassRef):
@@ -167,10 +167,13 @@ class _Writer:
         raise NotPlain(type(atom).__name__)
 
     def cls(self, cls: ClassRef) -> list[Any]:
-        return ["K", cls.module, cls.qualname, self.place(cls.module, cls.node), list(cls.bases), cls.scope]
+        return ["K", cls.module, cls.qualname, self.place(cls.module, cls), list(cls.bases), cls.scope]
 
-    def place(self, module: str, node: cst.CSTNode) -> list[int]:
-        place = place_of(self.project, module, node)
+    def place(self, module: str, ref: FuncRef | ClassRef) -> list[int]:
+        stored = ref.__dict__.get("_place")
+        if stored is not None and "node" not in ref.__dict__:  # read back, never needed since
+            return list(stored)
+        place = place_of(self.project, module, ref.node)
         if place is None:
             raise NotPlain("a function or class defined where no place names it")
         return list(place)
@@ -255,9 +258,9 @@ def encode(project: Project, path: Path, depth: int, memo: _Memo,
         }
         reached = {(m, tuple(p)) for m, p in walked.reached_at}
         by_id: dict[int, tuple[str, tuple[int, ...]]] = {}
-        for module in walked.closure:
-            parsed = project.parsed(module)
-            if isinstance(parsed, ParsedModule):
+        for module in walked.closure:  # (a node called was parsed: a module read back was not)
+            parsed = project.parsed_already(module)
+            if parsed is not None:
                 by_id.update((node, (str(module), place)) for node, place in _places(parsed).items())
         reached.update(by_id[node] for node in walked.reached if node in by_id)
         classes = [[writer.cls(c), [writer.cls(b) for b in bases]] for c, bases in walked.classes.items()]
@@ -341,6 +344,7 @@ class _Reader:
         for name, value in fields.items():
             object.__setattr__(ref, name, value)
         project, where = self.project, tuple(int(i) for i in place)
+        object.__setattr__(ref, "_place", where)  # written again as it is, without the node
         object.__setattr__(ref, "_locate", lambda: locate(project, module, where))
         return ref
 
