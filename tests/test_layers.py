@@ -85,7 +85,8 @@ FRONTEND_LAYERS = (
 ANALYSIS_LAYERS = (
     ("abstract values and the events code emits", ("values", "arguments", "events", "pickling")),
     ("what an analysis knows of classes and modules", ("classes", "module_state")),
-    ("the checked project: its files and its shared module walks", ("shared_walks", "project")),
+    ("the checked project: its files, its shared module walks and their summaries",
+     ("shared_walks", "project", "summaries")),
     ("the interpreter: a frame, expressions and calls, statements", (
         "interpreter", "frame", "process_calls", "evaluator", "executor")),
     ("the analysis of a linted file and its flows", ("analyzer", "flows")),

@@ -1,17 +1,22 @@
 """The result cache in ``.gpudoctor_cache/``: what a second run on unchanged code can reuse.
 
-Two stores, both JSON (a cache is data; it must never be able to run code):
+Three stores, all JSON (a cache is data; it must never be able to run code):
 
 - **facts**: per file, the gate's view of it (does it act, use a GPU framework, what does it
   import), valid while the file's bytes hash the same.
+- **walks**: per module walked for an import, the summaries of its walks
+  (analysis/summaries.py): what another module's analysis reads of it, valid while every
+  file and directory listing the walk read is unchanged, so that a run after an edit of
+  one file walks that file and not the modules it imports. One file per module, read only
+  when the module is needed; at most ``MAX_SUMMARY_FILES``, those used last.
 - **results**: per analysed file, the findings its analysis produced, valid while its
   bytes, the names the project uses from it, and every file and directory listing the
   analysis read are unchanged; and the plan of the last run (which files to lint, which
   others to analyse for their context: callers.py), valid while every file and listing it
   read is unchanged.
 
-Both live under a folder named for the gpudoctor version and a fingerprint of the linter's
-own code, and results under a key of the settings that change the analysis (target
+All live under a folder named for the gpudoctor version and a fingerprint of the linter's
+own code, and results and walks under a key of the settings that change the analysis (target
 Python, platform, project root). Rule selection is applied after the cache, so changing
 ``--select`` reuses it. A cache that cannot be read is ignored; one that cannot be written
 costs a warning, never a failed run.
@@ -44,6 +49,7 @@ from gpudoctor.lint.frontend.text_facts import Facts
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.shared_walks import Stored, Walked
     from gpudoctor.lint.file_analysis import Outcome
 
 __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
@@ -51,6 +57,13 @@ __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
 # The largest store file read back (or written): it refuses the file of gigabytes that
 # would end in a MemoryError (sizes measured: docs/performance.md).
 LIMIT = 128 * 1024 * 1024
+# The most modules whose summaries are kept: those used by the latest runs (sizes:
+# docs/performance.md).
+MAX_SUMMARY_FILES = 2000
+# A run that analyses more files than this in its own process (a whole project with
+# ``--jobs 1``) writes no summaries: writing them costs it a third more, and the run that
+# needs them, one that names a few files, writes its own.
+SUMMARY_MAX_FILES = 20
 
 
 def code_fingerprint() -> str:
@@ -76,6 +89,13 @@ class Cache:
         self.facts: dict[str, tuple[str, Facts]] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
+        # "path\0import depth" -> the summaries of that module's walks (several: other
+        # import cycles, other room to nest in), and which run used each last
+        # (read from its file when first needed)
+        self.walks: dict[str, list[dict[str, Any]]] = {}
+        self._walks_used: set[str] = set()  # modules whose summaries this run used
+        self._walks_changed: set[str] = set()  # ... and those whose summaries it made
+        self._readable_folder: bool | None = None
         self._changed = False
         self.base = cache_folder.choose(root, None if folder is None else str(folder), self._warn)
         self._key = b""
@@ -90,6 +110,7 @@ class Cache:
         name = hashlib.blake2b(settings_key.encode(errors="surrogateescape"), digest_size=8).hexdigest()
         self._facts_name = "facts.json"
         self._results_name = f"results-{name}.json"
+        self._walks_prefix = f"walks-{name}-"
         self._load()
 
     @property
@@ -101,12 +122,24 @@ class Cache:
             self._warned.add(message)
             print(f"gpudoctor: warning: {message}", file=sys.stderr)
 
-    def _load(self) -> None:
+    def _readable(self) -> bool:
+        """Is there a cache folder gpudoctor wrote, to read the stores from?"""
+        if self._readable_folder is None:
+            self._readable_folder = self._judge_folder()
+        return self._readable_folder
+
+    def _judge_folder(self) -> bool:
         if self.base is None or self.folder is None or cache_folder.judge(self.base) != cache_folder.OURS:
-            return  # nothing gpudoctor wrote is there yet
+            return False  # nothing gpudoctor wrote is there yet
         if not cache_folder.is_own_folder(self.folder):
             if self.folder.exists() or self.folder.is_symlink():
                 self._warn(f"ignoring {self.folder}: not a folder gpudoctor made (it is rebuilt)")
+            return False
+        return True
+
+    def _load(self) -> None:
+        """Read the facts and results stores (the summaries' files are read when needed)."""
+        if not self._readable():
             return
         problems = []
         for name, loader in ((self._facts_name, self._load_facts), (self._results_name, self._load_results)):
@@ -148,6 +181,114 @@ class Cache:
         if data.get("settings") == self.settings_key:
             self.results = data["files"]
             self.plan = data.get("plan") or {}
+
+    def _summary_file(self, key: str) -> str:
+        digest = hashlib.blake2b(key.encode(errors="surrogateescape"), digest_size=8).hexdigest()
+        return f"{self._walks_prefix}{digest}.json"
+
+    def _summaries(self, key: str) -> list[dict[str, Any]]:
+        """The summaries kept for one module walked at one import depth ("path\\0depth"),
+        read from its file when first asked for."""
+        found = self.walks.get(key)
+        if found is not None:
+            return found
+        found = self.walks[key] = []
+        if not self._readable():
+            return found
+        name = self._summary_file(key)
+        try:
+            data = self._read(name)
+            if data.get("settings") == self.settings_key and data.get("key") == key:
+                entries = data["entries"]
+                if not isinstance(entries, list):
+                    raise TypeError("entries")
+                found[:] = [e for e in entries if isinstance(e, dict)]
+        except FileNotFoundError:
+            pass  # none made yet
+        except (OSError, cache_seal.Rejected) as exc:
+            self._warn(f"ignoring a module summary in {self.folder}: {name}: "
+                       f"{getattr(exc, 'strerror', None) or exc} (it is rebuilt)")
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, MemoryError):
+            self._warn(f"ignoring a module summary in {self.folder}: {name}: not what this gpudoctor writes "
+                       "(it is rebuilt)")
+        return found
+
+    # -- module summaries ----------------------------------------------------------------
+    def stored_walk(self, project: Project) -> Stored:
+        """The lookup a ModuleStore asks before walking a module (shared_walks.py): a summary
+        made for the same module and import depth, in the same import cycles, that fits the
+        room given, and whose files and listings are all unchanged."""
+        from gpudoctor.lint.analysis.summaries import decode
+
+        def lookup(path: Path, depth: int, walking: frozenset[Path], room: int, work: int
+                   ) -> tuple[frozenset[Path], frozenset[Path], Walked] | None:
+            names = {str(p) for p in walking}
+            key = f"{path}\0{depth}"
+            for entry in self._summaries(key):
+                try:
+                    if not set(entry["hits"]) <= names or names.intersection(entry["misses"]) or \
+                            entry["peak"] > room or entry["height"] > work:
+                        continue
+                    if any(project.digest_of(p) != d for p, d in entry["files"].items()):
+                        continue
+                    if any(project.listing_digest_of(d) != h for d, h in entry["dirs"].items()):
+                        continue
+                    found = decode(project, path, entry)
+                except (KeyError, TypeError, ValueError, AttributeError, IndexError, LookupError):
+                    continue  # an entry of another shape: walked again
+                self._walks_used.add(key)
+                return found
+            return None
+
+        return lookup
+
+    def store_walks(self, project: Project, analysed: int) -> None:
+        """Keep the summaries of the walks made in this run (those a summary can write),
+        unless it analysed more than ``SUMMARY_MAX_FILES`` files in this process."""
+        made = project.walks.made
+        if not made or analysed > SUMMARY_MAX_FILES:
+            return  # (before the import: a run that walked nothing does not load the analysis)
+        from gpudoctor.lint.analysis.summaries import encode, origins
+
+        origin_of = origins(project, made)
+        for path, depth, memo in made:
+            entry = encode(project, path, depth, memo, origin_of)
+            if entry is None:
+                continue
+            key = f"{path}\0{depth}"
+            kept = self._summaries(key)
+            kept[:] = [e for e in kept if (e.get("hits"), e.get("misses")) != (entry["hits"], entry["misses"])]
+            kept.append(entry)
+            self._walks_changed.add(key)
+
+    def _save_walks(self) -> None:
+        """Write the summaries made, mark those used (their file's time), and keep at most
+        ``MAX_SUMMARY_FILES`` files, the ones used last."""
+        assert self.folder is not None
+        import time
+
+        now = time.time_ns()  # set, not left to the clock's tick: the order of runs is kept
+        for key in sorted(self._walks_changed):
+            if os.path.exists(key.split("\0", 1)[0]):
+                name = self._summary_file(key)
+                self._write(name, {"settings": self.settings_key, "key": key, "entries": self.walks[key]})
+                os.utime(self.folder / name, ns=(now, now), follow_symlinks=False)
+        for key in sorted(self._walks_used - self._walks_changed):
+            try:
+                os.utime(self.folder / self._summary_file(key), ns=(now, now), follow_symlinks=False)
+            except OSError:
+                continue
+        if not self._walks_changed:
+            return
+        files = []
+        for entry in os.scandir(self.folder):
+            if entry.name.startswith("walks-") and entry.name.endswith(".json") and \
+                    entry.is_file(follow_symlinks=False):
+                files.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+        if len(files) > MAX_SUMMARY_FILES:
+            files.sort(reverse=True)
+            for _, name in files[MAX_SUMMARY_FILES:]:
+                (self.folder / name).unlink(missing_ok=True)
 
     # -- results -------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
@@ -205,7 +346,8 @@ class Cache:
         """Write both stores, keeping the entries of files that still exist (if anything changed)."""
         if self.folder is None or self.base is None:
             return
-        if not self._changed and not project.gate.new_facts:
+        if not self._changed and not project.gate.new_facts and not self._walks_changed and \
+                not self._walks_used:
             return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.gate.new_facts.items()})
@@ -221,8 +363,11 @@ class Cache:
                 self._warn(f"{self.folder} is not a folder gpudoctor made: the cache is not written")
                 return
             cache_folder.prune(self.base, self.folder.name)
-            self._write(self._facts_name, {p: [d, f.to_json()] for p, (d, f) in facts.items()})
-            self._write(self._results_name, {"settings": self.settings_key, "files": results, "plan": self.plan})
+            if self._changed or project.gate.new_facts:
+                self._write(self._facts_name, {p: [d, f.to_json()] for p, (d, f) in facts.items()})
+                self._write(self._results_name, {"settings": self.settings_key, "files": results,
+                                                 "plan": self.plan})
+            self._save_walks()
         except OSError as exc:
             self._warn(f"cannot write the cache in {self.base}: {exc.strerror or exc} (use --no-cache to skip it)")
 

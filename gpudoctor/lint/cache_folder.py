@@ -34,7 +34,8 @@ MARKERS = (("CACHEDIR.TAG", TAG), (".gitignore", "*\n"), ("README", README))
 
 _VERSION_FOLDER = re.compile(r"[0-9A-Za-z.+!_-]+-[0-9a-f]{16}")
 # The store files and their temporary files (see cache.py): nothing else is gpudoctor's.
-_STORE_FILE = re.compile(r"(facts|results-[0-9a-f]{16})\.json|\.(facts|results-[0-9a-f]{16})\.json\.[A-Za-z0-9_]+\.tmp")
+_STORE_FILE = re.compile(r"(facts|results-[0-9a-f]{16}|walks-[0-9a-f]{16}-[0-9a-f]{16})\.json"
+                         r"|\.(facts|results-[0-9a-f]{16}|walks-[0-9a-f]{16}-[0-9a-f]{16})\.json\.[A-Za-z0-9_]+\.tmp")
 
 ABSENT = "absent"
 EMPTY = "empty"

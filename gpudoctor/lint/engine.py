@@ -85,8 +85,14 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
             todo.append(path)
         else:
             found[path] = cached
+    if cache is not None and cache.usable and todo:
+        # Modules walked for an import are read back from their summaries, when unchanged,
+        # and the walks made here are kept (analyses in worker processes keep none).
+        project.walks.stored = cache.stored_walk(project)
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
                                         result.warnings, settings.forkserver_preloads_main)
+    if cache is not None and cache.usable and todo:
+        cache.store_walks(project, len(todo))
     for outcome in outcomes:
         found[outcome.path] = outcome.findings
         result.internal_errors.extend(outcome.errors)

@@ -70,6 +70,7 @@ class Analyzer:
         self._stack: list[tuple[object, ...]] = []
         self.classes = ClassModel(self)  # the project classes this analysis met
         self.reached: set[int] = set()  # ids of function nodes some caller or pool reaches
+        self.reached_at: set[tuple[str, tuple[int, ...]]] = set()  # the same, from summaries (shared_walks.py)
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
         self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
@@ -102,6 +103,7 @@ class Analyzer:
             self.project.note_touched(walked.touched)
         self.failures.extend(f for f in walked.failures if f not in self.failures)
         self.reached |= walked.reached
+        self.reached_at |= walked.reached_at
         for cls, bases in walked.classes.items():
             self.classes.class_bases.setdefault(cls, bases)
         return walked.state
@@ -118,9 +120,20 @@ class Analyzer:
             failures = (state, *failures)
         meter = analyzer.meter
         walked = Walked(state, frozenset(analyzer.closure | {path}), touched, failures,
-                        frozenset(analyzer.reached), dict(analyzer.classes.class_bases),
-                        meter.peak, meter.height, meter.work, meter.tripped)
+                        frozenset(analyzer.reached), frozenset(analyzer.reached_at),
+                        dict(analyzer.classes.class_bases), meter.peak, meter.height, meter.work, meter.tripped)
         return walked, entry
+
+    def is_reached(self, func: FuncRef) -> bool:
+        """Does some caller or pool of this analysis reach ``func``?"""
+        if id(func.node) in self.reached:
+            return True
+        if not self.reached_at:
+            return False
+        from gpudoctor.lint.analysis.summaries import place_of
+
+        place = place_of(self.project, func.module, func.node)
+        return place is not None and (func.module, place) in self.reached_at
 
     def _spent(self) -> bool:
         """Is the budget of modules followed used up (see the class docstring)?"""

@@ -381,13 +381,13 @@ class FlowBuilder:
         they have nothing to report).
         """
         candidates = [f for f in self._entry_functions(state)
-                      if id(f.node) not in self.analyzer.reached and state.parsed.entry_point(f.node)
+                      if not self.analyzer.is_reached(f) and state.parsed.entry_point(f.node)
                       and f.qualname.split(".", 1)[0] not in called_elsewhere]
         for func in candidates:
             self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
         flows = []
         for func in candidates:
-            if id(func.node) in self.analyzer.reached:
+            if self.analyzer.is_reached(func):
                 continue
             events, _ = self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
             flow = Flow(FlowKind.FUNCTION, events, State(), state)

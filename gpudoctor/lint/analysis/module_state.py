@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,9 @@ class ModuleState:
     """One module's walk: its global names, its events, what it defines and imports."""
 
     path: str
-    parsed: ParsedModule
+    # The module's tree; for a state read back from a summary (summaries.py), a function
+    # that parses the module, called when a body must be analysed (see ``parsed``).
+    source: ParsedModule | Callable[[], ParsedModule]
     limits: Limits  # the run's (its import events are capped: ``max_events``)
     env: dict[str, Value] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
@@ -37,10 +40,17 @@ class ModuleState:
     _import_events: list[Event] | None = None
     _main_guard: bool | None = None
 
+    @property
+    def parsed(self) -> ParsedModule:
+        source = self.source
+        if callable(source):
+            source = self.source = source()
+        return source
+
     def half_run(self) -> ModuleState:
         """What an import of this module while it is still being imported gives (an import
         cycle): no names, no effects yet."""
-        return ModuleState(self.path, self.parsed, self.limits)
+        return ModuleState(self.path, self.source, self.limits)
 
     @property
     def has_main_guard(self) -> bool:

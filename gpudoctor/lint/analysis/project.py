@@ -48,6 +48,8 @@ class Project:
         self._real: dict[Path, Path] = {}
         self._paths: dict[str, Path] = {}
         self._framework_names: dict[Path, str | None] = {}
+        self._sizes: dict[Path, int] = {}  # text lengths of modules a summary stood for (summaries.py)
+        self.summary_parts: dict[object, object] = {}  # what summaries read back share (summaries.py)
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(limits)
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
@@ -115,8 +117,14 @@ class Project:
 
     def size(self, path: Path) -> int:
         """The length of a file's text, if it was read (0 if not, or if it is unreadable)."""
-        text = self._texts.get(self.real(path))
-        return len(text) if isinstance(text, str) else 0
+        path = self.real(path)
+        text = self._texts.get(path)
+        return len(text) if isinstance(text, str) else self._sizes.get(path, 0)
+
+    def note_size(self, path: Path, size: int) -> None:
+        """The length of a module's text, known from a summary that stands for its walk:
+        the budget of modules followed counts it as if it had been read."""
+        self._sizes[self.real(path)] = size
 
     @contextmanager
     def tracking(self) -> Iterator[Touched]:
@@ -190,6 +198,11 @@ class Project:
         elif self._touched is not None:
             self._touched.files.add(path)
         return self._parsed[path]
+
+    def parsed_already(self, path: Path) -> ParsedModule | None:
+        """The tree of a file this run has parsed; None if it has not (no parse is made)."""
+        found = self._parsed.get(self.real(path))
+        return None if found is None or isinstance(found, ParseFailure) else found
 
     def entry_points(self, path: Path) -> list[Unit] | None:
         """The functions of linted ``path`` worth analysing on their own (None: all of them)."""

@@ -46,6 +46,8 @@ class Walked:
     touched: Touched | None = None  # the files and folder listings it read
     failures: tuple[ParseFailure, ...] = ()  # modules it needed and could not parse
     reached: frozenset[int] = frozenset()  # ids of the function nodes it called
+    # The same for a walk read back from a summary: (module, place of the node) (summaries.py)
+    reached_at: frozenset[tuple[str, tuple[int, ...]]] = frozenset()
     classes: dict[ClassRef, list[ClassRef]] = field(default_factory=dict)  # bases it resolved
     # How deep it nested, and how many walks deep; whether it was cut short by the meter,
     # and how many walks inside it were (see nesting.py). A walk cut short is not kept.
@@ -64,6 +66,10 @@ class Active:
     hits: set[Path] = field(default_factory=set)
     misses: set[Path] = field(default_factory=set)
 
+
+# A walk kept from an earlier run (summaries.py): (path, import depth, modules being walked,
+# room, walks that may be cut short) -> (its hits, its misses, the walk), or None.
+Stored = Callable[[Path, int, "frozenset[Path]", int, int], "tuple[frozenset[Path], frozenset[Path], Walked] | None"]
 
 # Walk a module in an analysis of its own: (path, import depth, room, walks that may be cut
 # short) -> the walk, and the record of what it found outside itself (Analyzer.fresh_walk).
@@ -91,6 +97,10 @@ class ModuleStore:
         self._done: dict[tuple[Path, int], list[_Memo]] = {}
         self._active: list[Active] = []
         self._kept = 0
+        # Walks kept from earlier runs, when the run has a cache (summaries.py), and the walks
+        # made in this run, in the order they ended (a walk after the walks inside it).
+        self.stored: Stored | None = None
+        self.made: list[tuple[Path, int, _Memo]] = []
 
     def get(self, path: Path, depth: int, walk: Walk, room: int | None = None, work: int | None = None) -> Walked:
         """The walk of ``path`` reached ``depth`` imports deep, with ``room`` to nest in and
@@ -111,6 +121,12 @@ class ModuleStore:
                     walked.peak <= room and walked.height <= work:
                 self._note(memo.hits, memo.misses, walking)
                 return walked
+        if self.stored is not None:
+            found = self.stored(path, depth, frozenset(walking), room, work)
+            if found is not None:
+                self._note(found[0], found[1], walking)
+                self._done.setdefault((path, depth), []).append(_Memo(*found))
+                return found[2]
         walked, entry = walk(path, depth, room, work)
         hits = frozenset(entry.hits) if entry else frozenset()
         misses = frozenset(entry.misses) if entry else frozenset()
@@ -123,7 +139,10 @@ class ModuleStore:
         if self._kept > self._max_kept:
             self._done.clear()
             self._kept = 1
-        self._done.setdefault((path, depth), []).append(_Memo(hits, misses, walked))
+        memo = _Memo(hits, misses, walked)
+        self._done.setdefault((path, depth), []).append(memo)
+        if self.stored is not None:
+            self.made.append((path, depth, memo))
         return walked
 
     def begin(self, path: Path, state: ModuleState) -> Active:

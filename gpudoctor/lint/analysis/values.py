@@ -95,7 +95,12 @@ class FuncRef:
     scope: str = MODULE_SCOPE  # where it is defined (not part of its identity)
 
     def __hash__(self) -> int:
-        return hash((self.module, self.qualname, id(self.node), self.bound, self.closure))
+        # Not the node: a function read back from a module summary (summaries.py) is
+        # hashed, and put in sets, without its module being parsed.
+        return hash((self.module, self.qualname, self.bound, self.closure))
+
+    def __getattr__(self, name: str) -> object:
+        return _materialise(self, name)
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -120,6 +125,22 @@ class ClassRef:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ClassRef) and self.node is other.node
+
+    def __getattr__(self, name: str) -> object:
+        return _materialise(self, name)
+
+
+def _materialise(ref: object, name: str) -> object:
+    """The node of a function or class read back from a module summary, found in its
+    module's tree when first asked for (parsing the module then): Python calls this only
+    for an attribute the object lacks, so a reference made by the walk itself costs
+    nothing more. ``_locate`` (set by summaries.py) finds the node."""
+    locate = ref.__dict__.get("_locate") if name == "node" else None
+    if locate is None:
+        raise AttributeError(name)
+    node = locate()
+    object.__setattr__(ref, "node", node)
+    return node
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gpudoctor.lint.frontend.skeleton import Lines, body_snippet, skeleton
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.prescan import Unit
 
-__all__ = ["LazySite", "ParseFailure", "ParsedModule", "concrete", "parse"]
+__all__ = ["LazySite", "ParseFailure", "ParsedModule", "StoredSite", "concrete", "parse"]
 
 
 # After this many nodes measured one by one in a tree, the whole tree is measured once.
@@ -241,6 +241,12 @@ class LazySite:
         """The parsed tree the node is in."""
         return self._module
 
+    @property
+    def kind(self) -> str:
+        """The class name of the node (``"ImportFrom"``), known without the node for a
+        site read back from a module summary."""
+        return type(self._node).__name__
+
     def concrete(self) -> Site:
         if self._site is None:
             self._site = self._module.resolve(self._node, self._anchor)
@@ -270,6 +276,41 @@ class LazySite:
 
     def __repr__(self) -> str:
         return f"LazySite({self.path}, {type(self._node).__name__})"
+
+
+class StoredSite(LazySite):
+    """A site read back from a module summary (summaries.py): its rows and columns and its
+    node's kind, without the tree. Equal to the same place read back, never to a site of a
+    tree (a summary is used in place of walking its module, never beside that walk)."""
+
+    __slots__ = ("_kind",)
+
+    def __init__(self, site: Site, kind: str) -> None:
+        super().__init__(None, None)  # type: ignore[arg-type]
+        self._site = site
+        self._kind = kind
+
+    @property
+    def path(self) -> str:
+        assert self._site is not None
+        return self._site.path
+
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    def concrete(self) -> Site:
+        assert self._site is not None
+        return self._site
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoredSite) and self._site == other._site and self._kind == other._kind
+
+    def __hash__(self) -> int:
+        return hash(self._site)
+
+    def __repr__(self) -> str:
+        return f"StoredSite({self._site}, {self._kind})"
 
 
 def concrete(site: Site | LazySite) -> Site:

@@ -222,8 +222,8 @@ def what_runs(site: object) -> str:
     """"import" when code ran because a module was imported at ``site``, else "call"."""
     from gpudoctor.lint.frontend.parsed import LazySite
 
-    node = site.node if isinstance(site, LazySite) else None
-    return "import" if type(node).__name__ in ("Import", "ImportFrom") else "call"
+    kind = site.kind if isinstance(site, LazySite) else None
+    return "import" if kind in ("Import", "ImportFrom") else "call"
 
 
 def line_of(site: Site | LazySite, here: Site | LazySite | None = None) -> str:
