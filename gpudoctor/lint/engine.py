@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
-from gpudoctor.lint.paths import real_path
+from gpudoctor.lint.paths import forget_links, real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     """
     from gpudoctor.lint.gc_pause import paused
 
+    forget_links()
     with paused():
         return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache, 1 if contents else jobs,
                            limits, contents, project_files)

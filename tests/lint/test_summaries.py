@@ -214,3 +214,22 @@ def test_a_run_that_reuses_every_result_loads_no_parser(project: Path) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     warm = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     assert warm.stdout.strip().endswith("LIBCST False"), warm.stdout + warm.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges on Windows")
+def test_a_link_pointed_elsewhere_is_seen(project: Path) -> None:
+    # main -> middle -> link.py, a link: pointing it to another file changes what middle
+    # imports while every name listed and every file read stays the same.
+    (project / "main.py").write_text(MAIN.replace("from helpers import DEVICE, Holder, prepare",
+                                                  "from middle import DEVICE, Holder, prepare"))
+    (project / "middle.py").write_text("import cupy\nfrom link import DEVICE, Holder, prepare\n")
+    (project / "harmless.py").write_text(HARMLESS)
+    (project / "link.py").symlink_to("helpers.py")
+    assert any(code == "GD101" for code, *_ in shown(run(project)))
+    (project / "link.py").unlink()
+    (project / "link.py").symlink_to("harmless.py")
+    after = shown(run(project))  # main.py unchanged: its result is not reused either
+    assert after == shown(run(project, cached=False))
+    assert not any(code == "GD101" for code, *_ in after)
+    edit(project / "main.py")
+    assert shown(run(project)) == after

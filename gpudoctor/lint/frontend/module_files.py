@@ -20,6 +20,7 @@ class ModuleFinder:
         self._resolved: dict[tuple[Path, str, int], tuple[Path | None, frozenset[Path]]] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
+        self._links: dict[Path, tuple[str, ...]] = {}  # folder -> "name -> real path" of its links
         self._digests: dict[Path, str] = {}
 
     def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, frozenset[Path]]:
@@ -38,10 +39,14 @@ class ModuleFinder:
         return found
 
     def listing_digest(self, folder: Path) -> str:
+        """A hash of what an import can name in ``folder``: the names, and where each
+        symbolic link among them leads (an import through ``link.py`` reads the file it
+        points to, so pointing it elsewhere changes what the import means)."""
         found = self._digests.get(folder)
         if found is None:
+            lines = sorted(self._listing(folder)) + list(self._links.get(folder, ()))
             found = self._digests[folder] = hashlib.blake2b(
-                "\n".join(sorted(self._listing(folder))).encode(errors="surrogateescape"), digest_size=16).hexdigest()
+                "\n".join(lines).encode(errors="surrogateescape"), digest_size=16).hexdigest()
         return found
 
     def _resolve(self, home: Path, name: str, level: int,
@@ -114,12 +119,19 @@ class ModuleFinder:
     def _listing(self, folder: Path) -> frozenset[str]:
         names = self._listings.get(folder)
         if names is None:
+            links: list[str] = []
             try:
                 with os.scandir(folder) as entries:
                     # What an import can name: modules and packages (not dot-folders).
-                    names = frozenset(entry.name for entry in entries if not entry.name.startswith(".")
-                                      and (entry.name.endswith(".py") or entry.is_dir()))
+                    found = [entry for entry in entries if not entry.name.startswith(".")
+                             and (entry.name.endswith(".py") or entry.is_dir())]
+                names = frozenset(entry.name for entry in found)
+                # Links are rare: the real path of each costs a few system calls.
+                links = sorted(f"{entry.name}\0{os.path.realpath(entry.path)}"
+                               for entry in found if entry.is_symlink())
             except OSError:
                 names = frozenset()
             self._listings[folder] = names
+            if links:
+                self._links[folder] = tuple(links)
         return names
