@@ -159,7 +159,11 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
             return [], [], {}, 0
         project_files = _project_files(settings, folders)
     # surrogateescape: a file name that is not UTF-8 is its bytes again, not an error.
-    key = hashlib.blake2b("\n".join(f"{project.real(p)}\0{project.digest(p)}" for p in files)
+    # The exclusions too: they decide which files are the project's, the callers among them
+    # (an ``exclude`` added to pyproject.toml changes the plan and no file it read).
+    exclusions = [str(settings.config_root or ""), *settings.exclude]
+    key = hashlib.blake2b("\n".join([*(f"{project.real(p)}\0{project.digest(p)}" for p in files),
+                                     "\0".join(exclusions)])
                           .encode(errors="surrogateescape"), digest_size=16).hexdigest()
     if cache is not None:
         planned = cache.lookup_plan(project, key)

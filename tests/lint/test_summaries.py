@@ -233,3 +233,21 @@ def test_a_link_pointed_elsewhere_is_seen(project: Path) -> None:
     assert not any(code == "GD101" for code, *_ in after)
     edit(project / "main.py")
     assert shown(run(project)) == after
+
+
+def test_an_exclusion_changes_the_callers_looked_at(project: Path) -> None:
+    # pools.py alone has a finding only through main.py, its caller: excluding main.py (an
+    # ``exclude`` added to pyproject.toml) changes the plan though no file it read changed.
+    (project / "pools.py").write_text("import multiprocessing as mp\n\n\ndef make_pool():\n    return mp.Pool(2)\n")
+    (project / "main.py").write_text(MAIN.replace("mp.Pool(2)", "make_pool()").replace(
+        "from helpers", "from pools import make_pool\nfrom helpers"))
+    codes = [r.code for r in all_rules()]
+
+    def lint(exclude: tuple[str, ...], cached: bool = True) -> list[tuple[str, str, int, int, str]]:
+        settings = Settings(build_selection(codes, codes), 12, "linux", project, exclude=exclude)
+        cache = Cache(project, f"py312|linux|{project}") if cached else None
+        return shown(lint_paths([project / "pools.py"], settings, cache=cache))
+
+    assert any(code == "GD101" for code, *_ in lint(()))
+    assert lint(("main.py",)) == lint(("main.py",), cached=False) == []
+    assert lint(()) == lint((), cached=False)
