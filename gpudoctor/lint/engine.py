@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -177,6 +178,10 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
         if context or not {project.real(p) for p in project_files} <= {project.real(p) for p in files}:
             touched.dirs.update(project.real(f) for f in folders)  # a new file may import a named one
             touched.files.update(project.real(p) for p in project_files)
+            # The .gitignore files decide which files are the project's too (one that is not
+            # there reads as such: adding it changes the plan).
+            top = Path(os.path.abspath(settings.project_root))
+            touched.files.update(project.real(f / ".gitignore") for f in (*folders, *top.parents))
     if cache is not None:
         cache.store_plan(key, linted, context, called, left_out,
                          {str(p): project.digest(p) for p in touched.files},

@@ -251,3 +251,32 @@ def test_an_exclusion_changes_the_callers_looked_at(project: Path) -> None:
     assert any(code == "GD101" for code, *_ in lint(()))
     assert lint(("main.py",)) == lint(("main.py",), cached=False) == []
     assert lint(()) == lint((), cached=False)
+
+
+def _pools_called_from_main(project: Path) -> None:
+    (project / "pools.py").write_text("import multiprocessing as mp\n\n\ndef make_pool():\n    return mp.Pool(2)\n")
+    (project / "main.py").write_text(MAIN.replace("mp.Pool(2)", "make_pool()").replace(
+        "from helpers", "from pools import make_pool\nfrom helpers"))
+
+
+def test_a_gitignore_changes_the_callers_looked_at(project: Path) -> None:
+    # A .gitignore (none before) that lists main.py: pools.py's only caller is no longer
+    # the project's.
+    _pools_called_from_main(project)
+    assert any(code == "GD101" for code, *_ in shown(run(project, "pools.py")))
+    (project / ".gitignore").write_text("main.py\n")
+    assert shown(run(project, "pools.py")) == shown(run(project, "pools.py", cached=False)) == []
+
+
+def test_a_new_notebook_caller_is_seen(project: Path) -> None:
+    _pools_called_from_main(project)
+    caller = (project / "main.py").read_text()
+    (project / "main.py").unlink()
+    assert shown(run(project, "pools.py")) == []
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": caller.splitlines(keepends=True)}
+    (project / "caller.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                      "nbformat_minor": 5}))
+    after = shown(run(project, "pools.py"))
+    assert after == shown(run(project, "pools.py", cached=False))
+    assert any(code == "GD101" for code, *_ in after)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from gpudoctor.lint.paths import real_path
 
+_LISTED = (".py", ".pyi", ".ipynb")
+
 
 class ModuleFinder:
     """Resolve module names under a project's roots; remember what each answer looked at."""
@@ -122,9 +124,11 @@ class ModuleFinder:
             links: list[str] = []
             try:
                 with os.scandir(folder) as entries:
-                    # What an import can name: modules and packages (not dot-folders).
+                    # What an import can name: modules and packages (not dot-folders); and
+                    # the other files a project's discovery finds (stubs, notebooks), whose
+                    # arrival changes which files may call a named one (engine.py's plan).
                     found = [entry for entry in entries if not entry.name.startswith(".")
-                             and (entry.name.endswith(".py") or entry.is_dir())]
+                             and (entry.name.endswith(_LISTED) or entry.is_dir())]
                 names = frozenset(entry.name for entry in found)
                 # Links are rare: the real path of each costs a few system calls.
                 links = sorted(f"{entry.name}\0{os.path.realpath(entry.path)}"
