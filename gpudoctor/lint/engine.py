@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
-from gpudoctor.lint.paths import real_path
+from gpudoctor.lint.paths import forget_links, real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     """
     from gpudoctor.lint.gc_pause import paused
 
+    forget_links()
     with paused():
         return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache, 1 if contents else jobs,
                            limits, contents, project_files)
@@ -158,7 +160,11 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
             return [], [], {}, 0
         project_files = _project_files(settings, folders)
     # surrogateescape: a file name that is not UTF-8 is its bytes again, not an error.
-    key = hashlib.blake2b("\n".join(f"{project.real(p)}\0{project.digest(p)}" for p in files)
+    # The exclusions too: they decide which files are the project's, the callers among them
+    # (an ``exclude`` added to pyproject.toml changes the plan and no file it read).
+    exclusions = [str(settings.config_root or ""), *settings.exclude]
+    key = hashlib.blake2b("\n".join([*(f"{project.real(p)}\0{project.digest(p)}" for p in files),
+                                     "\0".join(exclusions)])
                           .encode(errors="surrogateescape"), digest_size=16).hexdigest()
     if cache is not None:
         planned = cache.lookup_plan(project, key)
@@ -172,6 +178,10 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
         if context or not {project.real(p) for p in project_files} <= {project.real(p) for p in files}:
             touched.dirs.update(project.real(f) for f in folders)  # a new file may import a named one
             touched.files.update(project.real(p) for p in project_files)
+            # The .gitignore files decide which files are the project's too (one that is not
+            # there reads as such: adding it changes the plan).
+            top = Path(os.path.abspath(settings.project_root))
+            touched.files.update(project.real(f / ".gitignore") for f in (*folders, *top.parents))
     if cache is not None:
         cache.store_plan(key, linted, context, called, left_out,
                          {str(p): project.digest(p) for p in touched.files},

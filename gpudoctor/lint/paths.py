@@ -13,6 +13,12 @@ def real_path(path: str | os.PathLike[str]) -> Path:
     return _resolved(os.path.abspath(path))  # relative paths: against today's working folder
 
 
+def forget_links() -> None:
+    """Resolve afresh from now on: a run sees the links as they are when it starts (one
+    process may lint again after a link was pointed elsewhere: the API, the tests)."""
+    _resolved.cache_clear()
+
+
 @lru_cache(maxsize=16384)
 def _resolved(absolute: str) -> Path:
     """Resolve the folder (remembered: the files of one folder share it), then the last

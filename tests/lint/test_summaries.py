@@ -214,3 +214,69 @@ def test_a_run_that_reuses_every_result_loads_no_parser(project: Path) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     warm = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, check=True)
     assert warm.stdout.strip().endswith("LIBCST False"), warm.stdout + warm.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges on Windows")
+def test_a_link_pointed_elsewhere_is_seen(project: Path) -> None:
+    # main -> middle -> link.py, a link: pointing it to another file changes what middle
+    # imports while every name listed and every file read stays the same.
+    (project / "main.py").write_text(MAIN.replace("from helpers import DEVICE, Holder, prepare",
+                                                  "from middle import DEVICE, Holder, prepare"))
+    (project / "middle.py").write_text("import cupy\nfrom link import DEVICE, Holder, prepare\n")
+    (project / "harmless.py").write_text(HARMLESS)
+    (project / "link.py").symlink_to("helpers.py")
+    assert any(code == "GD101" for code, *_ in shown(run(project)))
+    (project / "link.py").unlink()
+    (project / "link.py").symlink_to("harmless.py")
+    after = shown(run(project))  # main.py unchanged: its result is not reused either
+    assert after == shown(run(project, cached=False))
+    assert not any(code == "GD101" for code, *_ in after)
+    edit(project / "main.py")
+    assert shown(run(project)) == after
+
+
+def test_an_exclusion_changes_the_callers_looked_at(project: Path) -> None:
+    # pools.py alone has a finding only through main.py, its caller: excluding main.py (an
+    # ``exclude`` added to pyproject.toml) changes the plan though no file it read changed.
+    (project / "pools.py").write_text("import multiprocessing as mp\n\n\ndef make_pool():\n    return mp.Pool(2)\n")
+    (project / "main.py").write_text(MAIN.replace("mp.Pool(2)", "make_pool()").replace(
+        "from helpers", "from pools import make_pool\nfrom helpers"))
+    codes = [r.code for r in all_rules()]
+
+    def lint(exclude: tuple[str, ...], cached: bool = True) -> list[tuple[str, str, int, int, str]]:
+        settings = Settings(build_selection(codes, codes), 12, "linux", project, exclude=exclude)
+        cache = Cache(project, f"py312|linux|{project}") if cached else None
+        return shown(lint_paths([project / "pools.py"], settings, cache=cache))
+
+    assert any(code == "GD101" for code, *_ in lint(()))
+    assert lint(("main.py",)) == lint(("main.py",), cached=False) == []
+    assert lint(()) == lint((), cached=False)
+
+
+def _pools_called_from_main(project: Path) -> None:
+    (project / "pools.py").write_text("import multiprocessing as mp\n\n\ndef make_pool():\n    return mp.Pool(2)\n")
+    (project / "main.py").write_text(MAIN.replace("mp.Pool(2)", "make_pool()").replace(
+        "from helpers", "from pools import make_pool\nfrom helpers"))
+
+
+def test_a_gitignore_changes_the_callers_looked_at(project: Path) -> None:
+    # A .gitignore (none before) that lists main.py: pools.py's only caller is no longer
+    # the project's.
+    _pools_called_from_main(project)
+    assert any(code == "GD101" for code, *_ in shown(run(project, "pools.py")))
+    (project / ".gitignore").write_text("main.py\n")
+    assert shown(run(project, "pools.py")) == shown(run(project, "pools.py", cached=False)) == []
+
+
+def test_a_new_notebook_caller_is_seen(project: Path) -> None:
+    _pools_called_from_main(project)
+    caller = (project / "main.py").read_text()
+    (project / "main.py").unlink()
+    assert shown(run(project, "pools.py")) == []
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": caller.splitlines(keepends=True)}
+    (project / "caller.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                      "nbformat_minor": 5}))
+    after = shown(run(project, "pools.py"))
+    assert after == shown(run(project, "pools.py", cached=False))
+    assert any(code == "GD101" for code, *_ in after)

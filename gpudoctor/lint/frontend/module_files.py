@@ -9,6 +9,8 @@ from pathlib import Path
 
 from gpudoctor.lint.paths import real_path
 
+_LISTED = (".py", ".pyi", ".ipynb")
+
 
 class ModuleFinder:
     """Resolve module names under a project's roots; remember what each answer looked at."""
@@ -20,6 +22,7 @@ class ModuleFinder:
         self._resolved: dict[tuple[Path, str, int], tuple[Path | None, frozenset[Path]]] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, ...]]] = {}
         self._listings: dict[Path, frozenset[str]] = {}
+        self._links: dict[Path, tuple[str, ...]] = {}  # folder -> "name -> real path" of its links
         self._digests: dict[Path, str] = {}
 
     def resolve(self, importer: Path, name: str, level: int = 0) -> tuple[Path | None, frozenset[Path]]:
@@ -38,10 +41,14 @@ class ModuleFinder:
         return found
 
     def listing_digest(self, folder: Path) -> str:
+        """A hash of what an import can name in ``folder``: the names, and where each
+        symbolic link among them leads (an import through ``link.py`` reads the file it
+        points to, so pointing it elsewhere changes what the import means)."""
         found = self._digests.get(folder)
         if found is None:
+            lines = sorted(self._listing(folder)) + list(self._links.get(folder, ()))
             found = self._digests[folder] = hashlib.blake2b(
-                "\n".join(sorted(self._listing(folder))).encode(errors="surrogateescape"), digest_size=16).hexdigest()
+                "\n".join(lines).encode(errors="surrogateescape"), digest_size=16).hexdigest()
         return found
 
     def _resolve(self, home: Path, name: str, level: int,
@@ -114,12 +121,21 @@ class ModuleFinder:
     def _listing(self, folder: Path) -> frozenset[str]:
         names = self._listings.get(folder)
         if names is None:
+            links: list[str] = []
             try:
                 with os.scandir(folder) as entries:
-                    # What an import can name: modules and packages (not dot-folders).
-                    names = frozenset(entry.name for entry in entries if not entry.name.startswith(".")
-                                      and (entry.name.endswith(".py") or entry.is_dir()))
+                    # What an import can name: modules and packages (not dot-folders); and
+                    # the other files a project's discovery finds (stubs, notebooks), whose
+                    # arrival changes which files may call a named one (engine.py's plan).
+                    found = [entry for entry in entries if not entry.name.startswith(".")
+                             and (entry.name.endswith(_LISTED) or entry.is_dir())]
+                names = frozenset(entry.name for entry in found)
+                # Links are rare: the real path of each costs a few system calls.
+                links = sorted(f"{entry.name}\0{os.path.realpath(entry.path)}"
+                               for entry in found if entry.is_symlink())
             except OSError:
                 names = frozenset()
             self._listings[folder] = names
+            if links:
+                self._links[folder] = tuple(links)
         return names
