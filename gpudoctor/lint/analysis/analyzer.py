@@ -19,6 +19,7 @@ from gpudoctor.lint.analysis.events import Context, Event
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
 from gpudoctor.lint.analysis.shared_walks import Active, Walked
+from gpudoctor.lint.analysis.summaries import place_of
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
@@ -130,8 +131,6 @@ class Analyzer:
             return True
         if not self.reached_at:
             return False
-        from gpudoctor.lint.analysis.summaries import place_of
-
         place = place_of(self.project, func.module, func.node)
         return place is not None and (func.module, place) in self.reached_at
 
