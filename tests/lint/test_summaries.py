@@ -17,7 +17,10 @@ from gpudoctor.lint.frontend import parsed as parsing
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
-from tests.lint.test_cache import reseal
+from tests.lint.test_cache import (
+    home,  # noqa: F401  (autouse: the cache key is made in a home of the test's own)
+    reseal,
+)
 
 MAIN = """\
 import multiprocessing as mp
@@ -70,15 +73,6 @@ class Holder:
         return device
 """
 HARMLESS = HELPERS.replace("    cp.ones(3)\n", "    return None\n")
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A home of the test's own: the cache key is made there, never in the real user's."""
-    folder = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(folder))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(folder / ".cache"))
-    return folder
 
 
 @pytest.fixture
