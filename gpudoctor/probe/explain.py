@@ -36,8 +36,9 @@ def is_forkserver(process: ProcessVerdict) -> bool:
     return process.start != "fork" and any(_FORKSERVER_MARK in part for part in process.cmdline)
 
 
-def _fix_forkserver(server: int | None) -> list[str]:
-    return [f"The workers come from the forkserver (pid {server}), which had the GPU initialized before it "
+def _fix_forkserver(server: int | None, runtimes: Sequence[str]) -> list[str]:
+    had = f"{runtime_names(runtimes)} initialized" if runtimes else "a GPU framework initialized"
+    return [f"The workers come from the forkserver (pid {server}), which had {had} before it "
             f"forked them. {hazards.FORKSERVER_AFTER_INIT.why}", hazards.FORKSERVER_AFTER_INIT.fix_line]
 
 
@@ -264,8 +265,9 @@ def _fork_fix(forked: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]
     """The fix for children forked from an initialized parent: a forkserver that did the
     initialization gets its own (spawn-or-forkserver advice would be wrong there)."""
     by_pid = {p.pid: p for p in judged}
-    servers = [p.ppid for p in forked if p.ppid in by_pid and is_forkserver(by_pid[p.ppid])]
-    return _fix_forkserver(servers[0]) if servers else [hazards.FORK_AFTER_INIT.fix_line]
+    served = [p for p in forked if p.ppid in by_pid and is_forkserver(by_pid[p.ppid])]
+    return _fix_forkserver(served[0].ppid, served[0].runtimes_at_fork) if served \
+        else [hazards.FORK_AFTER_INIT.fix_line]
 
 
 def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],

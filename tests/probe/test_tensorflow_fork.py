@@ -165,7 +165,7 @@ def test_workers_of_a_forkserver_that_initialized_tensorflow_get_the_forkserver_
     assert workers and all(w["runtimes_at_fork"] == ["tensorflow"] for w in workers)
     explanation = doc["explanation"]
     assert f"from the forkserver, pid {servers[0]['pid']}, which had TensorFlow initialized" in explanation
-    assert f"The workers come from the forkserver (pid {servers[0]['pid']}), which had the GPU initialized" \
+    assert f"The workers come from the forkserver (pid {servers[0]['pid']}), which had TensorFlow initialized" \
         in explanation
     assert 'Fix: move the GPU initialization under `if __name__ == "__main__":`' in explanation
     assert "set_forkserver_preload" in explanation
