@@ -3,7 +3,9 @@
 Three stores, all JSON (a cache is data; it must never be able to run code):
 
 - **facts**: per file, the gate's view of it (does it act, use a GPU framework, what does it
-  import), valid while the file's bytes hash the same.
+  import), valid while the file's bytes hash the same; and per file the status (size,
+  times, inode) its digest was taken with, so that a later run reads again only the files
+  whose status changed (analysis/project.py, ``signature``).
 - **walks**: per module walked for an import, the summaries of its walks
   (analysis/summaries.py): what another module's analysis reads of it, valid while every
   file and directory listing the walk read is unchanged, so that a run after an edit of
@@ -13,7 +15,9 @@ Three stores, all JSON (a cache is data; it must never be able to run code):
   bytes, the names the project uses from it, and every file and directory listing the
   analysis read are unchanged; and the plan of the last run (which files to lint, which
   others to analyse for their context: callers.py), valid while every file and listing it
-  read is unchanged.
+  read is unchanged. What an entry read is a list of numbers into two tables of (file,
+  digest) and (folder, listing digest) pairs the entries share: an analysis of keras reads
+  some sixty files and a hundred folders, most of them the same as the next one's.
 
 All live under a folder named for the gpudoctor version and a fingerprint of the linter's
 own code, and results and walks under a key of the settings that change the analysis (target
@@ -48,7 +52,7 @@ from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 from gpudoctor.lint.frontend.text_facts import Facts
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.analysis.project import Project, Signature
     from gpudoctor.lint.analysis.shared_walks import Stored, Walked
     from gpudoctor.lint.file_analysis import Outcome
 
@@ -64,6 +68,9 @@ MAX_SUMMARY_FILES = 2000
 # ``--jobs 1``) writes no summaries: writing them costs it a third more, and the run that
 # needs them, one that names a few files, writes its own.
 SUMMARY_MAX_FILES = 20
+# The tables of (file, digest) pairs are rid of pairs no entry names once they hold twice
+# as many as after the last time, and this many more.
+COMPACT_SLACK = 4096
 
 
 def code_fingerprint() -> str:
@@ -87,8 +94,16 @@ class Cache:
         self._warned: set[str] = set()
         self.settings_key = settings_key
         self.facts: dict[str, tuple[str, Facts]] = {}
+        self.signatures: dict[str, tuple[Signature, str]] = {}  # path -> (status, digest)
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
+        # The (path, digest) pairs the results and the plan name by number, of files and
+        # of folder listings; whether each holds in this run; the size of both tables when
+        # they were last rid of pairs no entry names.
+        self._pairs: dict[str, list[list[str]]] = {"files": [], "dirs": []}
+        self._numbers: dict[str, dict[tuple[str, str], int]] | None = None
+        self._holds: dict[str, dict[int, bool]] = {"files": {}, "dirs": {}}
+        self._compacted = 0
         # "path\0import depth" -> the summaries of that module's walks (several: other
         # import cycles, other room to nest in), and which run used each last
         # (read from its file when first needed)
@@ -155,9 +170,10 @@ class Cache:
             else:
                 continue
             if name == self._facts_name:
-                self.facts = {}
+                self.facts, self.signatures = {}, {}
             else:
                 self.results, self.plan = {}, {}
+                self._pairs = {"files": [], "dirs": []}
         if problems:
             self._warn(f"ignoring the result cache in {self.folder}: {'; '.join(problems)} (it is rebuilt)")
 
@@ -175,12 +191,19 @@ class Cache:
         return json.loads(body)
 
     def _load_facts(self, data: dict[str, Any]) -> None:
-        self.facts = {path: (entry[0], Facts.from_json(entry[1])) for path, entry in data.items()}
+        self.facts = {path: (entry[0], Facts.from_json(entry[1])) for path, entry in data["facts"].items()}
+        self.signatures = {path: ((int(size), int(modified), int(changed), int(inode)), str(digest))
+                           for path, (size, modified, changed, inode, digest) in data["signatures"].items()}
 
     def _load_results(self, data: dict[str, Any]) -> None:
         if data.get("settings") == self.settings_key:
+            pairs = {"files": data["pairs"], "dirs": data["listings"]}
+            if not all(isinstance(table, list) for table in pairs.values()):
+                raise TypeError("pairs")
             self.results = data["files"]
             self.plan = data.get("plan") or {}
+            self._pairs = pairs
+            self._compacted = int(data["compacted"])
 
     def _summary_file(self, key: str) -> str:
         digest = hashlib.blake2b(key.encode(errors="surrogateescape"), digest_size=8).hexdigest()
@@ -290,29 +313,55 @@ class Cache:
             for _, name in files[MAX_SUMMARY_FILES:]:
                 (self.folder / name).unlink(missing_ok=True)
 
-    # -- results -------------------------------------------------------------------------
+    # -- results ----------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
         """The cached findings of ``path``'s analysis if nothing it depended on changed."""
         try:
             entry = self.results.get(str(path))
-            if entry is None or entry["called_elsewhere"] != sorted(called_elsewhere):
+            if entry is None or entry["called_elsewhere"] != _names_key(called_elsewhere):
                 return None
-            if any(project.digest_of(p) != d for p, d in entry["files"].items()):
-                return None
-            if any(project.listing_digest_of(d) != h for d, h in entry["dirs"].items()):
+            if not self._still_read(project, entry):
                 return None
             return [finding_from_json(f) for f in entry["findings"]]
-        except (KeyError, TypeError, ValueError, AttributeError):  # an entry of the wrong shape
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # an entry of the wrong shape
             return None
+
+    def _still_read(self, project: Project, entry: dict[str, Any]) -> bool:
+        """Does every file and folder listing ``entry`` read hash as it did then?"""
+        for kind, now in (("files", project.digest_of), ("dirs", project.listing_digest_of)):
+            pairs, holds = self._pairs[kind], self._holds[kind]
+            for number in entry[kind]:
+                held = holds.get(number)
+                if held is None:
+                    name, digest = pairs[number]
+                    held = holds[number] = now(name) == digest
+                if not held:
+                    return False
+        return True
+
+    def _numbered(self, kind: str, read: dict[str, str]) -> list[int]:
+        """The numbers of these (path, digest) pairs in the table of ``kind``, added if new."""
+        if self._numbers is None:
+            self._numbers = {k: {(p[0], p[1]): n for n, p in enumerate(table) if isinstance(p, list) and len(p) == 2}
+                             for k, table in self._pairs.items()}
+        numbers, table = self._numbers[kind], self._pairs[kind]
+        out = []
+        for pair in read.items():
+            number = numbers.get(pair)
+            if number is None:
+                number = numbers[pair] = len(table)
+                table.append(list(pair))
+            out.append(number)
+        return out
 
     def store(self, outcome: Outcome, called_elsewhere: frozenset[str]) -> None:
         if outcome.errors:
             return  # an internal error is retried next time
         self._changed = True
         self.results[str(outcome.path)] = {
-            "called_elsewhere": sorted(called_elsewhere),
-            "files": outcome.files,
-            "dirs": outcome.dirs,
+            "called_elsewhere": _names_key(called_elsewhere),
+            "files": self._numbered("files", outcome.files),
+            "dirs": self._numbered("dirs", outcome.dirs),
             "findings": [asdict(f) for f in outcome.findings],
         }
 
@@ -321,17 +370,13 @@ class Cache:
                     ) -> tuple[list[Path], list[Path], dict[Path, frozenset[str]], int] | None:
         plan = self.plan
         try:
-            if plan.get("key") != key:
-                return None
-            if any(project.digest_of(p) != d for p, d in plan["files"].items()):
-                return None
-            if any(project.listing_digest_of(d) != h for d, h in plan["dirs"].items()):
+            if plan.get("key") != key or not self._still_read(project, plan):
                 return None
             linted = [Path(p) for p in plan["linted"]]
             context = [Path(p) for p in plan["context"]]
             return linted, context, {path: frozenset(plan["called"].get(str(path), ()))
                                      for path in [*linted, *context]}, int(plan["left_out"])
-        except (KeyError, TypeError, ValueError, AttributeError):  # a plan of the wrong shape
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # a plan of the wrong shape
             return None
 
     def store_plan(self, key: str, linted: list[Path], context: list[Path], called: dict[Path, frozenset[str]],
@@ -339,19 +384,53 @@ class Cache:
         self._changed = True
         self.plan = {"key": key, "linted": [str(p) for p in linted], "context": [str(p) for p in context],
                      "left_out": left_out,
-                     "files": files, "dirs": dirs, "called": {str(p): sorted(n) for p, n in called.items() if n}}
+                     "files": self._numbered("files", files), "dirs": self._numbered("dirs", dirs),
+                     "called": {str(p): sorted(n) for p, n in called.items() if n}}
+
+    def _compact(self, results: dict[str, dict[str, Any]]) -> None:
+        """Renumber the pairs the plan and ``results`` name, dropping the others, once the
+        tables hold twice as many as after the last time (a run adds the pairs of what it
+        read; the entries it replaced leave theirs behind)."""
+        size = sum(len(table) for table in self._pairs.values())
+        if size <= 2 * self._compacted + COMPACT_SLACK:
+            return
+        for path, entry in list(results.items()):
+            if not _numbers_in(entry, self._pairs):
+                del results[path]  # (an entry of another shape: its file is analysed again)
+        if self.plan and not _numbers_in(self.plan, self._pairs):
+            self.plan = {}
+        entries = [*results.values(), *([self.plan] if self.plan else [])]
+        for kind, table in self._pairs.items():
+            renumber: dict[int, int] = {}
+            kept: list[list[str]] = []
+            for entry in entries:
+                numbers = []
+                for number in entry[kind]:
+                    new = renumber.get(number)
+                    if new is None:
+                        new = renumber[number] = len(kept)
+                        kept.append(table[number])
+                    numbers.append(new)
+                entry[kind] = numbers
+            self._pairs[kind] = kept
+        self._numbers = None
+        self._holds = {"files": {}, "dirs": {}}
+        self._compacted = sum(len(table) for table in self._pairs.values())
 
     # -- writing -----------------------------------------------------------------------------
     def save(self, project: Project) -> None:
         """Write both stores, keeping the entries of files that still exist (if anything changed)."""
         if self.folder is None or self.base is None:
             return
-        if not self._changed and not project.gate.new_facts and not self._walks_changed and \
-                not self._walks_used:
+        if not self._changed and not project.gate.new_facts and not project.new_signatures and \
+                not self._walks_changed and not self._walks_used:
             return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.gate.new_facts.items()})
         facts = {p: e for p, e in facts.items() if os.path.exists(p)}
+        signatures = dict(self.signatures)
+        signatures.update(project.new_signatures)
+        signatures = {p: e for p, e in signatures.items() if p in facts or os.path.exists(p)}
         results = {p: e for p, e in self.results.items() if os.path.exists(p)}
         try:
             state = cache_folder.claim(self.base)
@@ -363,10 +442,16 @@ class Cache:
                 self._warn(f"{self.folder} is not a folder gpudoctor made: the cache is not written")
                 return
             cache_folder.prune(self.base, self.folder.name)
-            if self._changed or project.gate.new_facts:
-                self._write(self._facts_name, {p: [d, f.to_json()] for p, (d, f) in facts.items()})
+            if project.gate.new_facts or project.new_signatures:
+                self._write(self._facts_name, {
+                    "facts": {p: [d, f.to_json()] for p, (d, f) in facts.items()},
+                    "signatures": {p: [*status, digest] for p, (status, digest) in signatures.items()}})
+            if self._changed:
+                self._compact(results)
                 self._write(self._results_name, {"settings": self.settings_key, "files": results,
-                                                 "plan": self.plan})
+                                                 "plan": self.plan, "pairs": self._pairs["files"],
+                                                 "listings": self._pairs["dirs"],
+                                                 "compacted": self._compacted})
             self._save_walks()
         except OSError as exc:
             self._warn(f"cannot write the cache in {self.base}: {exc.strerror or exc} (use --no-cache to skip it)")
@@ -390,6 +475,20 @@ class Cache:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def _numbers_in(entry: object, pairs: dict[str, list[list[str]]]) -> bool:
+    """Are ``entry``'s lists of files and folders read numbers of pairs in the tables?"""
+    return isinstance(entry, dict) and all(
+        isinstance(numbers := entry.get(kind), list) and
+        all(type(n) is int and 0 <= n < len(table) for n in numbers)
+        for kind, table in pairs.items())
+
+
+def _names_key(names: frozenset[str]) -> str:
+    """What a result keeps of the names the project uses from its file (compared, never
+    read back: a module of keras can have hundreds)."""
+    return hashlib.blake2b("\0".join(sorted(names)).encode(errors="surrogateescape"), digest_size=16).hexdigest()
 
 
 def finding_from_json(data: dict[str, Any]) -> Finding:

@@ -20,21 +20,14 @@ the named files (save those re-homed: see rehoming.py).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.notebook import is_notebook
-
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
 
-_RELATIVE = re.compile(r"^[ \t]*from[ \t]+\.", re.M)
 _UNREAD = frozenset({"\0"})  # (a file's import words not read yet)
-# Up to this many module names are looked for in a file's whole text (fast) before its
-# import statements' words are read.
-_FEW_STEMS = 8
 
 
 def plan(project: Project, named: Iterable[Path], linted: list[Path],
@@ -106,7 +99,7 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
 
     The analysis of an importer follows its uses with the values it passes, so the
     functions and classes they name are not analysed on their own with nothing known."""
-    from gpudoctor.lint.frontend.text_facts import attributes_read, imported_words
+    from gpudoctor.lint.frontend.text_facts import attributes_read
 
     out: dict[Path, set[str]] = {path: set() for path in targets}
     stems: dict[str, int] = {}  # module name -> how many targets have it
@@ -120,14 +113,12 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
             if folder.name != stem:
                 stems[folder.name] = stems.get(folder.name, 0) + 1
     for importer in importers:
+        words, own = project.gate.facts(importer).import_words, _stem(importer)
+        if words is not None and not any(stems.get(w, 0) > (w == own) for w in words):
+            continue  # its imports name no target module (None: a relative import may)
         text = project.text(importer)
         if not isinstance(text, str):
             continue
-        if _RELATIVE.search(text) is None:
-            own = _stem(importer)
-            words = imported_words(text)
-            if not any(stems.get(w, 0) > (w == own) for w in words):
-                continue  # its imports name no target module
         scan = project.prescan(importer)
         if scan is None:
             continue
@@ -302,25 +293,10 @@ class _Reach:
 
     def _may_import(self, path: Path, stems: set[str]) -> bool:
         """Can an import statement of ``path`` name a module of one of these ``stems`` (a
-        relative import may name any)? Read from its import statements' words, computed
-        once; a file whose text has none of a few stems is passed over without them."""
-        from gpudoctor.lint.frontend.text_facts import imported_words
-
+        relative import may name any)? Read from the words of its import statements, which
+        its facts hold (kept in the cache: a warm run reads no file to answer)."""
         words = self._words.get(path, _UNREAD)
-        if words is _UNREAD and is_notebook(path) and len(stems) <= _FEW_STEMS and all(s.isascii() for s in stems):
-            # A notebook is JSON, which writes an ASCII name as it is: one whose bytes hold
-            # none of the stems is passed over without reading its cells (a notebook is
-            # never a package module, so it has no relative import to consider).
-            data = self.project.data(path)
-            if not isinstance(data, bytes) or not any(stem.encode() in data for stem in stems):
-                return False
         if words is _UNREAD:
-            text = self.project.text(path)
-            if not isinstance(text, str):
-                self._words[path] = frozenset()
-                return False
-            relative = (" ." in text or "\t." in text) and _RELATIVE.search(text) is not None
-            if not relative and len(stems) <= _FEW_STEMS and not any(stem in text for stem in stems):
-                return False
-            words = self._words[path] = None if relative else frozenset(imported_words(text))
+            found = self.project.gate.facts(path).import_words
+            words = self._words[path] = None if found is None else frozenset(found)
         return words is None or not words.isdisjoint(stems)

@@ -70,7 +70,8 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
-    project = Project(settings.project_root, cache.facts if cache is not None else None, contents, limits=limits)
+    project = Project(settings.project_root, cache.facts if cache is not None else None, contents, limits=limits,
+                      known_signatures=cache.signatures if cache is not None else None)
     linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
                                               prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
     result = LintResult(files_checked=len(files), context=len(context))
@@ -153,12 +154,11 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
     if prestart and cache is None:  # a large run without a plan to reuse: workers are likely
         _prestart()
     folders: list[Path] = []
-    if project_files is None:
-        if not any(project.gate.may_matter(path) or project.gate.facts(path).follow for path in files):
-            # No named file can have a finding, of its own or as a module another file's
-            # analysis walks (and reports unparseable, GD000): no callers to look for.
-            return [], [], {}, 0
-        project_files = _project_files(settings, folders)
+    if project_files is None and \
+            not any(project.gate.may_matter(path) or project.gate.facts(path).follow for path in files):
+        # No named file can have a finding, of its own or as a module another file's
+        # analysis walks (and reports unparseable, GD000): no callers to look for.
+        return [], [], {}, 0
     # surrogateescape: a file name that is not UTF-8 is its bytes again, not an error.
     # The exclusions too: they decide which files are the project's, the callers among them
     # (an ``exclude`` added to pyproject.toml changes the plan and no file it read).
@@ -172,6 +172,8 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
             return planned
         if prestart:
             _prestart()
+    if project_files is None:  # (discovered once the plan kept is known not to hold)
+        project_files = _project_files(settings, folders)
     with project.tracking() as touched:
         linted = list(dict.fromkeys(project.real(path) for path in files if project.gate.may_matter(path)))
         context, called, left_out = callers.plan(project, files, linted, project_files)

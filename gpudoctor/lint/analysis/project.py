@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import os
+import stat
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +24,26 @@ from gpudoctor.lint.paths import real_path
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import ParsedModule
 
+# What a file's status says of its bytes: size, modification and change times, inode. A
+# file whose status is unchanged since its digest was taken has the same bytes (the cache
+# keeps the pair, see ``Project.digest``).
+Signature = tuple[int, int, int, int]
+# A status is kept only for a file last changed this long before its bytes were read: a
+# change made later gets a later time, whatever the clock's tick on that file system
+# (ext4 counts nanoseconds, FAT two seconds).
+SETTLED_NS = 2_000_000_000
+
+
+def signature(path: str | Path) -> Signature | None:
+    """The status of a regular file, as compared with the one its digest was kept with."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
 
 
 class Project:
@@ -30,12 +53,14 @@ class Project:
     def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
                  contents: dict[Path, bytes] | None = None,
                  known_scans: dict[str, tuple[str, Prescan]] | None = None,
-                 limits: Limits = DEFAULT_LIMITS) -> None:
+                 limits: Limits = DEFAULT_LIMITS,
+                 known_signatures: Mapping[str, tuple[Signature, str]] | None = None) -> None:
         self.limits = limits  # the run's budgets, read by every part of the analysis
         self.gate = ProjectGate(self, known_facts)  # which files can matter
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
+        self._read_ns: dict[Path, int] = {}  # when each file was read
         self._digests: dict[Path, str] = {}
         self._digests_by_name: dict[str, str] = {}
         self._listings_by_name: dict[str, str] = {}
@@ -45,6 +70,10 @@ class Project:
         self._known_scans = known_scans or {}  # path -> (digest, scan), from the parent process
         self._too_deep: dict[Path, ParseFailure] = {}
         self._touched: Touched | None = None
+        # path -> (status, digest) of files whose digest a run took (the cache's), and
+        # those taken in this run, for the cache to keep
+        self._known_signatures = known_signatures or {}
+        self.new_signatures: dict[str, tuple[Signature, str]] = {}
         self._real: dict[Path, Path] = {}
         self._paths: dict[str, Path] = {}
         self._framework_names: dict[Path, str | None] = {}
@@ -52,8 +81,10 @@ class Project:
         self.summary_parts: dict[object, object] = {}  # what summaries read back share (summaries.py)
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(limits)
+        self._given: set[Path] = set()
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
             self._bytes[self.real(path)] = data
+            self._given.add(self.real(path))
 
     # -- reading -------------------------------------------------------------------------
     def real(self, path: Path) -> Path:
@@ -77,6 +108,7 @@ class Project:
         if self._touched is not None:
             self._touched.files.add(path)
         if path not in self._bytes:
+            self._read_ns[path] = time.time_ns()
             self._bytes[path] = read_bytes(path)
         return self._bytes[path]
 
@@ -85,7 +117,12 @@ class Project:
         for each of the thousands a warm run checks."""
         found = self._digests_by_name.get(name)
         if found is None:
-            found = self._digests_by_name[name] = self.digest(Path(name))
+            known = self._known_signatures.get(name) if self._touched is None else None
+            if known is not None and known[0] == signature(name):
+                # (not resolved again: the status is that of the file the name leads to now)
+                found = self._digests_by_name[name] = known[1]
+            else:
+                found = self._digests_by_name[name] = self.digest(Path(name))
         elif self._touched is not None:
             self._touched.files.add(self.real(Path(name)))
         return found
@@ -97,15 +134,36 @@ class Project:
         return found
 
     def digest(self, path: Path) -> str:
-        """A hash of the file's bytes ("-" if it cannot be read)."""
+        """A hash of the file's bytes ("-" if it cannot be read).
+
+        A file whose status (``signature``) is the one a run kept with its digest is not
+        read again: a warm run over an unchanged project reads no file it does not analyse.
+        """
         path = self.real(path)
-        if path not in self._digests:
-            raw = self.data(path)
-            self._digests[path] = "-" if isinstance(raw, ParseFailure) else \
-                hashlib.blake2b(raw, digest_size=16).hexdigest()
+        found = self._digests.get(path)
+        if found is None:
+            found = self._digests[path] = self._hash(path)
         elif self._touched is not None:
             self._touched.files.add(path)
-        return self._digests[path]
+        return found
+
+    def _hash(self, path: Path) -> str:
+        status = None if path in self._given else signature(path)
+        if status is not None:
+            known = self._known_signatures.get(str(path))
+            if known is not None and known[0] == status:
+                if self._touched is not None:
+                    self._touched.files.add(path)
+                return known[1]
+        raw = self.data(path)
+        if isinstance(raw, ParseFailure):
+            return "-"
+        digest = hashlib.blake2b(raw, digest_size=16).hexdigest()
+        # Kept only if the file had settled before it was read: a change made after the
+        # status was taken, or after the read, has a later time.
+        if status is not None and max(status[1], status[2]) < self._read_ns.get(path, 0) - SETTLED_NS:
+            self.new_signatures[str(path)] = (status, digest)
+        return digest
 
     def text(self, path: Path) -> str | ParseFailure:
         path = self.real(path)

@@ -17,9 +17,11 @@ from gpudoctor.lint.frontend.text_facts import (
     USES_GPU,
     Facts,
     attributes_read,
+    has_relative_import,
     import_candidates,
     import_members,
     import_names,
+    imported_words,
     mentioned_words,
     mentions_acts,
     mentions_processes,
@@ -119,7 +121,8 @@ class ProjectGate:
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),
                      spawns=starts and mentions_processes(words),
-                     members=import_members(text) if not acts and "import" in text else ())
+                     members=import_members(text) if not acts and "import" in text else (),
+                     import_words=None if has_relative_import(text) else tuple(sorted(imported_words(text))))
 
     def may_matter(self, path: Path) -> bool:
         """Is the file worth linting: can a finding be reported in it?

@@ -50,6 +50,7 @@ USES_GPU = re.compile(_alternatives(GPU_WORDS))
 _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n]*)|import[ \t][^\n]*)",
                                re.M)
 _WORD = re.compile(r"\w+")
+_RELATIVE_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.", re.M)
 _COMMENT = re.compile(r"#[^\n]*")
 _CONTINUED = re.compile(r"\\\r?\n")
 # These two start with a line break, not ``^`` in MULTILINE mode: the regular expression
@@ -72,23 +73,29 @@ class Facts:
     imports: tuple[tuple[str, int], ...]  # (module, relative level) of its import lines
     spawns: bool = False  # as an imported module, it starts processes (``starts`` without the GPU settings)
     members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
+    # Every word of its import statements (``imported_words``), sorted; None if one of them
+    # is relative (it may import any module of its package). Who may import a named file
+    # is decided from these, without reading the others (callers.py).
+    import_words: tuple[str, ...] | None = ()
 
     def __reduce__(self) -> tuple[type[Facts], tuple[object, ...]]:
         # Pickled as its fields (workers get every file's facts): faster than a
         # dataclass's default, which pickles a dict of them (docs/performance.md).
         return (Facts, (self.acts, self.uses_gpu, self.starts, self.follow, self.imports, self.spawns,
-                        self.members))
+                        self.members, self.import_words))
 
     def to_json(self) -> list[object]:
         return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports],
-                self.spawns, [list(m) for m in self.members]]
+                self.spawns, [list(m) for m in self.members],
+                None if self.import_words is None else list(self.import_words)]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Facts:  # as to_json wrote it, read back from JSON
-        acts, uses_gpu, starts, follow, imports, spawns, members = data
+        acts, uses_gpu, starts, follow, imports, spawns, members, words = data
         return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
                    tuple((str(n), int(level)) for n, level in imports),
-                   bool(spawns), tuple((str(n), int(level)) for n, level in members))
+                   bool(spawns), tuple((str(n), int(level)) for n, level in members),
+                   None if words is None else tuple(str(w) for w in words))
 
 
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
@@ -220,6 +227,12 @@ def mentions_acts(text: str, words: frozenset[str]) -> bool:
     if not words.isdisjoint(_ACTS_WORDS):
         return ACTS.search(text) is not None
     return "noqa" in text.lower() and _NOQA_GD.search(text) is not None
+
+
+def has_relative_import(text: str) -> bool:
+    """Does a line of the text start with ``from .``? (The search is only made in a text
+    with a space or a tab before a dot: most have none.)"""
+    return ("\t." in text or " ." in text) and _RELATIVE_IMPORT.search(text) is not None
 
 
 def imported_words(text: str) -> set[str]:
