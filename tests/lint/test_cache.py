@@ -580,3 +580,86 @@ def test_the_key_lives_outside_the_project(project: Path, home: Path) -> None:
     assert main(["lint", "--select", "GD101", "."]) == 0
     assert (home / ".cache" / "gpudoctor" / "key").exists()
     assert not any(p.name == "key" for p in project.rglob("*"))
+
+
+# -- what a warm run reads: digests kept with the file's status -----------------------------
+
+@pytest.fixture
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files count as settled as soon as they are read (the tests' files are seconds old)."""
+    from gpudoctor.lint.analysis import project
+
+    monkeypatch.setattr(project, "SETTLED_NS", 0)
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the runs from now on read."""
+    from gpudoctor.lint.analysis import project
+
+    read: list[str] = []
+    original = project.read_bytes
+
+    def counting(path: Path) -> bytes | object:
+        read.append(Path(path).name)
+        return original(path)
+
+    monkeypatch.setattr(project, "read_bytes", counting)
+    return read
+
+
+def test_a_warm_run_reads_no_file_whose_status_is_unchanged(project: Path, settled_at_once: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (project / "helpers.py").write_text(GPU_INIT)
+    for name in ("a", "b", "c"):  # files of the project the run hashes and never analyses
+        (project / f"{name}.py").write_text(f"import helpers\n\nVALUE = {name!r}\n")
+    first = run(project)
+    read = _reads(monkeypatch)
+    second = run(project)
+    assert second.findings == first.findings and (second.analysed, second.cached) == (0, 1)
+    assert read == ["main.py"]  # the linted file, for its noqa comments
+    read.clear()
+    (project / "b.py").write_text("import helpers\n\nVALUE = 'changed'\n")
+    assert run(project).findings == first.findings
+    assert sorted(read) == ["b.py", "main.py"]
+
+
+def test_an_edit_that_keeps_the_size_and_the_time_is_seen(project: Path, settled_at_once: None) -> None:
+    """The change time is part of the status (a copy that keeps the modification time, an
+    editor that restores it): the file is hashed again, its new bytes are analysed."""
+    harmless = HARMLESS.replace("return None", "return None" + " " * (len(GPU_INIT) - len(HARMLESS)))
+    assert len(harmless) == len(GPU_INIT)
+    helpers = project / "helpers.py"
+    helpers.write_text(harmless)
+    assert codes(run(project)) == set()
+    before = helpers.stat()
+    helpers.write_text(GPU_INIT)
+    os.utime(helpers, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (helpers.stat().st_size, helpers.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert codes(run(project)) == {("GD101", "main.py", 13)}
+
+
+def test_a_file_changed_just_before_the_run_keeps_no_status(project: Path) -> None:
+    """A file changed less than two seconds before it was read may change again within the
+    same tick of its file system's clock: its digest is taken anew next time."""
+    assert codes(run(project)) == set()
+    [facts] = (project / FOLDER).glob("*/facts.json")
+    data = json.loads(body(facts))
+    assert str(project / "main.py") in data["facts"]
+    assert str(project / "main.py") not in data["signatures"]
+
+
+def test_the_tables_of_what_results_read_are_rid_of_pairs_no_entry_names(
+        project: Path, settled_at_once: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudoctor.lint import cache
+
+    monkeypatch.setattr(cache, "COMPACT_SLACK", 0)
+    for step in range(6):  # each edit leaves the pair of the helpers' old digest behind
+        (project / "helpers.py").write_text(GPU_INIT if step % 2 else HARMLESS + f"# {step}\n")
+        assert codes(run(project)) == ({("GD101", "main.py", 13)} if step % 2 else set())
+    [store] = (project / FOLDER).glob("*/results-*.json")
+    data = json.loads(body(store))
+    named = {n for entry in [*data["files"].values(), data["plan"]] for n in entry["files"]}
+    assert all(0 <= n < len(data["pairs"]) for n in named)
+    # Of the six digests the helpers had, those no entry names any more were dropped.
+    assert sum(path.endswith("helpers.py") for path, _ in data["pairs"]) < 6
+    assert len(data["pairs"]) + len(data["listings"]) <= 2 * data["compacted"]
