@@ -49,12 +49,14 @@ from gpudoctor.input_file import read_regular
 from gpudoctor.lint import cache_folder, cache_seal
 from gpudoctor.lint.cache_folder import FOLDER
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
+from gpudoctor.lint.frontend.project_gate import Kept
 from gpudoctor.lint.frontend.text_facts import Facts
 
 if TYPE_CHECKING:
-    from gpudoctor.lint.analysis.project import Project, Signature
+    from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.analysis.shared_walks import Stored, Walked
     from gpudoctor.lint.file_analysis import Outcome
+    from gpudoctor.lint.frontend.reading import Signature
 
 __all__ = ["FOLDER", "LIMIT", "Cache", "code_fingerprint", "finding_from_json"]
 
@@ -94,6 +96,7 @@ class Cache:
         self._warned: set[str] = set()
         self.settings_key = settings_key
         self.facts: dict[str, tuple[str, Facts]] = {}
+        self.import_words: dict[str, tuple[str, frozenset[str] | None]] = {}
         self.signatures: dict[str, tuple[Signature, str]] = {}  # path -> (status, digest)
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
@@ -127,6 +130,10 @@ class Cache:
         self._results_name = f"results-{name}.json"
         self._walks_prefix = f"walks-{name}-"
         self._load()
+
+    def kept(self) -> Kept:
+        """What the project's files' entries hold, for the run's Project."""
+        return Kept(self.facts, self.import_words, self.signatures)
 
     @property
     def usable(self) -> bool:
@@ -170,7 +177,7 @@ class Cache:
             else:
                 continue
             if name == self._facts_name:
-                self.facts, self.signatures = {}, {}
+                self.facts, self.import_words, self.signatures = {}, {}, {}
             else:
                 self.results, self.plan = {}, {}
                 self._pairs = {"files": [], "dirs": []}
@@ -192,6 +199,8 @@ class Cache:
 
     def _load_facts(self, data: dict[str, Any]) -> None:
         self.facts = {path: (entry[0], Facts.from_json(entry[1])) for path, entry in data["facts"].items()}
+        self.import_words = {path: (str(digest), None if words is None else frozenset(str(w) for w in words))
+                             for path, (digest, words) in data["import_words"].items()}
         self.signatures = {path: ((int(size), int(modified), int(changed), int(inode)), str(digest))
                            for path, (size, modified, changed, inode, digest) in data["signatures"].items()}
 
@@ -422,15 +431,19 @@ class Cache:
         """Write both stores, keeping the entries of files that still exist (if anything changed)."""
         if self.folder is None or self.base is None:
             return
-        if not self._changed and not project.gate.new_facts and not project.new_signatures and \
+        if not self._changed and not project.gate.new_facts and not project.gate.new_words and \
+                not project.new_signatures and \
                 not self._walks_changed and not self._walks_used:
             return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.gate.new_facts.items()})
         facts = {p: e for p, e in facts.items() if os.path.exists(p)}
+        words = dict(self.import_words)
+        words.update({str(p): e for p, e in project.gate.new_words.items()})
+        words = {p: e for p, e in words.items() if p in facts or os.path.exists(p)}
         signatures = dict(self.signatures)
         signatures.update(project.new_signatures)
-        signatures = {p: e for p, e in signatures.items() if p in facts or os.path.exists(p)}
+        signatures = {p: e for p, e in signatures.items() if p in facts or p in words or os.path.exists(p)}
         results = {p: e for p, e in self.results.items() if os.path.exists(p)}
         try:
             state = cache_folder.claim(self.base)
@@ -442,9 +455,10 @@ class Cache:
                 self._warn(f"{self.folder} is not a folder gpudoctor made: the cache is not written")
                 return
             cache_folder.prune(self.base, self.folder.name)
-            if project.gate.new_facts or project.new_signatures:
+            if project.gate.new_facts or project.gate.new_words or project.new_signatures:
                 self._write(self._facts_name, {
                     "facts": {p: [d, f.to_json()] for p, (d, f) in facts.items()},
+                    "import_words": {p: [d, None if w is None else sorted(w)] for p, (d, w) in words.items()},
                     "signatures": {p: [*status, digest] for p, (status, digest) in signatures.items()}})
             if self._changed:
                 self._compact(results)

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
 
-_UNREAD = frozenset({"\0"})  # (a file's import words not read yet)
 
 
 def plan(project: Project, named: Iterable[Path], linted: list[Path],
@@ -113,7 +112,7 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
             if folder.name != stem:
                 stems[folder.name] = stems.get(folder.name, 0) + 1
     for importer in importers:
-        words, own = project.gate.facts(importer).import_words, _stem(importer)
+        words, own = project.gate.import_words(importer), _stem(importer)
         if words is not None and not any(stems.get(w, 0) > (w == own) for w in words):
             continue  # its imports name no target module (None: a relative import may)
         text = project.text(importer)
@@ -166,7 +165,6 @@ class _Reach:
         self.names: dict[Path, frozenset[str] | None] = {}  # the names that lead there (None: any)
         self.top: set[Path] = set()  # modules whose import runs such code
         self.runs: dict[Path, bool] = {}  # whose own code (may) run it
-        self._words: dict[Path, frozenset[str] | None] = {}  # None: it has a relative import
         self._imports: dict[Path, list[tuple[str, Path, str | None]]] = {}
         self._attributes: dict[tuple[Path, str], frozenset[str]] = {}
         self.named: set[Path] = set()
@@ -294,9 +292,6 @@ class _Reach:
     def _may_import(self, path: Path, stems: set[str]) -> bool:
         """Can an import statement of ``path`` name a module of one of these ``stems`` (a
         relative import may name any)? Read from the words of its import statements, which
-        its facts hold (kept in the cache: a warm run reads no file to answer)."""
-        words = self._words.get(path, _UNREAD)
-        if words is _UNREAD:
-            found = self.project.gate.facts(path).import_words
-            words = self._words[path] = None if found is None else frozenset(found)
+        the gate keeps (in the cache too: a warm run reads no file to answer)."""
+        words = self.project.gate.import_words(path)
         return words is None or not words.isdisjoint(stems)

@@ -70,8 +70,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
-    project = Project(settings.project_root, cache.facts if cache is not None else None, contents, limits=limits,
-                      known_signatures=cache.signatures if cache is not None else None)
+    project = Project(settings.project_root, cache.kept() if cache is not None else None, contents, limits=limits)
     linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
                                               prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
     result = LintResult(files_checked=len(files), context=len(context))

@@ -115,12 +115,13 @@ def start_worker(root: str, default_method: str, state: bytes, preloads_main: bo
         import pickle
 
         from gpudoctor.lint.analysis.project import Project
+        from gpudoctor.lint.frontend.project_gate import Kept
         from gpudoctor.lint.gc_pause import off_until_exit
 
         off_until_exit()  # a worker lives as long as its pool: one run
         called_elsewhere, facts, scans, limits = pickle.loads(state)  # noqa: S301 - written by this run's own parent
-        _worker = (Project(Path(root), facts, known_scans=scans, limits=limits), default_method, called_elsewhere,
-                   preloads_main)
+        _worker = (Project(Path(root), Kept(facts or {}), known_scans=scans, limits=limits), default_method,
+                   called_elsewhere, preloads_main)
     except Exception:  # noqa: BLE001
         _worker = f"a worker could not start\n{traceback.format_exc()}"
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,35 +12,20 @@ from typing import TYPE_CHECKING
 from gpudoctor.lint.analysis.shared_walks import ModuleStore
 from gpudoctor.lint.frontend.module_files import ModuleFinder
 from gpudoctor.lint.frontend.prescan import Prescan, TooDeep, Unit, prescan
-from gpudoctor.lint.frontend.project_gate import ProjectGate, Touched
-from gpudoctor.lint.frontend.reading import ParseFailure, decode, read_bytes
-from gpudoctor.lint.frontend.text_facts import Facts
+from gpudoctor.lint.frontend.project_gate import Kept, ProjectGate, Touched
+from gpudoctor.lint.frontend.reading import ParseFailure, decode, read_bytes, signature
 from gpudoctor.lint.knowledge.registry import FRAMEWORK_ROOTS
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import ParsedModule
+    from gpudoctor.lint.frontend.reading import Signature
 
-# What a file's status says of its bytes: size, modification and change times, inode. A
-# file whose status is unchanged since its digest was taken has the same bytes (the cache
-# keeps the pair, see ``Project.digest``).
-Signature = tuple[int, int, int, int]
 # A status is kept only for a file last changed this long before its bytes were read: a
 # change made later gets a later time, whatever the clock's tick on that file system
 # (ext4 counts nanoseconds, FAT two seconds).
 SETTLED_NS = 2_000_000_000
-
-
-def signature(path: str | Path) -> Signature | None:
-    """The status of a regular file, as compared with the one its digest was kept with."""
-    try:
-        info = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
 
@@ -50,13 +33,15 @@ class Project:
     """Files under one root, each read, scanned and parsed at most once, and the budgets
     (``limits``) of the analyses made in it."""
 
-    def __init__(self, root: Path, known_facts: dict[str, tuple[str, Facts]] | None = None,
-                 contents: dict[Path, bytes] | None = None,
+    def __init__(self, root: Path, kept: Kept | None = None, contents: dict[Path, bytes] | None = None,
                  known_scans: dict[str, tuple[str, Prescan]] | None = None,
-                 limits: Limits = DEFAULT_LIMITS,
-                 known_signatures: Mapping[str, tuple[Signature, str]] | None = None) -> None:
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        """``kept``: what a cache kept of the files (valid for the bytes of the digest it
+        names); ``contents``: text given for a file (read from stdin); ``known_scans``: the
+        prescans a parent process made; ``limits``: the analyses' budgets."""
+        kept = kept or Kept()
         self.limits = limits  # the run's budgets, read by every part of the analysis
-        self.gate = ProjectGate(self, known_facts)  # which files can matter
+        self.gate = ProjectGate(self, kept)  # which files can matter
         self.root = root.resolve()
         self._roots = [self.root] + ([self.root / "src"] if (self.root / "src").is_dir() else [])
         self._bytes: dict[Path, bytes | ParseFailure] = {}
@@ -72,7 +57,7 @@ class Project:
         self._touched: Touched | None = None
         # path -> (status, digest) of files whose digest a run took (the cache's), and
         # those taken in this run, for the cache to keep
-        self._known_signatures = known_signatures or {}
+        self._known_signatures = kept.signatures
         self.new_signatures: dict[str, tuple[Signature, str]] = {}
         self._real: dict[Path, Path] = {}
         self._paths: dict[str, Path] = {}

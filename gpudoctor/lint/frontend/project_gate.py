@@ -5,12 +5,13 @@ text_facts.py's)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gpudoctor.lint.frontend.reading import ParseFailure
+from gpudoctor.lint.frontend.reading import ParseFailure, Signature
 from gpudoctor.lint.frontend.text_facts import (
     ACTS,
     UNREADABLE,
@@ -34,6 +35,20 @@ if TYPE_CHECKING:
     from gpudoctor.lint.frontend.module_files import ModuleFinder
     from gpudoctor.lint.frontend.prescan import Prescan
     from gpudoctor.lint.limits import Limits
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a cache kept of a project's files, each entry with the digest of the bytes it
+    was made from (by path): the gate's facts, the words of the import statements, and the
+    status each digest was taken with (Project.digest)."""
+
+    facts: Mapping[str, tuple[str, Facts]] = field(default_factory=dict)
+    import_words: Mapping[str, tuple[str, frozenset[str] | None]] = field(default_factory=dict)
+    signatures: Mapping[str, tuple[Signature, str]] = field(default_factory=dict)
+
+
+_UNREAD: frozenset[str] = frozenset({"\0"})  # (a file's import words not known yet)
 
 
 @dataclass
@@ -76,11 +91,14 @@ class ProjectGate:
     """A project's gate: facts by file (cached by digest), and the decisions made from
     them. It reads the files through its project."""
 
-    def __init__(self, project: ProjectFiles, known_facts: dict[str, tuple[str, Facts]] | None) -> None:
+    def __init__(self, project: ProjectFiles, kept: Kept) -> None:
         self.project = project
         self._facts: dict[Path, Facts] = {}
-        self._known_facts = known_facts or {}  # path -> (digest, facts), from the cache
+        self._known_facts = kept.facts  # path -> (digest, facts), from the cache
         self.new_facts: dict[Path, tuple[str, Facts]] = {}  # computed in this run
+        self._words: dict[Path, frozenset[str] | None] = {}
+        self._known_words = kept.import_words
+        self.new_words: dict[Path, tuple[str, frozenset[str] | None]] = {}
         self._gate: dict[Path, bool] = {}
         self._own: dict[Path, tuple[list[Path], Touched]] = {}
         self._reexports: dict[Path, tuple[dict[str, tuple[str, int]], tuple[tuple[str, int], ...]]] = {}
@@ -103,6 +121,28 @@ class ProjectGate:
             self.project.touched.files.add(path)
         return found
 
+    def import_words(self, path: Path) -> frozenset[str] | None:
+        """Every word of the file's import statements (a module it imports by any means is
+        among them); None if one of them is relative (it may import any module of its
+        package). Kept in the cache: which files may import a named one is decided from
+        them without reading the project's files again (callers.py)."""
+        path = self.project.real(path)
+        found = self._words.get(path, _UNREAD)
+        if found is _UNREAD:
+            digest = self.project.digest(path)
+            known = self._known_words.get(str(path))
+            if known is not None and known[0] == digest:
+                found = known[1]
+            else:
+                text = self.project.text(path)
+                found = frozenset() if isinstance(text, ParseFailure) else \
+                    None if has_relative_import(text) else frozenset(imported_words(text))
+                self.new_words[path] = (digest, found)
+            self._words[path] = found
+        elif self.project.touched is not None:
+            self.project.touched.files.add(path)
+        return found
+
     def all_facts(self) -> dict[str, tuple[str, Facts]]:
         """Every file's facts known here (from the cache, or computed), with its digest."""
         known = dict(self._known_facts)
@@ -121,8 +161,7 @@ class ProjectGate:
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),
                      spawns=starts and mentions_processes(words),
-                     members=import_members(text) if not acts and "import" in text else (),
-                     import_words=None if has_relative_import(text) else tuple(sorted(imported_words(text))))
+                     members=import_members(text) if not acts and "import" in text else ())
 
     def may_matter(self, path: Path) -> bool:
         """Is the file worth linting: can a finding be reported in it?

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,23 @@ class ParseFailure:
     message: str
     row: int
     col: int
+
+
+# What a file's status says of its bytes: size, modification and change times, inode. A
+# file whose status is unchanged since its digest was taken has the same bytes (the cache
+# keeps the pair: see ``Project.digest``).
+Signature = tuple[int, int, int, int]
+
+
+def signature(path: str | Path) -> Signature | None:
+    """The status of a regular file, as compared with the one its digest was kept with."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
 
 
 def read_text(path: Path) -> str | ParseFailure:

@@ -73,29 +73,23 @@ class Facts:
     imports: tuple[tuple[str, int], ...]  # (module, relative level) of its import lines
     spawns: bool = False  # as an imported module, it starts processes (``starts`` without the GPU settings)
     members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
-    # Every word of its import statements (``imported_words``), sorted; None if one of them
-    # is relative (it may import any module of its package). Who may import a named file
-    # is decided from these, without reading the others (callers.py).
-    import_words: tuple[str, ...] | None = ()
 
     def __reduce__(self) -> tuple[type[Facts], tuple[object, ...]]:
         # Pickled as its fields (workers get every file's facts): faster than a
         # dataclass's default, which pickles a dict of them (docs/performance.md).
         return (Facts, (self.acts, self.uses_gpu, self.starts, self.follow, self.imports, self.spawns,
-                        self.members, self.import_words))
+                        self.members))
 
     def to_json(self) -> list[object]:
         return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports],
-                self.spawns, [list(m) for m in self.members],
-                None if self.import_words is None else list(self.import_words)]
+                self.spawns, [list(m) for m in self.members]]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Facts:  # as to_json wrote it, read back from JSON
-        acts, uses_gpu, starts, follow, imports, spawns, members, words = data
+        acts, uses_gpu, starts, follow, imports, spawns, members = data
         return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
                    tuple((str(n), int(level)) for n, level in imports),
-                   bool(spawns), tuple((str(n), int(level)) for n, level in members),
-                   None if words is None else tuple(str(w) for w in words))
+                   bool(spawns), tuple((str(n), int(level)) for n, level in members))
 
 
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
