@@ -3,7 +3,8 @@
 Three stores, all JSON (a cache is data; it must never be able to run code):
 
 - **facts**: per file, the gate's view of it (does it act, use a GPU framework, what does it
-  import), valid while the file's bytes hash the same; and per file the status (size,
+  import), the words of its import statements and its noqa comments, valid while the
+  file's bytes hash the same; and per file the status (size,
   times, inode) its digest was taken with, so that a later run reads again only the files
   whose status changed (analysis/project.py, ``signature``).
 - **walks**: per module walked for an import, the summaries of its walks
@@ -51,6 +52,7 @@ from gpudoctor.lint.cache_folder import FOLDER
 from gpudoctor.lint.findings import Edit, Finding, Fix, Related, Site
 from gpudoctor.lint.frontend.project_gate import Kept
 from gpudoctor.lint.frontend.text_facts import Facts
+from gpudoctor.lint.noqa import FileDirectives
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
@@ -97,6 +99,8 @@ class Cache:
         self.settings_key = settings_key
         self.facts: dict[str, tuple[str, Facts]] = {}
         self.import_words: dict[str, tuple[str, frozenset[str] | None]] = {}
+        self._directives: dict[str, tuple[str, FileDirectives]] = {}  # path -> (digest, noqa comments)
+        self._new_directives: dict[str, tuple[str, FileDirectives]] = {}
         self.signatures: dict[str, tuple[Signature, str]] = {}  # path -> (status, digest)
         self.results: dict[str, dict[str, Any]] = {}
         self.plan: dict[str, Any] = {}
@@ -177,7 +181,7 @@ class Cache:
             else:
                 continue
             if name == self._facts_name:
-                self.facts, self.import_words, self.signatures = {}, {}, {}
+                self.facts, self.import_words, self.signatures, self._directives = {}, {}, {}, {}
             else:
                 self.results, self.plan = {}, {}
                 self._pairs = {"files": [], "dirs": []}
@@ -201,6 +205,8 @@ class Cache:
         self.facts = {path: (entry[0], Facts.from_json(entry[1])) for path, entry in data["facts"].items()}
         self.import_words = {path: (str(digest), None if words is None else frozenset(str(w) for w in words))
                              for path, (digest, words) in data["import_words"].items()}
+        self._directives = {path: (str(digest), FileDirectives.from_json(found))
+                            for path, (digest, found) in data["noqa"].items()}
         self.signatures = {path: ((int(size), int(modified), int(changed), int(inode)), str(digest))
                            for path, (size, modified, changed, inode, digest) in data["signatures"].items()}
 
@@ -322,6 +328,15 @@ class Cache:
             for _, name in files[MAX_SUMMARY_FILES:]:
                 (self.folder / name).unlink(missing_ok=True)
 
+    # -- noqa comments ----------------------------------------------------------------------
+    def directives(self, path: str, digest: str) -> FileDirectives | None:
+        """The noqa comments of the file at ``path`` if its bytes are those of ``digest``."""
+        found = self._directives.get(path)
+        return found[1] if found is not None and found[0] == digest else None
+
+    def note_directives(self, path: str, digest: str, found: FileDirectives) -> None:
+        self._new_directives[path] = (digest, found)
+
     # -- results ----------------------------------------------------------------------------
     def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
         """The cached findings of ``path``'s analysis if nothing it depended on changed."""
@@ -432,12 +447,15 @@ class Cache:
         if self.folder is None or self.base is None:
             return
         if not self._changed and not project.gate.new_facts and not project.gate.new_words and \
-                not project.new_signatures and \
+                not project.new_signatures and not self._new_directives and \
                 not self._walks_changed and not self._walks_used:
             return
         facts = dict(self.facts)
         facts.update({str(p): e for p, e in project.gate.new_facts.items()})
         facts = {p: e for p, e in facts.items() if os.path.exists(p)}
+        directives = dict(self._directives)
+        directives.update(self._new_directives)
+        directives = {p: e for p, e in directives.items() if p in facts or os.path.exists(p)}
         words = dict(self.import_words)
         words.update({str(p): e for p, e in project.gate.new_words.items()})
         words = {p: e for p, e in words.items() if p in facts or os.path.exists(p)}
@@ -455,10 +473,11 @@ class Cache:
                 self._warn(f"{self.folder} is not a folder gpudoctor made: the cache is not written")
                 return
             cache_folder.prune(self.base, self.folder.name)
-            if project.gate.new_facts or project.gate.new_words or project.new_signatures:
+            if project.gate.new_facts or project.gate.new_words or project.new_signatures or self._new_directives:
                 self._write(self._facts_name, {
                     "facts": {p: [d, f.to_json()] for p, (d, f) in facts.items()},
                     "import_words": {p: [d, None if w is None else sorted(w)] for p, (d, w) in words.items()},
+                    "noqa": {p: [d, found.to_json()] for p, (d, found) in directives.items()},
                     "signatures": {p: [*status, digest] for p, (status, digest) in signatures.items()}})
             if self._changed:
                 self._compact(results)

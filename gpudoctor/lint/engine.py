@@ -13,6 +13,8 @@ from gpudoctor.lint.paths import forget_links, real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.cache import Cache
     from gpudoctor.lint.file_analysis import Outcome
@@ -104,6 +106,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     result.analysed = sum(1 for path in todo if path in shown)
     result.cached = len(linted) - result.analysed
     result.context_analysed = len(todo) - result.analysed
+    directives = _directives(project, linted, cache)
     if cache is not None:
         cache.save(project)
     # A context file's findings in the files shown only (the others are dropped by _tidy:
@@ -114,11 +117,31 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     raw = [f for path in analysed for f in found.get(path, ()) if f.site.path == str(path)]
     raw += [f for path in analysed for f in found.get(path, ()) if f.site.path != str(path)]
     display = {project.real(path): str(path) for path in files}
-    texts = {path: text for path in linted if isinstance(text := project.text(path), str)}
     suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
-    result.findings = _tidy(raw, display, settings, suppressed_by, texts, unused_noqa=not left_out,
+    result.findings = _tidy(raw, display, settings, suppressed_by, directives, project.text, unused_noqa=not left_out,
                             notebooks=_notebooks(project, files))
     return result
+
+
+def _directives(project: Project, linted: list[Path], cache: Cache | None) -> dict[Path, FileDirectives]:
+    """The noqa comments of each linted file whose text can be read: kept in the cache by
+    the file's digest (finding them takes Python's tokenizer over the whole text, most of
+    what a warm run over keras costs otherwise)."""
+    from gpudoctor.lint import noqa
+
+    out = {}
+    for path in linted:
+        digest = project.digest(path)
+        found = cache.directives(str(path), digest) if cache is not None else None
+        if found is None:
+            text = project.text(path)
+            if not isinstance(text, str):
+                continue
+            found = noqa.parse(text)
+            if cache is not None:
+                cache.note_directives(str(path), digest, found)
+        out[path] = found
+    return out
 
 
 def _notebooks(project: Project, files: list[Path]) -> dict[Path, Notebook]:
@@ -238,12 +261,12 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
-          suppressed_by: dict[str, tuple[str, ...]], texts: dict[Path, str],
+          suppressed_by: dict[str, tuple[str, ...]], directives: dict[Path, FileDirectives],
+          text_of: Callable[[Path], object],
           unused_noqa: bool = True, notebooks: dict[Path, Notebook] | None = None) -> list[Finding]:
     """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection
     (and report unused noqa directives, unless ``unused_noqa`` is False: some findings the
     directives were written for may not have been looked for)."""
-    from gpudoctor.lint import noqa
     from gpudoctor.lint.rehoming import rehome
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
@@ -261,7 +284,6 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         if kept is None or (kept.severity != "error" and finding.severity == "error"):
             unique[key] = finding
     at_site = {(f.code, f.site.path, f.site.row, f.site.col) for f in unique.values()}
-    directives = {path: noqa.parse(text) for path, text in texts.items()}
     used: set[tuple[Path, int, str]] = set()
     out = []
     for (code, path, row, col), finding in unique.items():
@@ -279,7 +301,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000" and not f.related}
     if unused_noqa:
         out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
-                                frozenset(suppressed_by), texts))
+                                frozenset(suppressed_by), text_of))
     return sorted((_relabel(f, display, notebooks or {}) for f in out), key=lambda f: f.sort_key)
 
 
@@ -290,7 +312,7 @@ def _selected(code: str, path: Path, settings: Settings) -> bool:
 
 
 def _unused_noqa(directives: dict[Path, FileDirectives], used: set[tuple[Path, int, str]],
-                 settings: Settings, known: frozenset[str], texts: dict[Path, str]) -> list[Finding]:
+                 settings: Settings, known: frozenset[str], text_of: Callable[[Path], object]) -> list[Finding]:
     """GD001 for each ``# noqa`` code that suppressed nothing (a file that cannot be parsed
     has no findings to suppress, so none of its directives is called unused)."""
     from gpudoctor.lint import noqa
@@ -310,7 +332,8 @@ def _unused_noqa(directives: dict[Path, FileDirectives], used: set[tuple[Path, i
                 parts = ([f"unused noqa directive for {', '.join(unused)}"] if unused else []) + \
                     ([f"unknown rule code{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in noqa directive "
                       "(see `gpudoctor rule --all`)"] if unknown else [])
-                fix = noqa.fix_unused(texts.get(path, ""), directive, stale)
+                text = text_of(path)
+                fix = noqa.fix_unused(text if isinstance(text, str) else "", directive, stale)
                 out.append(rule.finding(site, "; ".join(parts), fix=fix))
     return out
 

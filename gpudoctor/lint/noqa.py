@@ -8,10 +8,9 @@ string does not count.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from dataclasses import dataclass
+from typing import Any
 
 from gpudoctor.lint.findings import Edit, Fix
 from gpudoctor.lint.frontend.reading import split_lines
@@ -42,9 +41,23 @@ class FileDirectives:
         directive = self.lines.get(row)
         return directive is not None and (directive.codes is None or code in directive.codes)
 
+    def to_json(self) -> list[object]:
+        return [self.whole_file, [[d.row, d.col, d.end_col, None if d.codes is None else sorted(d.codes)]
+                                  for d in self.lines.values()]]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> FileDirectives:  # as to_json wrote it, read back from JSON
+        whole, lines = data
+        return cls(bool(whole), {int(row): Directive(int(row), int(col), int(end),
+                                                     None if codes is None else frozenset(str(c) for c in codes))
+                                 for row, col, end, codes in lines})
+
 
 def parse(text: str) -> FileDirectives:
     """Collect the noqa directives of a source text (an unreadable text has none)."""
+    import io
+    import tokenize  # (a warm run reads the directives from the cache: it needs no tokenizer)
+
     lines: dict[int, Directive] = {}
     whole = False
     if _MENTION.search(text) is None:
