@@ -103,6 +103,9 @@ class Cache:
         self._pairs: dict[str, list[list[str]]] = {"files": [], "dirs": []}
         self._numbers: dict[str, dict[tuple[str, str], int]] | None = None
         self._holds: dict[str, dict[int, bool]] = {"files": {}, "dirs": {}}
+        # The run (its Project) ``_holds`` was found in: a second run with this cache (``--fix``
+        # lints again after writing its fixes) finds it again, its files may have changed.
+        self._holds_in: Project | None = None
         self._compacted = 0
         # "path\0import depth" -> the summaries of that module's walks (several: other
         # import cycles, other room to nest in), and which run used each last
@@ -328,6 +331,8 @@ class Cache:
 
     def _still_read(self, project: Project, entry: dict[str, Any]) -> bool:
         """Does every file and folder listing ``entry`` read hash as it did then?"""
+        if self._holds_in is not project:
+            self._holds, self._holds_in = {"files": {}, "dirs": {}}, project
         for kind, now in (("files", project.digest_of), ("dirs", project.listing_digest_of)):
             pairs, holds = self._pairs[kind], self._holds[kind]
             for number in entry[kind]:

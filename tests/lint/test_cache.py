@@ -663,3 +663,14 @@ def test_the_tables_of_what_results_read_are_rid_of_pairs_no_entry_names(
     # Of the six digests the helpers had, those no entry names any more were dropped.
     assert sum(path.endswith("helpers.py") for path, _ in data["pairs"]) < 6
     assert len(data["pairs"]) + len(data["listings"]) <= 2 * data["compacted"]
+
+
+def test_fix_lints_its_fixed_files_again(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--fix`` lints again with the same cache once it wrote its fixes: what the first
+    run found unchanged is looked at anew, the fixed finding is not reported from before."""
+    assert main(["lint", "--select", "GD103", "main.py"]) == 1
+    assert main(["lint", "--select", "GD103", "main.py"]) == 1  # the results are kept
+    capsys.readouterr()
+    assert main(["lint", "--select", "GD103", "--fix", "--unsafe-fixes", "main.py"]) == 0
+    assert "GD103" not in capsys.readouterr().out
+    assert 'get_context("spawn")' in (project / "main.py").read_text()
