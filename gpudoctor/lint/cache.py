@@ -201,7 +201,7 @@ class Cache:
     def _load_results(self, data: dict[str, Any]) -> None:
         if data.get("settings") == self.settings_key:
             pairs = {"files": data["pairs"], "dirs": data["listings"]}
-            if not all(isinstance(table, list) for table in pairs.values()):
+            if not all(_pair_table(table) for table in pairs.values()):
                 raise TypeError("pairs")
             self.results = data["files"]
             self.plan = data.get("plan") or {}
@@ -338,6 +338,8 @@ class Cache:
             for number in entry[kind]:
                 held = holds.get(number)
                 if held is None:
+                    if type(number) is not int or number < 0:
+                        return False  # (not a number this code wrote: the entry is made again)
                     name, digest = pairs[number]
                     held = holds[number] = now(name) == digest
                 if not held:
@@ -347,8 +349,7 @@ class Cache:
     def _numbered(self, kind: str, read: dict[str, str]) -> list[int]:
         """The numbers of these (path, digest) pairs in the table of ``kind``, added if new."""
         if self._numbers is None:
-            self._numbers = {k: {(p[0], p[1]): n for n, p in enumerate(table) if isinstance(p, list) and len(p) == 2}
-                             for k, table in self._pairs.items()}
+            self._numbers = {k: {(p[0], p[1]): n for n, p in enumerate(table)} for k, table in self._pairs.items()}
         numbers, table = self._numbers[kind], self._pairs[kind]
         out = []
         for pair in read.items():
@@ -453,6 +454,7 @@ class Cache:
                     "signatures": {p: [*status, digest] for p, (status, digest) in signatures.items()}})
             if self._changed:
                 self._compact(results)
+                self.results = results  # (the entries left out are numbered for the tables before)
                 self._write(self._results_name, {"settings": self.settings_key, "files": results,
                                                  "plan": self.plan, "pairs": self._pairs["files"],
                                                  "listings": self._pairs["dirs"],
@@ -480,6 +482,13 @@ class Cache:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def _pair_table(table: object) -> bool:
+    """Is ``table`` a list of (path, digest) pairs, each two strings? (The pairs are keys
+    of a dict and paths to look at: anything else is a store this code did not write.)"""
+    return isinstance(table, list) and all(
+        type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str for pair in table)
 
 
 def _numbers_in(entry: object, pairs: dict[str, list[list[str]]]) -> bool:
