@@ -110,6 +110,9 @@ class Cache:
         self._pairs: dict[str, list[list[str]]] = {"files": [], "dirs": []}
         self._numbers: dict[str, dict[tuple[str, str], int]] | None = None
         self._holds: dict[str, dict[int, bool]] = {"files": {}, "dirs": {}}
+        # The run (its Project) ``_holds`` was found in: a second run with this cache (``--fix``
+        # lints again after writing its fixes) finds it again, its files may have changed.
+        self._holds_in: Project | None = None
         self._compacted = 0
         # "path\0import depth" -> the summaries of that module's walks (several: other
         # import cycles, other room to nest in), and which run used each last
@@ -213,7 +216,7 @@ class Cache:
     def _load_results(self, data: dict[str, Any]) -> None:
         if data.get("settings") == self.settings_key:
             pairs = {"files": data["pairs"], "dirs": data["listings"]}
-            if not all(isinstance(table, list) for table in pairs.values()):
+            if not all(_pair_table(table) for table in pairs.values()):
                 raise TypeError("pairs")
             self.results = data["files"]
             self.plan = data.get("plan") or {}
@@ -352,11 +355,15 @@ class Cache:
 
     def _still_read(self, project: Project, entry: dict[str, Any]) -> bool:
         """Does every file and folder listing ``entry`` read hash as it did then?"""
+        if self._holds_in is not project:
+            self._holds, self._holds_in = {"files": {}, "dirs": {}}, project
         for kind, now in (("files", project.digest_of), ("dirs", project.listing_digest_of)):
             pairs, holds = self._pairs[kind], self._holds[kind]
             for number in entry[kind]:
                 held = holds.get(number)
                 if held is None:
+                    if type(number) is not int or number < 0:
+                        return False  # (not a number this code wrote: the entry is made again)
                     name, digest = pairs[number]
                     held = holds[number] = now(name) == digest
                 if not held:
@@ -366,8 +373,7 @@ class Cache:
     def _numbered(self, kind: str, read: dict[str, str]) -> list[int]:
         """The numbers of these (path, digest) pairs in the table of ``kind``, added if new."""
         if self._numbers is None:
-            self._numbers = {k: {(p[0], p[1]): n for n, p in enumerate(table) if isinstance(p, list) and len(p) == 2}
-                             for k, table in self._pairs.items()}
+            self._numbers = {k: {(p[0], p[1]): n for n, p in enumerate(table)} for k, table in self._pairs.items()}
         numbers, table = self._numbers[kind], self._pairs[kind]
         out = []
         for pair in read.items():
@@ -481,6 +487,7 @@ class Cache:
                     "signatures": {p: [*status, digest] for p, (status, digest) in signatures.items()}})
             if self._changed:
                 self._compact(results)
+                self.results = results  # (the entries left out are numbered for the tables before)
                 self._write(self._results_name, {"settings": self.settings_key, "files": results,
                                                  "plan": self.plan, "pairs": self._pairs["files"],
                                                  "listings": self._pairs["dirs"],
@@ -508,6 +515,13 @@ class Cache:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+
+def _pair_table(table: object) -> bool:
+    """Is ``table`` a list of (path, digest) pairs, each two strings? (The pairs are keys
+    of a dict and paths to look at: anything else is a store this code did not write.)"""
+    return isinstance(table, list) and all(
+        type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str for pair in table)
 
 
 def _numbers_in(entry: object, pairs: dict[str, list[list[str]]]) -> bool:

@@ -675,3 +675,32 @@ def test_noqa_comments_are_kept_with_the_file_digest(project: Path, capsys: pyte
     assert main(["lint", "."]) == 1  # the comment changed: read again
     out = capsys.readouterr().out
     assert "GD101" in out and "GD001" in out  # and the stale code is reported unused
+
+
+def test_fix_lints_its_fixed_files_again(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--fix`` lints again with the same cache once it wrote its fixes: what the first
+    run found unchanged is looked at anew, the fixed finding is not reported from before."""
+    assert main(["lint", "--select", "GD103", "main.py"]) == 1
+    assert main(["lint", "--select", "GD103", "main.py"]) == 1  # the results are kept
+    capsys.readouterr()
+    assert main(["lint", "--select", "GD103", "--fix", "--unsafe-fixes", "main.py"]) == 0
+    assert "GD103" not in capsys.readouterr().out
+    assert 'get_context("spawn")' in (project / "main.py").read_text()
+
+
+@pytest.mark.parametrize("pair", [[["main.py"], "d"], ["main.py"], [1, "d"], "main.py"])
+def test_a_pair_of_another_shape_in_the_tables_is_rebuilt(project: Path, capsys: pytest.CaptureFixture[str],
+                                                          pair: object) -> None:
+    """A sealed results store whose table of (file, digest) pairs holds something else: a
+    warning and a rebuilt store, never a traceback (a pair is a key of a dict)."""
+    (project / "helpers.py").write_text(GPU_INIT)
+    assert main(["lint", "."]) == 1
+    capsys.readouterr()
+    store = _results(project)
+    data = json.loads(body(store))
+    data["pairs"].append(pair)
+    reseal(store, data)
+    (project / "helpers.py").write_text(GPU_INIT + "# edited\n")  # a new pair to number
+    assert main(["lint", "."]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.count("GD101") == 1 and "not what this gpudoctor writes" in captured.err

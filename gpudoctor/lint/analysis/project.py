@@ -70,6 +70,7 @@ class Project:
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
             self._bytes[self.real(path)] = data
             self._given.add(self.real(path))
+        self._given_names = {str(path) for path in self._given}
 
     # -- reading -------------------------------------------------------------------------
     def real(self, path: Path) -> Path:
@@ -102,7 +103,8 @@ class Project:
         for each of the thousands a warm run checks."""
         found = self._digests_by_name.get(name)
         if found is None:
-            known = self._known_signatures.get(name) if self._touched is None else None
+            known = self._known_signatures.get(name) if self._touched is None and name not in self._given_names \
+                else None
             if known is not None and known[0] == signature(name):
                 # (not resolved again: the status is that of the file the name leads to now)
                 found = self._digests_by_name[name] = known[1]
