@@ -5,11 +5,11 @@ text_facts.py's)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gpudoctor.lint.frontend.reading import ParseFailure, Signature
 from gpudoctor.lint.frontend.text_facts import (
@@ -48,7 +48,7 @@ class Kept:
     signatures: Mapping[str, tuple[Signature, str]] = field(default_factory=dict)
 
 
-_UNREAD: frozenset[str] = frozenset({"\0"})  # (a file's import words not known yet)
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -106,42 +106,39 @@ class ProjectGate:
         self._leads: dict[tuple[Path, int], tuple[bool, Touched]] = {}
 
     def facts(self, path: Path) -> Facts:
-        path = self.project.real(path)
-        found = self._facts.get(path)
-        if found is None:
-            digest = self.project.digest(path)
-            known = self._known_facts.get(str(path))
-            if known is not None and known[0] == digest:
-                found = known[1]
-            else:
-                found = self._compute_facts(path)
-                self.new_facts[path] = (digest, found)
-            self._facts[path] = found
-        elif self.project.touched is not None:
-            self.project.touched.files.add(path)
-        return found
+        return self._kept_or_made(path, self._facts, self._known_facts, self.new_facts, self._compute_facts)
 
     def import_words(self, path: Path) -> frozenset[str] | None:
         """Every word of the file's import statements (a module it imports by any means is
         among them); None if one of them is relative (it may import any module of its
         package). Kept in the cache: which files may import a named one is decided from
         them without reading the project's files again (callers.py)."""
+        return self._kept_or_made(path, self._words, self._known_words, self.new_words, self._compute_words)
+
+    def _kept_or_made(self, path: Path, memo: dict[Path, _T], kept: Mapping[str, tuple[str, _T]],
+                      made: dict[Path, tuple[str, _T]], make: Callable[[Path], _T]) -> _T:
+        """What ``make`` finds of a file, once per run: the cache's if it was made from the
+        same bytes (``kept``: path -> (digest, value)), else made and added to ``made``."""
         path = self.project.real(path)
-        found = self._words.get(path, _UNREAD)
-        if found is _UNREAD:
-            digest = self.project.digest(path)
-            known = self._known_words.get(str(path))
-            if known is not None and known[0] == digest:
-                found = known[1]
-            else:
-                text = self.project.text(path)
-                found = frozenset() if isinstance(text, ParseFailure) else \
-                    None if has_relative_import(text) else frozenset(imported_words(text))
-                self.new_words[path] = (digest, found)
-            self._words[path] = found
-        elif self.project.touched is not None:
-            self.project.touched.files.add(path)
+        if path in memo:
+            if self.project.touched is not None:
+                self.project.touched.files.add(path)
+            return memo[path]
+        digest = self.project.digest(path)
+        known = kept.get(str(path))
+        if known is not None and known[0] == digest:
+            found = known[1]
+        else:
+            found = make(path)
+            made[path] = (digest, found)
+        memo[path] = found
         return found
+
+    def _compute_words(self, path: Path) -> frozenset[str] | None:
+        text = self.project.text(path)
+        if isinstance(text, ParseFailure):
+            return frozenset()
+        return None if has_relative_import(text) else frozenset(imported_words(text))
 
     def all_facts(self) -> dict[str, tuple[str, Facts]]:
         """Every file's facts known here (from the cache, or computed), with its digest."""
