@@ -34,7 +34,10 @@ def test_linting_imports_no_gpu_stack(tmp_path: Path) -> None:
         "bad = [m for m in ('pynvml', 'psutil', 'rich', 'torch', 'tensorflow', 'cupy', 'jax',"
         " 'gpudoctor.probe.nvml') if m in sys.modules]; print('LOADED', bad)"
     )
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.py")], capture_output=True, text=True)
+    # (in the file's folder: a run from the clone's root would leave its cache there, sealed
+    # with the tests' key, for the user's next run to warn about)
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.py")], capture_output=True, text=True,
+                         cwd=tmp_path)
     assert run.stdout.strip().endswith("LOADED []"), run.stdout + run.stderr
 
 
@@ -56,7 +59,8 @@ def test_libcst_is_not_imported_when_nothing_needs_parsing(tmp_path: Path) -> No
     (tmp_path / "plain.py").write_text('"""Uses multiprocessing, says the docstring."""\nimport json\n')
     code = ("import sys; from gpudoctor.cli import main; main(['lint', '--no-cache', sys.argv[1]]);"
             "print('LIBCST', 'libcst' in sys.modules)")
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plain.py")], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "plain.py")], capture_output=True, text=True,
+                         cwd=tmp_path)
     assert run.stdout.strip().endswith("LIBCST False"), run.stdout + run.stderr
 
 
