@@ -72,6 +72,11 @@ class Snippets:
     def note_method_tree(self, cls: ClassRef, node: cst.FunctionDef) -> None:
         pass
 
+    def class_namespace(self, cls: ClassRef) -> dict[str, Value]:
+        state = self.states[cls.module.removesuffix(".py")]
+        frame = Executor(self, state, {}, module_level=False, ctx=Context())
+        return frame.class_body(cls, cls.node, [])
+
     def module_member(self, atom: Atom, attr: str) -> Value:
         if not isinstance(atom, ModuleObj):
             return UNKNOWN

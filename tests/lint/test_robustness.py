@@ -158,7 +158,7 @@ def test_deep_but_valid_nesting_is_analysed(workdir: Path, capsys: pytest.Captur
         "with mp.Pool(2) as pool:\n    pool.map(work, range(2))\n")
     assert main(["lint", "--no-cache", "deep.py"]) == 1
     out = capsys.readouterr().out
-    assert "deep.py:90:6: GD101" in out and "(cupy.ones, line 85)" in out
+    assert "deep.py:90:6: GD101" in out and "(cupy.ones, line 85, when `c79` is true (line 84))" in out
 
 
 def test_a_five_megabyte_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,6 +24,7 @@ from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
+    Bool,
     ClassRef,
     FuncRef,
     ModRef,
@@ -77,6 +78,7 @@ class Analyzer:
         self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
         self.linted_paths = frozenset(str(p) for p in self.linted)
         self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
+        self._defaults: dict[int, dict[str, Value]] = {}  # function node -> its evaluated defaults
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path) -> ModuleState | ParseFailure:
@@ -321,6 +323,7 @@ class Analyzer:
         if not meter.room(CALL):  # calls nested past the meter: unknown, and not kept
             return [], UNKNOWN, device
         executor = Executor(self, state, dict(env), module_level=False, ctx=Context())
+        executor.function = func
         self._stack.append(key)
         meter.depth += CALL
         try:
@@ -349,7 +352,7 @@ class Analyzer:
               keywords: dict[str, Value]) -> dict[str, Value]:
         params = func.node.params
         ordered = [*params.posonly_params, *params.params]
-        digits = self.limits.max_integer_chars
+        defaults = self.defaults(func)
         env: dict[str, Value] = {}
         for index, param in enumerate(ordered):
             name = param.name.value
@@ -358,9 +361,54 @@ class Analyzer:
             elif name in keywords:
                 env[name] = keywords[name]
             else:
-                env[name] = rest if rest else literal_default(param, digits)
+                env[name] = rest if rest else defaults.get(name, UNKNOWN)
         for param in params.kwonly_params:
-            env[param.name.value] = keywords.get(param.name.value, literal_default(param, digits))
+            env[param.name.value] = keywords.get(param.name.value, defaults.get(param.name.value, UNKNOWN))
         if isinstance(params.star_arg, cst.Param):
             env[params.star_arg.name.value] = container(*positional[len(ordered):], rest)
         return env
+
+    def defaults(self, func: FuncRef) -> dict[str, Value]:
+        """The values of a function's defaults, by parameter. Python evaluates them once,
+        when the ``def`` runs (that walk emitted their effects: Executor._s_FunctionDef);
+        here they are evaluated again, quietly, in the scope of the function's module."""
+        node = func.node
+        found = self._defaults.get(id(node))
+        if found is not None:
+            return found
+        found = self._defaults[id(node)] = {}
+        params = node.params
+        digits = self.limits.max_integer_chars
+        frame: Executor | None = None
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is None:
+                continue
+            value = literal_default(param, digits)
+            if not value and not isinstance(param.default, (cst.SimpleString, cst.Integer, cst.Name, cst.Float)):
+                if frame is None:
+                    frame = self._scope_frame(func.module, node)
+                value = frame.eval_quiet(param.default) if frame is not None else UNKNOWN
+            elif not value and isinstance(param.default, cst.Name) and param.default.value in ("True", "False"):
+                value = one(Bool(param.default.value == "True"))
+            found[param.name.value] = value
+        return found
+
+    def _scope_frame(self, module: str, node: cst.CSTNode) -> Executor | None:
+        """A frame to evaluate, quietly, an expression of the statement ``node`` (a ``def``
+        or ``class``) in its module's scope."""
+        state = self.module(self.project.path_of(module))
+        if not isinstance(state, ModuleState):
+            return None
+        frame = Executor(self, state, {}, module_level=False, ctx=Context())
+        frame.tree = state.parsed.home_of(node)
+        if frame.tree is state.parsed:
+            frame.anchor = node if any(s is node for s in state.parsed.module.body) else state.parsed.anchor_of(node)
+        return frame
+
+    def class_namespace(self, cls: ClassRef) -> dict[str, Value]:
+        """What a class body binds, run again quietly in its module's scope (the walk that
+        ran the ``class`` statement emitted its effects: Executor._s_ClassDef)."""
+        frame = self._scope_frame(cls.module, cls.node)
+        if frame is None:
+            return {}
+        return frame.class_body(cls, cls.node, [])

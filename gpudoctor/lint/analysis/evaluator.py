@@ -17,16 +17,18 @@ import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
-from gpudoctor.lint.analysis.events import EnvWrite, Init, TfConfig
+from gpudoctor.lint.analysis.events import EnvWrite, Event, Init, TfConfig
 from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
+    FACTORY_PREFIX,
     UNKNOWN,
     Atom,
     Bool,
     ClassRef,
     Compiled,
     Compiler,
+    Condition,
     Container,
     CudaDevice,
     Deferred,
@@ -42,9 +44,11 @@ from gpudoctor.lint.analysis.values import (
     QueueObj,
     SavedEnv,
     Str,
+    Super,
     ThreadObj,
     Value,
     container,
+    cuda_conditions,
     elements,
     gpu_objects,
     is_cuda,
@@ -54,7 +58,9 @@ from gpudoctor.lint.analysis.values import (
     positions,
     strings,
     truth,
+    with_conditions,
 )
+from gpudoctor.lint.frontend.conditions import condition_text
 from gpudoctor.lint.frontend.literals import integer_value, string_value
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
@@ -69,6 +75,7 @@ from gpudoctor.lint.knowledge.registry import (
     api_table,
     framework_of_module,
 )
+from gpudoctor.lint.knowledge.runners import RUNNERS
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
 from gpudoctor.lint.nesting import EXPRESSION
 from gpudoctor.lint.settings import SUPPORTED_MINORS
@@ -161,6 +168,9 @@ class Evaluator(Frame):
         return UNKNOWN if value is None else one(Int(value))
 
     def _e_Lambda(self, node: cst.Lambda) -> Value:
+        for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+            if param.default is not None:
+                self.eval(param.default)  # evaluated when the lambda is (Executor.evaluate_defaults)
         self.module.parsed.note_tree(node, self.tree)
         return one(FuncRef(self.module.path, "<lambda>", node))
 
@@ -180,8 +190,24 @@ class Evaluator(Frame):
             elif isinstance(atom, GpuObj) and attr not in HOST_ATTRIBUTES:
                 out.add(atom)
             elif isinstance(atom, (Instance, ClassRef)):
-                out.update(self.interpreter.classes.member(atom, attr))
+                found = self.interpreter.classes.member(atom, attr)
+                out.update(self.read_properties(found, node) if isinstance(atom, Instance) else found)
+            elif isinstance(atom, Super):
+                found = self.interpreter.classes.super_member(atom, attr)
+                out.update(self.read_properties(found, node) if isinstance(atom.instance, Instance) else found)
         return frozenset(out) | self.module_members(base, attr)
+
+    def read_properties(self, members: Value, node: cst.CSTNode) -> Value:
+        """Reading a property of an instance runs its getter: its result, and its effects."""
+        if not any(isinstance(a, FuncRef) and a.bound and _is_property(a.node) for a in members):
+            return members
+        out: set[Atom] = set()
+        for atom in ordered(members):
+            if isinstance(atom, FuncRef) and atom.bound and _is_property(atom.node):
+                out |= self.inline(atom, Args(), node)
+            else:
+                out.add(atom)
+        return frozenset(out)
 
     def module_members(self, base: Value, attr: str) -> Value:
         """What the project modules in ``base`` bind to ``attr``.
@@ -204,6 +230,20 @@ class Evaluator(Frame):
 
     def emit_init(self, framework: str, level: InitLevel, api: str, node: cst.CSTNode) -> None:
         self.emit(Init(framework, level, api, self.site(node)))
+
+    def gpu_object(self, framework: str, node: cst.CSTNode, device: Value = UNKNOWN) -> GpuObj:
+        """A device object made at ``node``, under this code's undecided conditions (and
+        those that make ``device``, where it was placed, name a CUDA device)."""
+        return GpuObj(framework, self.site(node), (*self.ctx.conditions, *cuda_conditions(device)))
+
+    def emit_on_device(self, effect: Init, device: Value) -> None:
+        """Emit an init that happens because ``device`` names a CUDA device: under the
+        conditions that make it name one, when a conditional expression chose it."""
+        when = cuda_conditions(device)
+        if not when:
+            self.emit(effect)
+            return
+        self.events.append(Event(effect, replace(self.ctx, conditions=(*self.ctx.conditions, *when))))
 
     def _e_Subscript(self, node: cst.Subscript) -> Value:
         base = self.eval(node.value)
@@ -268,7 +308,7 @@ class Evaluator(Frame):
         if devices:
             framework = devices[0].framework
             self.emit_init(framework, InitLevel.RUNTIME, "an operation on a device object", node)
-            return one(GpuObj(framework, self.site(node)))
+            return one(self.gpu_object(framework, node))
         lefts = [a for a in left if isinstance(a, Str)]
         rights = [a for a in right if isinstance(a, Str)]
         if lefts and rights and isinstance(node.operator, cst.Add):
@@ -296,7 +336,10 @@ class Evaluator(Frame):
         known = truth(self.eval(node.test))
         if known is not None:
             return self.eval(node.body if known else node.orelse)
-        return join(self.eval(node.body), self.eval(node.orelse))
+        site = self.site(node.test)
+        text = condition_text(node.test)
+        return join(with_conditions(self.eval(node.body), (Condition(text, site, True),)),
+                    with_conditions(self.eval(node.orelse), (Condition(text, site, False),)))
 
     def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
         value = self.eval(node.value)
@@ -396,13 +439,18 @@ class Evaluator(Frame):
                 # Not a Process or Thread subclass: its own ``start`` method, if it has one.
                 out |= started if started is not None else \
                     self.call_value(self.attribute(one(atom), "start", node), Args(), node)
-            elif isinstance(atom, (Instance, ClassRef)):
+            elif isinstance(atom, (Instance, ClassRef, Super)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
         # Project modules: together with the qualified names beside them (module_members).
         if any(isinstance(a, ModuleObj) for a in receiver):
             out |= self.call_value(self.module_members(receiver, name), args, node)
         if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
             out |= self.untyped_placement(name, args, node)
+        # A framework base's method that returns the object (``model.to(device)``): the
+        # same object, with its own methods (``forward``) still reachable.
+        classes = self.interpreter.classes
+        out.update(a for a in receiver if isinstance(a, Instance) and classes.returns_self(a.cls, name)
+                   and not classes.member(a, name))
         return frozenset(out)
 
     def method_on_device(self, atom: GpuObj, name: str, args: Args, node: cst.Call) -> Value:
@@ -417,7 +465,7 @@ class Evaluator(Frame):
             target = args.get(0, "device") or UNKNOWN
             if not is_cuda(target) and "cpu" in strings(target):
                 return UNKNOWN
-        return one(GpuObj(atom.framework, self.site(node)))
+        return one(self.gpu_object(atom.framework, node))
 
     def untyped_placement(self, name: str, args: Args, node: cst.Call) -> Value:
         """``x.cuda()`` and ``x.to("cuda")`` on a value of unknown type place it on the GPU
@@ -425,8 +473,9 @@ class Evaluator(Frame):
         target = args.get(0, "device") or UNKNOWN
         if CUDA_PLACEMENT and (name == "cuda" or (name == "to" and is_cuda(target))):
             framework = CUDA_PLACEMENT[0]
-            self.emit(Init(framework, InitLevel.RUNTIME, f".{name}()", self.site(node)))
-            return one(GpuObj(framework, self.site(node)))
+            device = target if name == "to" else UNKNOWN
+            self.emit_on_device(Init(framework, InitLevel.RUNTIME, f".{name}()", self.site(node)), device)
+            return one(self.gpu_object(framework, node, device))
         return UNKNOWN
 
     def call_value(self, callee: Value, args: Args, node: cst.Call) -> Value:
@@ -440,8 +489,13 @@ class Evaluator(Frame):
                 out |= self.inline(atom, args, node)
             elif isinstance(atom, ClassRef):
                 out |= self.instantiate(atom, args, node)
+            elif isinstance(atom, Instance):
+                out |= self.call_instance(atom, args, node)
             elif isinstance(atom, GpuObj):
-                out.add(GpuObj(atom.framework, self.site(node)))
+                # Calling a device object (a model: ``MODEL(batch)``) runs the framework on
+                # the GPU in this process: in a child, that needs a runtime of its own.
+                self.emit(Init(atom.framework, InitLevel.RUNTIME, "calling a device object", self.site(node)))
+                out.add(self.gpu_object(atom.framework, node))
             elif isinstance(atom, Compiled):
                 process_calls.call_compiled(self, atom, node)
             elif isinstance(atom, Compiler):  # ``compile(mode=...)(f)``
@@ -469,9 +523,23 @@ class Evaluator(Frame):
         for atom in ordered(init):
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
-        if is_dataclass(cls.node):  # the generated __init__ ends by calling __post_init__
+        if is_dataclass(cls.node):
+            # The generated __init__ calls each field's default_factory (when the field is
+            # not given), then __post_init__.
+            classes = self.interpreter.classes
+            for key, factory in sorted(classes.namespace(cls).items()):
+                if key.startswith(FACTORY_PREFIX) and key[len(FACTORY_PREFIX):] not in args.keywords:
+                    classes.store_member(cls, key[len(FACTORY_PREFIX):], self.call_value(factory, Args(), node))
             self.call_method_of(instance, "__post_init__", node)
         return one(instance)
+
+    def call_instance(self, instance: Instance, args: Args, node: cst.Call) -> Value:
+        """Calling an object of a project class: its ``__call__``, or the method its
+        framework base calls (``model(x)`` runs ``forward``)."""
+        classes = self.interpreter.classes
+        method = classes.call_method(instance.cls)
+        return self.call_value(frozenset(a for a in classes.member(instance, method) if isinstance(a, FuncRef)),
+                               args, node)
 
     def call_method_of(self, instance: Instance, name: str, node: cst.CSTNode) -> None:
         """Run a special method Python calls on its own (``__post_init__``, ``__enter__``)."""
@@ -487,6 +555,12 @@ class Evaluator(Frame):
         if qualname in ENV_CALLS:
             self.env_write(qualname, args, node)
             return UNKNOWN
+        runner = RUNNERS.get(qualname)
+        if runner is not None:  # it calls the function it is given, here (runners.py)
+            func = args.get(runner.index, runner.keyword) or UNKNOWN
+            self.call_value(frozenset(a for a in func if isinstance(a, FuncRef)),
+                            Args(positional=[UNKNOWN] * runner.arguments), node)
+            return UNKNOWN
         if qualname in ENV_READS and args.positional:
             return frozenset(SavedEnv(name) for name in strings(args.positional[0]) & WATCHED_VARIABLES)
         if qualname.startswith("builtins."):
@@ -497,13 +571,14 @@ class Evaluator(Frame):
                 replace(a, bound=a.bound + bound) for a in args.positional[0] if isinstance(a, FuncRef)
             )
         if qualname in DEVICE_TYPES:
-            return one(CudaDevice()) if is_cuda(args.get(0, "type") or UNKNOWN) else UNKNOWN
+            named = args.get(0, "type") or UNKNOWN
+            return one(CudaDevice(cuda_conditions(named))) if is_cuda(named) else UNKNOWN
         if qualname in DEFAULT_DEVICE_FACTORIES and "device" not in args.keywords and not args.rest and \
                 is_cuda(self.env.get(DEFAULT_DEVICE, UNKNOWN)):
             # No device given: the default device set earlier (in this thread) is used.
             framework = DEFAULT_DEVICE_FACTORIES[qualname]
             self.emit(Init(framework, InitLevel.RUNTIME, f"{qualname} on the default device (CUDA)", self.site(node)))
-            return one(GpuObj(framework, self.site(node)))
+            return one(self.gpu_object(framework, node))
         api = api_table().lookup(qualname)
         if api is not None and (api.effect not in INIT_EFFECTS | {TF_CONFIG} or not self.applies(api, args, node)):
             if api.returns:
@@ -513,17 +588,21 @@ class Evaluator(Frame):
             return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
         if api is None:
             owner = framework_of_module(qualname) if "." in qualname else None
-            if owner is not None and owner in CUDA_PLACEMENT and is_cuda(args.get(-1, "device") or UNKNOWN):
-                self.emit(Init(owner, InitLevel.RUNTIME, f'{qualname}(device="cuda")', self.site(node)))
-                return one(GpuObj(owner, self.site(node)))
+            device = args.get(-1, "device") or UNKNOWN
+            if owner is not None and owner in CUDA_PLACEMENT and is_cuda(device):
+                self.emit_on_device(Init(owner, InitLevel.RUNTIME, f'{qualname}(device="cuda")', self.site(node)),
+                                    device)
+                return one(self.gpu_object(owner, node, device))
             return UNKNOWN
         framework = self.backend_of(qualname, api.framework)
         if api.effect == TF_CONFIG:
             self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0, framework))
             return UNKNOWN
-        self.emit(Init(framework, api.level or InitLevel.RUNTIME, qualname, self.site(node), INIT_UNLESS.get(qualname)))
+        device = (self.device_argument(args) if api.when == ON_CUDA else None) or UNKNOWN
+        self.emit_on_device(Init(framework, api.level or InitLevel.RUNTIME, qualname, self.site(node),
+                                 INIT_UNLESS.get(qualname)), device)
         if api.effect == GPU_OBJECT:
-            return one(GpuObj(framework, self.site(node)))
+            return one(self.gpu_object(framework, node, device))
         # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.
         return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
 
@@ -537,11 +616,17 @@ class Evaluator(Frame):
         if api.when == ON_NO_ARGUMENTS:
             return not node.args
         if api.when == ON_CUDA:
-            device = args.get(0, "device")
-            for keyword in ("device", "device_type"):
-                device = args.keywords.get(keyword, device)
+            device = self.device_argument(args)
             return is_cuda(device) if device is not None else api.cuda_default
         return True
+
+    @staticmethod
+    def device_argument(args: Args) -> Value | None:
+        """The device a call names (its first argument, ``device=`` or ``device_type=``)."""
+        device = args.get(0, "device")
+        for keyword in ("device", "device_type"):
+            device = args.keywords.get(keyword, device)
+        return device
 
     def backend_of(self, qualname: str, framework: str) -> str:
         """The framework a call belongs to: a module whose backend an environment variable
@@ -607,7 +692,30 @@ class Evaluator(Frame):
                 attr = next(iter(attrs))
                 if self.surely_present(first, attr):
                     return one(Bool(True)) if name == "hasattr" else self.attribute(first, attr, node)
+                if name == "getattr" and any(isinstance(a, (Instance, ClassRef, ModuleObj, Super)) for a in first):
+                    # ``getattr(obj, "name")`` of the project's objects is ``obj.name``
+                    # (or the default given, when there is none).
+                    found = self.attribute(first, attr, node)
+                    default = args.positional[2] if len(args.positional) > 2 else None
+                    return join(found, default) if default is not None else found
+        if name == "super":
+            return self.super_of(args)
         return UNKNOWN
+
+    def super_of(self, args: Args) -> Value:
+        """``super()`` in a method (the class defining it, and its first parameter), or
+        ``super(Class, self)``."""
+        classes = self.interpreter.classes
+        if len(args.positional) == 2:
+            owners = [a for a in args.positional[0] if isinstance(a, ClassRef)]
+            targets = [a for a in args.positional[1] if isinstance(a, (Instance, ClassRef))]
+        else:
+            func = self.function
+            owner = classes.owner_of(func) if func is not None else None
+            owners = [owner] if owner is not None else []
+            targets = [a for v in (func.bound[:1] if func is not None else ()) for a in v
+                       if isinstance(a, (Instance, ClassRef))]
+        return frozenset(Super(owner, target) for owner in owners for target in targets)
 
     def surely_present(self, owner: Value, attr: str) -> bool:
         """Is ``owner.attr`` a name that every supported target has (processes.ADDED_IN)?"""
@@ -618,6 +726,16 @@ class Evaluator(Frame):
 def present_on_every_target(qualname: str) -> bool:
     """Does ``qualname`` exist on the oldest Python gpudoctor checks for, and so on all?"""
     return processes.present_on(qualname, SUPPORTED_MINORS.start)
+
+
+PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})
+
+
+def _is_property(node: cst.CSTNode) -> bool:
+    """Is this method a property getter (``@property``, ``@functools.cached_property``)?"""
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    return any(cst.helpers.get_full_name_for_node(d.decorator) in PROPERTY_DECORATORS for d in node.decorators)
 
 
 def _is_class_name(qualname: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.values import Atom, FuncRef, PoolObj
+from gpudoctor.lint.analysis.values import Atom, Conditions, FuncRef, PoolObj
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
@@ -192,6 +192,11 @@ class Context:
     # In the entry module's ``if __name__ == "__main__":`` block, or in what it calls or
     # imports (a module imported there runs its top level then, not at import time).
     main_block: bool = False
+    # The undecided tests it happens under, outermost first (the caller's before the callee's).
+    conditions: Conditions = ()
+    # The threads (by the site that started them) whose own code this is: a thread's target,
+    # a thread pool's task, and what they call.
+    threads: frozenset[LazySite] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,8 @@ def splice(events: list[Event], outer: Context, call_site: LazySite | None, lint
             inner.via or call_site,
             inner.entry or entry,
             outer.main_block or inner.main_block,
+            outer.conditions + inner.conditions if inner.conditions else outer.conditions,
+            outer.threads | inner.threads,
         )))
     return out
 

@@ -29,6 +29,7 @@ from gpudoctor.lint.analysis.events import (
 from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
+    FACTORY_PREFIX,
     LOCAL_SCOPE,
     MAIN_BLOCK_SCOPE,
     MODULE_SCOPE,
@@ -37,9 +38,11 @@ from gpudoctor.lint.analysis.values import (
     ClassRef,
     Compiled,
     Compiler,
+    Condition,
     CudaDevice,
     ForkPid,
     FuncRef,
+    GpuObj,
     Instance,
     JoblibConfig,
     ModRef,
@@ -52,7 +55,13 @@ from gpudoctor.lint.analysis.values import (
     ordered,
     truth,
 )
-from gpudoctor.lint.frontend.conditions import MISSING_NAME_ERRORS, caught_names, handler_swallows, is_main_guard
+from gpudoctor.lint.frontend.conditions import (
+    MISSING_NAME_ERRORS,
+    caught_names,
+    condition_text,
+    handler_swallows,
+    is_main_guard,
+)
 from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
 from gpudoctor.lint.knowledge.registry import (
     DEVICE_CONTEXTS,
@@ -73,6 +82,9 @@ EXITS = frozenset({"builtins.exit", "builtins.quit", "sys.exit", "os._exit", "os
                    # exec replaces the process: the code after it never runs
                    *(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))})
 IMPORT_READ_MODULES = frozenset(IMPORT_READERS.values())
+# Placement methods whose call, as a statement, moves the object itself (a module's ``to``
+# and ``cuda`` return self; a tensor's return a copy, and the statement is then a no-op).
+IN_PLACE_PLACEMENT = frozenset({"to", "cuda"})
 
 
 class ForkSide(TypedDict, total=False):
@@ -136,7 +148,15 @@ class Executor(Evaluator):
         if isinstance(node, cst.Expr):
             expr = node.value
             callee = self.eval(expr.func) if isinstance(expr, cst.Call) else UNKNOWN
-            self.eval(expr)
+            value = self.eval(expr)
+            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+                    expr.func.attr.value in IN_PLACE_PLACEMENT and isinstance(expr.func.value, cst.Name):
+                # ``model.to(device)`` as a statement moves a module (or a graph batch) in
+                # place: the name now holds a device object too.
+                moved = frozenset(a for a in value if isinstance(a, GpuObj))
+                if moved:
+                    name = expr.func.value.value
+                    self.assign(name, self.lookup(name) | moved)
             return any(isinstance(a, ModRef) and a.qualname in EXITS for a in callee)
         if isinstance(node, cst.Assign):
             value = self.eval(node.value)
@@ -162,6 +182,8 @@ class Executor(Evaluator):
             self.do_import_from(node)
         elif isinstance(node, (cst.Assert, cst.Del)):
             self.eval_children(node)
+        elif isinstance(node, cst.Global):
+            self.globals.update(item.name.value for item in node.names)
         return False
 
     def eval_quiet(self, expr: cst.BaseExpression) -> Value:
@@ -280,18 +302,26 @@ class Executor(Evaluator):
                 if head and not isinstance(current, cst.If):
                     return self.walk_block(current.body.body) if current is not None else False
                 continue
-            branch(current.body.body, replace(ctx, **sides[0]) if sides[0] else ctx)
+            if sides[0]:
+                branch(current.body.body, replace(ctx, **sides[0]))
+            else:
+                branch(current.body.body, self.under(ctx, test, True))
             if head and "fork_child" in sides[0] and outcomes[-1][1]:
                 # The child's branch ends (os._exit): what follows runs in the parent only.
                 parent_only = sides[1]
             head = False
-            ctx = replace(ctx, **sides[1]) if sides[1] else ctx
+            ctx = replace(ctx, **sides[1]) if sides[1] else self.under(ctx, test, False)
             current = current.orelse
         self.mark_branches(node, spans, original)
         ended = self.merge(outcomes, fallthrough)
         if parent_only:
             self.ctx = replace(self.ctx, **parent_only)
         return ended
+
+    def under(self, ctx: Context, test: cst.BaseExpression, holds: bool) -> Context:
+        """``ctx`` for code that runs only when the undecided ``test`` is ``holds``."""
+        condition = Condition(condition_text(test), self.site(test), holds)
+        return replace(ctx, conditions=(*ctx.conditions, condition))
 
     def mark_branches(self, node: cst.If, spans: list[tuple[int, int]], ctx: Context) -> None:
         """Mark where each branch of the chain begins and ends (events Branch and Merge)
@@ -600,20 +630,25 @@ class Executor(Evaluator):
 
     # -- definitions -------------------------------------------------------------------
     def _s_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        """Bind the function as its decorators leave it. What a ``def`` statement evaluates
+        runs now, in this scope: its decorator expressions (a decorator factory's call
+        included) and its default values (``def f(x, shape=tf.constant(...))`` starts
+        TensorFlow when the module is imported). Their values are found again when the
+        function is called (Analyzer.defaults)."""
+        decorators = [self.decorator_value(d.decorator) for d in node.decorators]
+        self.evaluate_defaults(node.params)
         kernel = None
-        for decorator in node.decorators:
-            target = decorator.decorator
-            target = target.func if isinstance(target, cst.Call) else target
-            for atom in ordered(self.eval_quiet(target)):
+        for found in decorators:
+            for atom in ordered(found):
                 if isinstance(atom, ModRef) and canonical(atom.qualname) in KERNEL_DECORATORS:
                     kernel = KERNEL_DECORATORS[canonical(atom.qualname)]
         self.module.parsed.note_tree(node, self.tree)
-        closure = () if self.module_level else self.captured(node)
+        closure = self.definition_closure(node)
         scope = self.definition_scope()
         func = FuncRef(self.module.path, node.name.value, node, cuda_kernel=kernel, closure=closure, scope=scope)
         value = one(func)
-        for decorator in reversed(node.decorators):
-            value = self.decorated(decorator, value)
+        for decorator, found in zip(reversed(node.decorators), reversed(decorators), strict=True):
+            value = self.decorated(decorator, found, value)
         if node.decorators and scope != LOCAL_SCOPE:
             # A decorator's wrapper is reached by the decorated function's name (functools.wraps
             # gives it that name, which is how pickle finds it): it is where that name is.
@@ -624,8 +659,45 @@ class Executor(Evaluator):
             self.module.functions.append(func)
         return False
 
+    def decorator_value(self, expr: cst.BaseExpression) -> Value:
+        """What a decorator expression evaluates to, with the effects its evaluation has.
+
+        ``@factory(arg)`` calls a project factory now, and evaluates its arguments now; a
+        framework's decorator called with options (``@tf.function(jit_compile=True)``,
+        ``@cuda.jit("void(f4[:])")``) is looked up as it is, its call's own effect left
+        to the knowledge tables' decorator entries (a compiler is lazy), its arguments
+        evaluated."""
+        if not isinstance(expr, cst.Call):
+            return self.eval_quiet(expr)
+        callee = self.eval_quiet(expr.func)
+        if any(isinstance(a, (FuncRef, ClassRef)) for a in callee):
+            return self.eval(expr)
+        for arg in expr.args:
+            self.eval(arg.value)
+        return self.eval_quiet(expr)
+
+    def evaluate_defaults(self, params: cst.Parameters) -> None:
+        """Evaluate a ``def``'s or lambda's default values for what that does now (their
+        values are computed again where a call needs them)."""
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is not None and not isinstance(param.default, _LITERALS):
+                self.eval(param.default)
+
+    def definition_closure(self, node: cst.FunctionDef) -> tuple[tuple[str, Value], ...]:
+        """The enclosing function's names a nested def uses (none at module level; a method
+        sees the names of the function around its class, never the class body's)."""
+        if self.module_level:
+            return ()
+        if self.class_of is not None:
+            outer = self.outer
+            return () if outer is None or outer.module_level or not isinstance(outer, Executor) \
+                else outer.captured(node)
+        return self.captured(node)
+
     def definition_scope(self) -> str:
         """Where a ``def`` or ``class`` statement being walked defines its name."""
+        if self.class_of is not None:
+            return self.class_of.scope
         if not self.module_level:
             return LOCAL_SCOPE
         return MAIN_BLOCK_SCOPE if self.ctx.main_block else MODULE_SCOPE
@@ -648,11 +720,10 @@ class Executor(Evaluator):
             todo.extend(current.children)
         return tuple(sorted((name, funcs[name]) for name in used & funcs.keys()))
 
-    def decorated(self, decorator: cst.Decorator, value: Value) -> Value:
+    def decorated(self, decorator: cst.Decorator, found: Value, value: Value) -> Value:
         """What a project decorator returns for the function (the wrapper that runs in its
         place), a lazy compiler's wrapper (calling it compiles); the function itself for any
-        other decorator."""
-        found = self.eval_quiet(decorator.decorator)
+        other decorator. ``found``: what the decorator expression evaluated to."""
         compilers = [a for a in found if isinstance(a, Compiler)]
         if any(isinstance(a, ModRef) and kind_of(a.qualname) == COMPILER for a in found):
             compilers.append(Compiler(self.site(decorator)))  # bare ``@compile``
@@ -668,6 +739,10 @@ class Executor(Evaluator):
         return wrapped or value
 
     def _s_ClassDef(self, node: cst.ClassDef) -> bool:
+        """Bind the class, then run its body: a class body runs when the ``class``
+        statement does (``device = tf.constant(...)`` as a class attribute starts
+        TensorFlow at import), its methods' defaults and decorators with it. What the body
+        binds is found again when a member is read (ClassModel.namespace)."""
         bases: list[str] = []
         project_bases: list[ClassRef] = []
         for arg in node.bases:
@@ -676,13 +751,59 @@ class Executor(Evaluator):
                     bases.append(atom.qualname)
                 elif isinstance(atom, ClassRef):
                     project_bases.append(atom)
+        for decorator in node.decorators:
+            self.decorator_value(decorator.decorator)
         self.module.parsed.note_tree(node, self.tree)
         cls = ClassRef(self.module.path, node.name.value, node, tuple(bases), self.definition_scope())
         self.interpreter.classes.register_class(cls, project_bases)
+        self.class_body(cls, node, self.events)
         self.assign(node.name.value, one(cls))
         if self.module_level:
             self.module.classes.append(cls)
         return False
+
+    def class_body(self, cls: ClassRef, node: cst.ClassDef, events: list[Event]) -> dict[str, Value]:
+        """Run a class body in a scope of its own (names it cannot find are looked up in
+        the scope around it), its events added to ``events``; return what it bound."""
+        frame = Executor(self.interpreter, self.module, {}, module_level=False, ctx=self.ctx)
+        frame.outer = self
+        frame.class_of = cls
+        frame.events = events
+        frame.tree = self.tree
+        frame.anchor = self.anchor
+        frame.swallowing = self.swallowing
+        frame.joblib_config = self.joblib_config
+        body = node.body
+        if isinstance(body, cst.IndentedBlock):
+            frame.walk_block(body.body)
+            # A dataclass field's ``default_factory`` is called by the generated __init__
+            # (Evaluator.instantiate): kept under a name no code can bind.
+            for statement in body.body:
+                for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                    factory = _default_factory(small)
+                    if factory is not None:
+                        frame.env[FACTORY_PREFIX + factory[0]] = frame.eval_quiet(factory[1])
+        else:
+            for small in body.body:
+                frame.walk_statement(small)
+        return frame.env
+
+
+def _default_factory(small: cst.BaseSmallStatement) -> tuple[str, cst.BaseExpression] | None:
+    """``name: T = field(default_factory=F)``: the field's name and ``F``."""
+    if not isinstance(small, cst.AnnAssign) or not isinstance(small.target, cst.Name) or \
+            not isinstance(small.value, cst.Call):
+        return None
+    func = cst.helpers.get_full_name_for_node(small.value.func) or ""
+    if func.rsplit(".", 1)[-1] != "field":
+        return None
+    for arg in small.value.args:
+        if arg.keyword is not None and arg.keyword.value == "default_factory":
+            return small.target.value, arg.value
+    return None
+
+
+_LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Name, cst.Imaginary)
 
 
 def _plain_reference(expr: cst.BaseExpression) -> bool:

@@ -48,7 +48,9 @@ from gpudoctor.lint.analysis.values import (
     gpu_objects,
     ordered,
 )
+from gpudoctor.lint.frontend.reading import ParseFailure
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.knowledge import runners as R
 from gpudoctor.lint.knowledge.names import StrEnum
 from gpudoctor.lint.knowledge.table import InitLevel
 
@@ -389,11 +391,71 @@ class FlowBuilder:
         for func in candidates:
             if self.analyzer.is_reached(func):
                 continue
-            events, _ = self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
-            flow = Flow(FlowKind.FUNCTION, events, State(), state)
+            flow = Flow(FlowKind.FUNCTION, self._run_entry(state, func), State(), state)
             self._expand(flow)
             flows.append(flow)
         return flows
+
+    def _run_entry(self, state: ModuleState, func: FuncRef) -> list[Event]:
+        """The events of an entry point run as what runs it would: a test method of a
+        ``TestCase`` after the class's set-up methods; a test function (or method) with
+        the pytest fixtures its parameters name, each run first (runners.py)."""
+        before: list[Event] = []
+        keywords: dict[str, Value] = {}
+        name = func.qualname.rsplit(".", 1)[-1]
+        if name.startswith(R.TEST_PREFIX):
+            owner = self.analyzer.classes.owner_of(func)
+            if owner is not None and self.analyzer.classes.subclass_of(owner, R.TEST_CASE_BASES):
+                for setup in R.SETUP_METHODS:
+                    for atom in ordered(self.analyzer.classes.member(Instance(owner), setup)):
+                        if isinstance(atom, FuncRef):
+                            before.extend(self.analyzer.call(atom, (), UNKNOWN, {}, entry=True)[0])
+            else:
+                fixtures = self._fixtures(state)
+                if fixtures:
+                    keywords = self._resolve_fixtures(func, fixtures, before, set())
+        events, _ = self.analyzer.call(func, (), UNKNOWN, keywords, entry=True)
+        return [*before, *events]
+
+    def _fixtures(self, state: ModuleState) -> dict[str, FuncRef]:
+        """The pytest fixtures a test in this module can name: its own, then those of the
+        ``conftest.py`` files of its folder and the folders above it (nearest first)."""
+        found: dict[str, FuncRef] = {}
+        modules: list[ModuleState] = [state]
+        project = self.analyzer.project
+        for level in range(1, 4):
+            path = project.resolve(Path(state.path), "conftest", level)
+            if path is not None and str(path) != state.path:
+                module = self.analyzer.module(path)
+                if not isinstance(module, ParseFailure):
+                    modules.append(module)
+        for module in modules:
+            for fixture_name, value in list(module.env.items()):
+                for atom in ordered(value):
+                    if isinstance(atom, FuncRef) and _is_fixture(atom):
+                        found.setdefault(fixture_name, atom)
+        return found
+
+    def _resolve_fixtures(self, func: FuncRef, fixtures: dict[str, FuncRef], before: list[Event],
+                          seen: set[str], depth: int = 0) -> dict[str, Value]:
+        """The values of the fixtures ``func``'s parameters name, running each (and the
+        fixtures it names in turn) first, its events added to ``before``."""
+        import libcst as cst
+
+        node = func.node
+        if not isinstance(node, cst.FunctionDef) or depth > 4:
+            return {}
+        values: dict[str, Value] = {}
+        for param in (*node.params.params, *node.params.kwonly_params):
+            fixture = fixtures.get(param.name.value)
+            if fixture is None or param.name.value in seen:
+                continue
+            seen.add(param.name.value)
+            inner = self._resolve_fixtures(fixture, fixtures, before, seen, depth + 1)
+            events, value = self.analyzer.call(fixture, (), UNKNOWN, inner, entry=True)
+            before.extend(events)
+            values[param.name.value] = value
+        return values
 
     def _entry_functions(self, state: ModuleState) -> Iterator[FuncRef]:
         yield from state.functions
@@ -510,6 +572,22 @@ class FlowBuilder:
 
     def child_of(self, flow: Flow, event: Event) -> Flow | None:
         return flow.child_started_by(event)
+
+
+def _is_fixture(func: FuncRef) -> bool:
+    """Is this function decorated with ``@pytest.fixture`` (or ``@pytest.fixture(...)``)?"""
+    import libcst as cst
+
+    node = func.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    for decorator in node.decorators:
+        target = decorator.decorator
+        target = target.func if isinstance(target, cst.Call) else target
+        name = cst.helpers.get_full_name_for_node(target) or ""
+        if name in R.FIXTURE_DECORATORS or name == "fixture":
+            return True
+    return False
 
 
 def _methods(builder: FlowBuilder, cls: ClassRef) -> Value:

@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 
     from gpudoctor.lint.analysis.interpreter import Interpreter
     from gpudoctor.lint.analysis.module_state import ModuleState
+    from gpudoctor.lint.analysis.values import ClassRef, FuncRef
     from gpudoctor.lint.frontend.parsed import LazySite
 
 BUILTINS = frozenset({
     "zip", "list", "tuple", "set", "frozenset", "iter", "enumerate", "reversed", "sorted",
-    "map", "filter", "dict", "next", "exit", "quit", "hasattr", "getattr",
+    "map", "filter", "dict", "next", "exit", "quit", "hasattr", "getattr", "super",
 })
 
 
@@ -55,6 +56,12 @@ class Frame:
         self.joblib_config: list[JoblibConfig] = []
         self.loops = 0  # loops around the statement being walked
         self.carried: dict[int, dict[str, Value]] = {}  # inner loop -> names its iterations left
+        # A class body's scope: the class, and the scope around the ``class`` statement
+        # (where a name the body does not bind is looked up before the module's).
+        self.class_of: ClassRef | None = None
+        self.outer: Frame | None = None
+        self.function: FuncRef | None = None  # the function whose call this frame runs
+        self.globals: set[str] = set()  # names a ``global`` statement of this function declared
 
     def site(self, node: cst.CSTNode) -> LazySite:
         return self.tree.site(node, self.anchor if self.tree is self.module.parsed else None)
@@ -81,6 +88,12 @@ class Frame:
     def assign(self, name: str, value: Value) -> None:
         """Bind ``name``: every binding goes through here, so that a branch can be undone
         by the names it bound rather than by copying the environment (see Executor.branch)."""
+        if name in self.globals and not self.module_level:
+            # ``global name`` in a function: the module's name, joined with what it held
+            # (the function may run or not, before or after any other use).
+            env = self.module.env
+            env[name] = join(env[name], value) if name in env else value
+            return
         if self.trails:
             trail = self.trails[-1]
             if name not in trail:
@@ -88,8 +101,12 @@ class Frame:
         self.env[name] = value
 
     def lookup(self, name: str) -> Value:
+        if name in self.globals and not self.module_level:
+            return self.module.env.get(name, UNKNOWN)
         if name in self.env:
             return self.env[name]
+        if self.outer is not None and not self.outer.module_level:
+            return self.outer.lookup(name)
         if not self.module_level and name in self.module.env:
             return self.module.env[name]
         if name in BUILTINS:

@@ -8,6 +8,7 @@ process, through the frame's interpreter.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -34,9 +35,11 @@ from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     UNKNOWN,
     Atom,
+    ClassRef,
     Compiled,
     Compiler,
     Container,
+    CudaDevice,
     Deferred,
     ForkPid,
     FuncRef,
@@ -44,10 +47,12 @@ from gpudoctor.lint.analysis.values import (
     Int,
     JoblibConfig,
     LoaderObj,
+    ModRef,
     MpContext,
     PoolObj,
     ProcessObj,
     QueueObj,
+    Str,
     ThreadObj,
     Value,
     container,
@@ -63,9 +68,44 @@ from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS, initializing_import
 from gpudoctor.lint.knowledge.table import InitLevel
 
+if TYPE_CHECKING:
+    from gpudoctor.lint.frontend.parsed import LazySite
 
-def _funcs(value: Value | None) -> tuple[FuncRef, ...]:
-    return tuple(a for a in ordered(value or UNKNOWN) if isinstance(a, FuncRef) and not a.cuda_kernel)
+
+def _funcs(value: Value | None, frame: Frame | None = None) -> tuple[FuncRef, ...]:
+    """The project callables in ``value``. With ``frame``, a class counts too: calling it
+    (as a process target or a pool task) runs its ``__init__`` in the worker."""
+    out: list[FuncRef] = []
+    for atom in ordered(value or UNKNOWN):
+        if isinstance(atom, FuncRef) and not atom.cuda_kernel:
+            out.append(atom)
+        elif isinstance(atom, ClassRef) and frame is not None:
+            out.extend(a for a in ordered(frame.interpreter.classes.member(Instance(atom), "__init__"))
+                       if isinstance(a, FuncRef))
+    return tuple(out)
+
+
+def carried(frame: Frame, callables: Value | None) -> Value:
+    """What is sent along with the callables in ``callables`` when they are pickled for a
+    worker: the values bound to them (``functools.partial`` arguments, a bound method's
+    object), an object being sent as what its attributes hold. (A class sends nothing: its
+    instance is made in the worker.)"""
+    values = [v for f in ordered(callables or UNKNOWN) if isinstance(f, FuncRef) for v in f.bound]
+    return _with_attributes(frame, container(*values)) if values else UNKNOWN
+
+
+def _with_attributes(frame: Frame, value: Value, depth: int = 2) -> Value:
+    """``value`` with, beside each project object in it, what its attributes hold (pickling
+    an object sends them)."""
+    extra: list[Value] = []
+    for atom in ordered(value):
+        if isinstance(atom, Instance) and depth > 0:
+            held = frame.interpreter.classes.attributes_of(atom)
+            extra.extend(_with_attributes(frame, v, depth - 1) for v in held)
+        elif isinstance(atom, Container) and depth > 0:
+            extra.extend(_with_attributes(frame, one(item), depth - 1) for item in atom.items
+                         if isinstance(item, (Instance, Container)))
+    return value | container(*extra) if extra else value
 
 
 def _method(value: Value | None) -> str | None:
@@ -96,9 +136,9 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
         call_args = args.get(3, "args") or UNKNOWN
         kwargs = args.get(4, "kwargs") or UNKNOWN
         per_position, rest = positions(call_args)
-        proc = ProcessObj(method, site, _funcs(args.get(1, "target")), per_position or (rest,),
-                          args.is_true("daemon"))
-        sent = call_args | kwargs
+        targets = _funcs(args.get(1, "target"), frame)
+        proc = ProcessObj(method, site, targets, per_position or (rest,), args.is_true("daemon"))
+        sent = _with_attributes(frame, call_args | kwargs) | carried(frame, args.get(1, "target"))
         if sent:
             frame.emit(Send(site, "process-args", sent, method))
         return one(proc)
@@ -120,14 +160,17 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
     if kind == P.SPAWN_LAUNCHER:
         return _launcher(frame, args, node)
     if kind == P.THREAD:
-        return one(ThreadObj(site, _funcs(args.get(1, "target")), args.get(3, "args") or UNKNOWN))
+        return one(ThreadObj(site, _funcs(args.get(1, "target"), frame), args.get(3, "args") or UNKNOWN))
     if kind == P.THREAD_POOL:
         frame.emit(ThreadStart(site, "thread pool", site))
         return one(PoolObj(P.THREAD_POOL, None, site, (), UNKNOWN, None))
     if kind == P.DATALOADER:
         return _dataloader(frame, args, node)
     if kind == P.DEFAULT_DEVICE:
-        device = args.get(0, "device") or UNKNOWN
+        device = args.get(0, "device") or args.get(0, "t") or UNKNOWN
+        if any(isinstance(a, ModRef) and a.qualname.startswith(P.CUDA_TENSOR_TYPES) or
+               isinstance(a, Str) and a.value.startswith(P.CUDA_TENSOR_TYPES) for a in device):
+            device = one(CudaDevice())  # set_default_tensor_type(torch.cuda.FloatTensor)
         frame.emit(DefaultDevice(is_cuda(device), site))
         # Factories called after it, here and in what this code calls, allocate there
         # (an unknown device is none that can be named: nothing is claimed for it).
@@ -295,12 +338,13 @@ def call_deferred(atom: Deferred, args: Args) -> Value:
 def _pool(frame: Frame, kind: P.ProcessKind, method: str | None, args: Args, node: cst.Call, *,
           workers: Value | None, initializer: Value | None, initargs: Value | None) -> Value:
     site = frame.site(node)
-    inits = _funcs(initializer)
+    inits = _funcs(initializer, frame)
     per_position, rest = positions(initargs or UNKNOWN)
     pool = PoolObj(kind, method, site, inits, initargs or UNKNOWN, _int(workers))
     children = tuple(Child(f, per_position, rest, "initializer") for f in inits)
-    if initargs:
-        frame.emit(Send(site, "initargs", initargs, method))
+    sent = _with_attributes(frame, initargs or UNKNOWN) | carried(frame, initializer)
+    if sent:
+        frame.emit(Send(site, "initargs", sent, method))
     frame.emit(Start(kind, method, site, children, daemonic=kind == P.POOL, pool=pool,
                   workers=_int(workers)))
     return one(pool)
@@ -311,10 +355,11 @@ def _launcher(frame: Frame, args: Args, node: cst.Call) -> Value:
     call_args = args.get(1, "args") or UNKNOWN
     per_position, rest = positions(call_args)
     method = _method(args.get(5, "start_method")) or "spawn"
-    children = tuple(Child(f, (one(Int(0)), *per_position), rest, "target")
-                     for f in _funcs(args.get(0, "fn")))
-    if call_args:
-        frame.emit(Send(site, "process-args", call_args, method))
+    funcs = _funcs(args.get(0, "fn"), frame)
+    children = tuple(Child(f, (one(Int(0)), *per_position), rest, "target") for f in funcs)
+    sent = _with_attributes(frame, call_args) | carried(frame, args.get(0, "fn"))
+    if sent:
+        frame.emit(Send(site, "process-args", sent, method))
     frame.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs"))))
     return UNKNOWN
 
@@ -375,25 +420,29 @@ def iterate_loaders(frame: Frame, value: Value, node: cst.CSTNode, *, lasting: b
     return transient
 
 
-def _task_children(pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, ...], Value]:
-    funcs = _funcs(args.get(0, "func") or args.get(0, "fn"))
+def _task_children(frame: Frame, pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, ...], Value]:
+    funcs = _funcs(args.get(0, "func") or args.get(0, "fn"), frame)
+    with_func = carried(frame, args.get(0, "func") or args.get(0, "fn"))
     if pool.kind == P.EXECUTOR and name == "submit":
         sent = container(*args.positional[1:], *args.keywords.values())
         per = tuple(args.positional[1:])
-        return tuple(Child(f, per, args.rest, "task") for f in funcs), sent
+        return tuple(Child(f, per, args.rest, "task") for f in funcs), _with_attributes(frame, sent) | with_func
     if name in P.APPLY_METHODS:
         call_args = args.get(1, "args") or UNKNOWN
         per_position, rest = positions(call_args)
-        return tuple(Child(f, per_position, rest, "task") for f in funcs), call_args
+        return (tuple(Child(f, per_position, rest, "task") for f in funcs),
+                _with_attributes(frame, call_args) | with_func)
     iterables = args.positional[1:] or [args.get(1, "iterable") or UNKNOWN]
     if name in P.STAR_METHODS:
         items = elements(iterables[0])
         ordered = [a for a in items if isinstance(a, Container) and a.ordered]
         per = ordered[0].ordered if len(ordered) == 1 else ()
         rest = elements(items) if not per else UNKNOWN
-        return tuple(Child(f, per, rest, "task") for f in funcs), iterables[0]
+        return (tuple(Child(f, per, rest, "task") for f in funcs),
+                _with_attributes(frame, iterables[0]) | with_func)
     per = tuple(elements(v) for v in iterables)
-    return tuple(Child(f, per, UNKNOWN, "task") for f in funcs), container(*iterables)
+    return (tuple(Child(f, per, UNKNOWN, "task") for f in funcs),
+            _with_attributes(frame, container(*iterables)) | with_func)
 
 
 def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> Value:
@@ -410,12 +459,12 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
             return UNKNOWN
         tasks = P.EXECUTOR_TASK_METHODS if atom.kind == P.EXECUTOR else P.POOL_TASK_METHODS
         if atom.kind == P.THREAD_POOL and name in P.POOL_TASK_METHODS | {"submit"}:
-            children, _ = _task_children(atom, name, args)
+            children, _ = _task_children(frame, atom, name, args)
             for child in children:
-                _run_here(frame, child, node)
+                _run_here(frame, child, node, atom.site)
             return UNKNOWN
         if name in tasks:
-            children, sent = _task_children(atom, name, args)
+            children, sent = _task_children(frame, atom, name, args)
             if sent:
                 frame.emit(Send(site, "task", sent, atom.method))
             frame.emit(Task(atom, site, children))
@@ -439,7 +488,7 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
         frame.emit(ThreadStart(site, "threading.Thread", atom.site))
         for func in atom.targets:
             per_position, rest = positions(atom.args)
-            _run_here(frame, Child(func, per_position, rest, "thread"), node)
+            _run_here(frame, Child(func, per_position, rest, "thread"), node, site)
     return UNKNOWN
 
 
@@ -449,20 +498,27 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
     site = frame.site(node)
     run = _funcs(frame.interpreter.classes.member(atom, "run"))
     if frame.interpreter.classes.subclass_of(atom.cls, P.PROCESS_BASES):
+        # The child gets the Process object: pickled under spawn, with what its attributes hold.
+        held = _with_attributes(frame, one(atom)) - {atom}
+        if held:
+            frame.emit(Send(site, "process-args", held, None))
         frame.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
     elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
         frame.emit(ThreadStart(site, "threading.Thread"))
         for func in run:
-            _run_here(frame, Child(func, (), UNKNOWN, "thread"), node)
+            _run_here(frame, Child(func, (), UNKNOWN, "thread"), node, site)
     else:
         return None
     return UNKNOWN
 
 
-def _run_here(frame: Frame, child: Child, node: cst.CSTNode) -> None:
-    """Run a callable in this process (a thread target or thread-pool task)."""
+def _run_here(frame: Frame, child: Child, node: cst.CSTNode, thread: LazySite) -> None:
+    """Run a callable in this process, in the thread started at ``thread`` (a thread's
+    target, a thread pool's task): what it does is marked as that thread's own, so that a
+    process it forks is not forked "while that thread runs" (it is that thread)."""
     events, _ = frame.interpreter.call(child.func, child.args, child.rest, {})
-    frame.take(events, node)
+    marked = [Event(e.effect, replace(e.ctx, threads=e.ctx.threads | {thread})) for e in events]
+    frame.take(marked, node)
 
 
 def _preload_events(frame: Frame, names: tuple[str, ...], node: cst.Call) -> list[tuple[str, Event]]:

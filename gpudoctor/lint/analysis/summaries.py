@@ -46,6 +46,7 @@ from gpudoctor.lint.analysis.values import (
     Atom,
     Bool,
     ClassRef,
+    Condition,
     Container,
     CudaDevice,
     FuncRef,
@@ -218,7 +219,9 @@ class _Writer:
         ctx = event.ctx
         return [self.effect(event.effect), ctx.import_time, ctx.in_loop, self.site(ctx.loop),
                 [self.site(s) for s in ctx.fork_parent], [self.site(s) for s in ctx.fork_child],
-                self.site(ctx.via), self.site(ctx.entry), ctx.main_block]
+                self.site(ctx.via), self.site(ctx.entry), ctx.main_block,
+                [[c.text, self.site(c.site), c.holds] for c in ctx.conditions],
+                [self.site(s) for s in ctx.threads]]
 
 
 def origins(project: Project, made: list[tuple[Path, int, _Memo]]) -> dict[int, list[Any]]:
@@ -406,12 +409,14 @@ class _Reader:
         return site
 
     def event(self, item: list[Any]) -> Event:
-        effect, import_time, in_loop, loop, parent, child, via, entry, main_block = item
+        effect, import_time, in_loop, loop, parent, child, via, entry, main_block, conditions, threads = item
         return Event(self.effect(effect), Context(
             bool(import_time), bool(in_loop), self.site(loop),
             frozenset(s for s in map(self.site, parent) if s is not None),
             frozenset(s for s in map(self.site, child) if s is not None),
-            self.site(via), self.site(entry), bool(main_block)))
+            self.site(via), self.site(entry), bool(main_block),
+            tuple(Condition(str(text), self._site(site), bool(holds)) for text, site, holds in conditions),
+            frozenset(s for s in map(self.site, threads) if s is not None)))
 
 
 def decode(project: Project, path: Path, entry: dict[str, Any]) -> tuple[frozenset[Path], frozenset[Path], Walked]:

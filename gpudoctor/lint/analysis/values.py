@@ -6,7 +6,7 @@ NumPy array in the other leaves both atoms on the name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, is_dataclass
+from dataclasses import dataclass, field, is_dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.findings import Site
@@ -20,6 +20,23 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Condition:
+    """A test the analysis could not decide, and the side a branch took: code under it
+    runs only when the test is true (``holds``) or false. A finding that depends on such
+    code names the condition."""
+
+    text: str  # the test's source, shortened
+    site: LazySite
+    holds: bool
+
+    def describe(self) -> str:
+        return f"`{self.text}` is {'true' if self.holds else 'false'}"
+
+
+Conditions = tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
 class ModRef:
     """A qualified name reached through imports (``cupy``, ``multiprocessing.Pool``)."""
 
@@ -29,6 +46,9 @@ class ModRef:
 @dataclass(frozen=True)
 class Str:
     value: str
+    # The conditions under which a conditional expression gave this value (``"cuda" if
+    # args.gpu else "cpu"``): carried to what the value does, never part of its identity.
+    when: Conditions = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -47,11 +67,14 @@ class GpuObj:
 
     framework: str
     site: LazySite
+    when: Conditions = field(default=(), compare=False)  # the undecided tests it was made under
 
 
 @dataclass(frozen=True)
 class CudaDevice:
     """``torch.device("cuda")`` or a string naming a CUDA device."""
+
+    when: Conditions = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -146,6 +169,15 @@ def _materialise(ref: object, name: str) -> object:
 @dataclass(frozen=True)
 class Instance:
     cls: ClassRef
+
+
+@dataclass(frozen=True)
+class Super:
+    """``super()`` in a method of ``owner``: attributes are looked up in the bases of
+    ``owner`` and bound to ``instance`` (the method's ``self``, or its class)."""
+
+    owner: ClassRef
+    instance: Instance | ClassRef
 
 
 @dataclass(frozen=True)
@@ -260,7 +292,7 @@ class Opaque:
 
 
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
-        | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
+        | Super | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
         | Deferred | JoblibConfig | SavedEnv | Opaque)
 Value = frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
@@ -269,6 +301,9 @@ SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))
 # on (set_default_device, a device used as a context manager): not an identifier, so no
 # code can bind it, and starting with "_" so that ``from m import *`` does not copy it.
 DEFAULT_DEVICE = "_<default device>"
+# The name under which a class's namespace holds what a dataclass field's
+# ``default_factory`` is (followed by the field's name): not an identifier either.
+FACTORY_PREFIX = "_<default factory>"
 
 
 def ordered(value: frozenset[Atom]) -> list[Atom] | frozenset[Atom]:
@@ -384,6 +419,25 @@ def truth(value: frozenset[Atom]) -> bool | None:
         if isinstance(atom, Bool):
             return atom.value
     return None
+
+
+def cuda_conditions(value: frozenset[Atom]) -> Conditions:
+    """When a value may name a CUDA device or not, the conditions under which it names one
+    (from a conditional expression: ``"cuda" if args.gpu else "cpu"``); () when it surely
+    does, or nothing says when."""
+    cuda = [a for a in value if isinstance(a, CudaDevice) or (isinstance(a, Str) and a.value.startswith("cuda"))]
+    if not cuda or len(cuda) == len(value - SOME_UNKNOWN) and not value & SOME_UNKNOWN:
+        return ()
+    if any(not a.when for a in cuda):
+        return ()
+    return min((a.when for a in cuda), key=len)
+
+
+def with_conditions(value: frozenset[Atom], when: Conditions) -> frozenset[Atom]:
+    """``value`` with its strings and devices marked as given under ``when``."""
+    if not when:
+        return value
+    return frozenset(replace(a, when=a.when + when) if isinstance(a, (Str, CudaDevice)) else a for a in value)
 
 
 def strings(value: frozenset[Atom]) -> set[str]:

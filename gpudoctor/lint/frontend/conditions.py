@@ -76,3 +76,9 @@ def _only_reports(stmt: cst.CSTNode) -> bool:
                 continue
         return False
     return True
+
+
+def condition_text(test: cst.BaseExpression, limit: int = 60) -> str:
+    """A test's source on one line, shortened to ``limit`` characters (for a message)."""
+    text = " ".join(cst.Module([]).code_for_node(test).split())
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"

@@ -70,6 +70,11 @@ class ParsedModule:
         for that body alone. Its positions are the cheap ones to compute for that code."""
         return self._body_trees.get(id(node)) or self._trees.get(id(node)) or self
 
+    def home_of(self, node: cst.CSTNode) -> ParsedModule:
+        """The tree a function or class statement itself is in (its header: decorators,
+        defaults): this one, or the tree of the body it is nested in."""
+        return self._trees.get(id(node)) or self
+
     def anchor_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The top-level statement a top-level function or a method of a top-level class is
         in (None for other nodes): a finding in the function is positioned from that

@@ -182,7 +182,9 @@ class ProjectGate:
                            if (target := self.project.resolve(path, name, level)) is not None and target != path]
                 members = [target for name, level in facts.members
                            if (target := self.member_path(path, name, level)) is not None and target != path]
-                starts = any(self.facts(t).starts for t in targets) or any(self.facts(m).spawns for m in members)
+                depth = self.project.limits.max_import_depth - 1
+                starts = any(self._starts_within(self.project.real(t), depth) for t in targets) or \
+                    any(self.facts(m).spawns for m in members)
                 if starts:
                     self._gate[path] = facts.uses_gpu or any(self.uses_gpu(t) for t in targets + members)
                 else:  # ``pkg.function`` after ``import pkg``: read only when the GPU is used
@@ -327,6 +329,30 @@ class ProjectGate:
             found = any(t != path and (self._through_package(t, "follow") or
                                        (depth > 1 and self._leads_on(project.real(t), depth - 1))) for t in targets)
         self._leads[(path, depth)] = (found, touched)
+        return found
+
+    def _starts_within(self, path: Path, depth: int) -> bool:
+        """Does the module start processes, or import (at most ``depth`` imports away) a
+        project module that does? A model module whose ``forward`` calls a helper module
+        that builds a pool passes the linted file's GPU work on to it. Computed once per
+        module; a later use counts the files and folders it read."""
+        if self.facts(path).starts:
+            return True
+        if depth <= 1 or path.name == "__init__.py":
+            # (what a package hands on is decided name by name: member_path)
+            return False
+        key = (path, -depth)  # (shares the memo of _leads_on, apart by sign)
+        known = self._leads.get(key)
+        if known is not None:
+            self.project.note_touched(known[1])
+            return known[0]
+        self._leads[key] = (False, Touched(set(), set()))  # in an import cycle: no
+        project = self.project
+        with project.tracking() as touched:
+            facts = self.facts(path)
+            targets = [t for name, level in facts.imports if (t := project.resolve(path, name, level)) is not None]
+            found = any(t != path and self._starts_within(project.real(t), depth - 1) for t in targets)
+        self._leads[key] = (found, touched)
         return found
 
     def _own_modules(self, package: Path, text: str) -> list[Path]:

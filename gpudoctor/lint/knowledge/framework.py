@@ -77,3 +77,9 @@ class Framework:
     config_too_late: str = "raises RuntimeError"
     # Device configuration calls (last name) that bound the reservation.
     capping_config: frozenset[str] = frozenset()
+    # Base classes whose instances, when called, run a method of the subclass: base ->
+    # that method (``model(x)`` runs ``forward`` of a ``torch.nn.Module`` subclass).
+    call_methods: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # Methods such a base defines that return the object itself (``model.to(device)``,
+    # ``model.eval()``): base -> their names.
+    self_methods: Mapping[str, frozenset[str]] = field(default_factory=dict, hash=False)

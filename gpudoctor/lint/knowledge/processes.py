@@ -58,7 +58,7 @@ class ProcessKind(StrEnum):
     THREAD = "thread"  # a Thread object; starts at .start()
     THREAD_POOL = "thread-pool"  # threads start with the pool
     DATALOADER = "dataloader"
-    DEFAULT_DEVICE = "default-device"  # torch.set_default_device
+    DEFAULT_DEVICE = "default-device"  # torch.set_default_device, set_default_tensor_type
     COMPILER = "compiler"  # torch.compile: calling what it returns starts threads (see below)
     SET_PRELOAD = "set-preload"  # set_forkserver_preload: what the forkserver imports
     JOBLIB = "joblib"  # joblib.Parallel: a Pool (multiprocessing backend) built when it is called
@@ -118,6 +118,9 @@ APIS: dict[str, ProcessKind] = {
     "torch.utils.data.DataLoader": DATALOADER,
     "torch.utils.data.dataloader.DataLoader": DATALOADER,
     "torch.set_default_device": DEFAULT_DEVICE,
+    # The older spelling: a CUDA tensor type (``"torch.cuda.FloatTensor"``) as the default
+    # makes factories allocate on the GPU too (torch/__init__.py, deprecated since 2.1).
+    "torch.set_default_tensor_type": DEFAULT_DEVICE,
     "torch.compile": COMPILER,
     "torch.distributed.init_process_group": PROCESS_GROUP,
     "multiprocessing.set_forkserver_preload": SET_PRELOAD,
@@ -266,3 +269,7 @@ def canonical(qualname: str) -> str:
 def kind_of(qualname: str) -> ProcessKind | None:
     """Return the process/thread kind of an API, if it is one."""
     return APIS.get(canonical(qualname))
+
+
+# A tensor type naming the GPU, given to torch.set_default_tensor_type.
+CUDA_TENSOR_TYPES = "torch.cuda."

@@ -55,6 +55,10 @@ IMPORT_READERS = {var: module for framework in RECORDS for var, module in framew
 # Module -> (variable read at its import, value -> the framework its calls then belong to).
 BACKEND_SWITCH = {module: switch for framework in RECORDS for module, switch in framework.backend_switch.items()}
 ALIASES = tuple(alias for framework in RECORDS for alias in framework.aliases)
+# Base class -> the method a call of an instance of a subclass runs (``forward``).
+CALL_METHODS = {base: method for framework in RECORDS for base, method in framework.call_methods.items()}
+# Base class -> its methods that return the object itself.
+SELF_METHODS = {base: names for framework in RECORDS for base, names in framework.self_methods.items()}
 # Initializing APIs that initialize nothing when a variable holds a value at the call:
 # qualified name -> (variable, value); and those variables, which are read at each call, so
 # that writing them is never "too late" (GD301 leaves them alone).

@@ -85,6 +85,16 @@ TABLE = (
     # TF1-style sessions create the devices (and reserve the memory) when built.
     _api("tensorflow.compat.v1.Session", RUNTIME_INIT, "a session creates its devices"),
     _api("tensorflow.compat.v1.InteractiveSession", RUNTIME_INIT, "a session creates its devices"),
+    # TensorFlow 1.x spelled them at the top level (``tf.Session``); code written for it
+    # still runs on tf.compat.v1 installs through ``import tensorflow.compat.v1 as tf``.
+    _api("tensorflow.Session", RUNTIME_INIT, "TensorFlow 1.x tf.Session: a session creates its devices"),
+    _api("tensorflow.InteractiveSession", RUNTIME_INIT, "TensorFlow 1.x tf.InteractiveSession"),
+    # TF1-era Estimators: the object is plain Python; training, predicting and evaluating
+    # build the graph and run it in a session (tensorflow_estimator, removed in TF 2.16).
+    _api("tensorflow.estimator.Estimator", INERT, "the estimator object holds its model function"),
+    _api("tensorflow.estimator.Estimator.train", RUNTIME_INIT, "runs the graph in a session"),
+    _api("tensorflow.estimator.Estimator.predict", RUNTIME_INIT, "runs the graph in a session"),
+    _api("tensorflow.estimator.Estimator.evaluate", RUNTIME_INIT, "runs the graph in a session"),
     # Physical device queries call cuInit (driver) without building the runtime: the
     # guide lists physical devices *before* configuring memory growth.
     _api("tensorflow.config.list_physical_devices", DRIVER_INIT, GUIDE),
@@ -148,7 +158,9 @@ FRAMEWORK = Framework(
     environment=("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR"),  # GUIDE
     # keras/src/backend/config.py reads KERAS_BACKEND when keras is imported.
     import_environment={"KERAS_BACKEND": "keras"},
-    aliases=(("tensorflow.keras.", "keras."),),
+    aliases=(("tensorflow.keras.", "keras."),
+             ("tensorflow.python.estimator.estimator.", "tensorflow.estimator."),
+             ("tensorflow_estimator.python.estimator.estimator.", "tensorflow.estimator.")),
     backend_switch={"keras": ("KERAS_BACKEND", {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"})},
     host_methods=frozenset({"numpy"}),
     # Keras model methods run on the device but hand back NumPy arrays, a History, floats.
@@ -162,4 +174,8 @@ FRAMEWORK = Framework(
                  "TF_GPU_ALLOCATOR": frozenset({"cuda_malloc_async"})},
     capping_config=frozenset({"set_memory_growth", "set_logical_device_configuration",
                               "set_virtual_device_configuration", "set_visible_devices"}),
+    # keras/src/layers/layer.py (3.15) Layer.__call__ runs self.call (a Model is a Layer);
+    # tf.keras of TF 2.x (tf_keras/src/engine/base_layer.py) the same.
+    call_methods={"keras.layers.Layer": "call", "keras.Layer": "call", "keras.Model": "call",
+                  "keras.models.Model": "call", "keras.src.layers.layer.Layer": "call"},
 )

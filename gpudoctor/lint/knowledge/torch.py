@@ -172,4 +172,12 @@ FRAMEWORK = Framework(
     host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
     device_type="torch.device",
     cuda_placement=True,
+    # torch/nn/modules/module.py (2.11): Module.__call__ is _wrapped_call_impl, which calls
+    # self.forward after the hooks.
+    call_methods={"torch.nn.Module": "forward", "torch.nn.modules.module.Module": "forward"},
+    # Module.to, cuda, cpu, train, eval, half, float, double, bfloat16, share_memory,
+    # requires_grad_, apply and type return self (module.py, 2.11).
+    self_methods={base: frozenset({"to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16",
+                                   "share_memory", "requires_grad_", "apply", "type"})
+                  for base in ("torch.nn.Module", "torch.nn.modules.module.Module")},
 )

@@ -18,6 +18,7 @@ from gpudoctor.lint.knowledge.registry import DISPLAY
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.module_state import ModuleState
+    from gpudoctor.lint.analysis.values import Conditions
     from gpudoctor.lint.frontend.parsed import LazySite
 
 
@@ -244,6 +245,28 @@ def line_of(site: Site | LazySite, here: Site | LazySite | None = None) -> str:
     if shown.startswith(os.path.join(os.pardir, os.pardir, os.pardir)):
         shown = where.path
     return f"{shown}, {cell}" if cell else f"{shown}:{where.row}"
+
+
+def conditions_of(conditions: Conditions, shared: Conditions = ()) -> Conditions:
+    """The condition of ``conditions`` that is not also in ``shared`` (those the reported
+    code itself runs under), the innermost one: it is the one that decides, and a message
+    naming a chain of them no longer reads."""
+    own = tuple(c for c in conditions if c not in shared)
+    return own[-1:]
+
+
+def when_text(conditions: Conditions, here: Site | LazySite) -> str:
+    """", when `args.gpu` is true (line 12)" for undecided conditions (the analysis took
+    both ways; a finding that needs one names it), "" when there are none."""
+    if not conditions:
+        return ""
+    parts = [f"{c.describe()} ({line_of(c.site, here)})" for c in conditions]
+    return ", when " + " and ".join(parts)
+
+
+def condition_sites(conditions: Conditions) -> tuple[Related, ...]:
+    """A related location for each condition a finding depends on."""
+    return tuple(related_site(c.site, f"only when {c.describe()}") for c in conditions)
 
 
 def related_site(site: Site | LazySite, message: str) -> Related:

@@ -9,7 +9,18 @@ from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_obje
 from gpudoctor.lint.findings import ERROR, Finding, Fix
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site, spawn_hint, what_runs
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    condition_sites,
+    conditions_of,
+    display,
+    line_of,
+    related_site,
+    spawn_hint,
+    what_runs,
+    when_text,
+)
 
 WHAT = {
     P.POOL: "the Pool forks its worker processes",
@@ -297,21 +308,23 @@ class ForkAfterGpuInit(Rule):
             if use is None and not received:
                 continue
             if method == "fork":
-                yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child)
+                yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child, site.event)
             else:
                 yield self._served(effect, child, init, use, received, ctx.spawn_fix(site))
 
     def _finding(self, start: Start, init_event: Event, use_event: Event | None, received: list[str],
-                 fix: Fix | None, child: Flow) -> Finding:
+                 fix: Fix | None, child: Flow, start_event: Event) -> Finding:
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
+        when = conditions_of(init_event.ctx.conditions, start_event.ctx.conditions)
         message = (
             f"{WHAT[start.kind]} after {display(init.framework)} {_initialized(init.framework)} in this "
-            f"process ({init.api}, {line_of(init.site, start.site)}); the child uses "
+            f"process ({init.api}, {line_of(init.site, start.site)}{when_text(when, start.site)}); the child uses "
             f"{display(child_fw)} and will {consequence}"
         )
-        related = [related_site(init.site, f"{display(init.framework)} initialized here ({init.api})")]
+        related = [related_site(init.site, f"{display(init.framework)} initialized here ({init.api})"),
+                   *condition_sites(when)]
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
             related.append(related_site(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:

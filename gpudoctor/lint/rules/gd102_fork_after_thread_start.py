@@ -7,7 +7,15 @@ from collections.abc import Iterator
 from gpudoctor.lint.analysis.events import Start, ThreadStart, site_of
 from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    condition_sites,
+    conditions_of,
+    line_of,
+    related_site,
+    when_text,
+)
 
 FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB)
 
@@ -230,18 +238,22 @@ class ForkAfterThreadStart(Rule):
             # A call that starts a thread or a process, as the value it is made on may be
             # either (``p = Process(...) if mp else Thread(...)``), does one or the other.
             running = [t for t in running if site_of(t.effect) != effect.site]
+            # A thread that forks is not "another thread" at its own fork.
+            running = [t for t in running if site_of(t.effect) not in site.event.ctx.threads]
             if not running:
                 continue
             started = running[0].effect
             assert isinstance(started, ThreadStart)
+            when = conditions_of(running[0].ctx.conditions, site.event.ctx.conditions)
             where = line_of(started.site, effect.site)
             if started.api == "thread pool":
                 message = (f"the process is forked while threads of the thread pool created at {where} "
-                           "may still run (they start with its first task and live until shutdown); "
-                           "locks they hold stay locked in the child")
+                           f"may still run (they start with its first task and live until shutdown"
+                           f"{when_text(when, effect.site)}); locks they hold stay locked in the child")
                 related = related_site(started.site, "thread pool created here")
             else:
-                message = (f"the process is forked while a thread started at {where} ({started.api}) "
-                           "may still run; locks held by that thread stay locked in the child")
+                message = (f"the process is forked while a thread started at {where} ({started.api}"
+                           f"{when_text(when, effect.site)}) may still run; locks held by that thread stay "
+                           "locked in the child")
                 related = related_site(started.site, "thread started here")
-            yield self.finding(effect.site, message, (related,))
+            yield self.finding(effect.site, message, (related, *condition_sites(when)))

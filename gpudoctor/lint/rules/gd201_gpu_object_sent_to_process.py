@@ -9,7 +9,15 @@ from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_SHARING
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    condition_sites,
+    conditions_of,
+    display,
+    related_site,
+    when_text,
+)
 
 CHANNELS = {
     "task": "as task arguments to a worker pool",
@@ -179,9 +187,11 @@ class GpuObjectSentToProcess(Rule):
                 continue
             first = min(found, key=lambda o: (o.site.row, o.site.col))
             name = display(first.framework)
-            related = (related_site(first.site, f"the {name} object is created here"),)
+            when = conditions_of(first.when, event.ctx.conditions)
+            related = (related_site(first.site, f"the {name} object is created here"), *condition_sites(when))
             host_copy = BY_NAME[first.framework].host_copy
-            sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}"
+            sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}" + \
+                (f" (one made{when_text(when, effect.site)})" if when else "")
             if not self._shared(first, effect):
                 yield self.finding(
                     effect.site,

@@ -10,7 +10,16 @@ from gpudoctor.lint.analysis.values import SavedEnv
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
 from gpudoctor.lint.knowledge.table import InitLevel
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    condition_sites,
+    conditions_of,
+    display,
+    line_of,
+    related_site,
+    when_text,
+)
 
 
 def too_late(var: str, state: State) -> Event | None:
@@ -239,11 +248,13 @@ class GpuEnvSetAfterInit(Rule):
                 where = " at the main module's top level, which this spawned process runs again first"
                 hint = ('Move the module-level GPU call under `if __name__ == "__main__":` '
                         "(a spawned worker re-imports the main module before it runs anything else)")
+            when = conditions_of(init_event.ctx.conditions, event.ctx.conditions)
             yield self.finding(
                 effect.site,
                 f"{effect.var} is set after {display(init.framework)} initialized {what}{where} "
-                f"({init.api}, {line_of(init.site, effect.site)}); the new value is ignored",
-                (related_site(init.site, f"{display(init.framework)} initialized here"),),
+                f"({init.api}, {line_of(init.site, effect.site)}{when_text(when, effect.site)}); "
+                "the new value is ignored",
+                (related_site(init.site, f"{display(init.framework)} initialized here"), *condition_sites(when)),
                 hint=hint,
             )
 

@@ -8,7 +8,17 @@ from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
 from gpudoctor.lint.knowledge.table import InitLevel
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, line_of, related_site, what_runs
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    condition_sites,
+    conditions_of,
+    display,
+    line_of,
+    related_site,
+    what_runs,
+    when_text,
+)
 
 
 class TfDeviceConfigAfterInit(Rule):
@@ -190,10 +200,13 @@ class TfDeviceConfigAfterInit(Rule):
                 reached, target = "", init.site
             parts = effect.api.split(".")
             what = parts[-1] if "_" in parts[-1] or len(parts) < 2 else ".".join(parts[-2:])
+            when = conditions_of(init_event.ctx.conditions, event.ctx.conditions)
+            related.extend(condition_sites(when))
             yield self.finding(
                 effect.site,
                 f"{what}() runs after the {name} runtime was "
-                f"initialized ({init.api}, {line_of(init.site, effect.site)}{reached}); it "
+                f"initialized ({init.api}, {line_of(init.site, effect.site)}{reached}"
+                f"{when_text(when, effect.site)}); it "
                 f"{BY_NAME[framework].config_too_late if framework in BY_NAME else 'raises RuntimeError'} "
                 f"— call it before {line_of(target, effect.site)}",
                 tuple(related),
