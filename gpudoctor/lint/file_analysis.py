@@ -59,6 +59,7 @@ def analyse(project: Project, path: Path, default_method: str,
             if isinstance(state, ParseFailure):
                 outcome.findings.append(UnparseableFile().finding(site_of(state), state.message))
             else:
+                outcome.findings.extend(left_out_cells(path))
                 flows = [builder.module_flow(state)]
                 flows.extend(builder.function_flows(state, called_elsewhere))
                 ctx = CheckContext(state, flows, builder, analyzer)
@@ -89,6 +90,22 @@ def analyse(project: Project, path: Path, default_method: str,
     outcome.files = {name: project.digest(p) for name, p in sorted((str(p), p) for p in touched.files)}
     outcome.dirs = {name: project.listing_digest(d) for name, d in sorted((str(d), d) for d in touched.dirs)}
     return outcome
+
+
+def left_out_cells(path: Path) -> list[Finding]:
+    """A warning (GD000) for each code cell of a notebook that is not Python and was left
+    out of its analysis (notebook.py): the rest of the notebook was checked."""
+    from gpudoctor.lint import notebook
+    from gpudoctor.lint.findings import WARNING
+    from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
+
+    found = notebook.read_already(str(path)) if notebook.is_notebook(path) else None
+    if found is None:
+        return []
+    return [UnparseableFile().finding(Site(str(path), row, col, row, col),
+                                      f"cell {number} is not Python ({why}): it is left out, and the rest of the "
+                                      "notebook is checked", severity=WARNING)
+            for number, why, row, col in found.skipped]
 
 
 def site_of(failure: ParseFailure) -> Site:

@@ -70,9 +70,11 @@ class Cell:
 class Notebook:
     program: str
     cells: tuple[Cell, ...]  # the code cells, in order
-    # A cell that cannot be Python on its own (a bracket or string left open at its end):
-    # (message, row in the program, column).
-    problem: tuple[str, int, int] | None = None
+    # Code cells that are not Python (a half-written line, LaTeX pasted into a code cell, a
+    # bracket left open at the end): IPython rejects each with SyntaxError and runs the
+    # others, so they are left out of the program (their rows kept empty). Each is
+    # (cell number, why, the program's row and column where the parser stopped).
+    skipped: tuple[tuple[int, str, int, int], ...] = ()
 
     def cell_at(self, row: int) -> Cell | None:
         index = bisect_right([cell.first_row for cell in self.cells], row) - 1
@@ -97,6 +99,11 @@ _READ: dict[str, Notebook] = {}
 
 def remember(path: str, notebook: Notebook) -> None:
     _READ[path] = notebook
+
+
+def read_already(path: str) -> Notebook | None:
+    """The notebook read in this process for ``path``, if it was."""
+    return _READ.get(path)
 
 
 def describe(path: str, row: int) -> str | None:
@@ -140,8 +147,8 @@ def read(raw: bytes) -> Notebook:
     if not _python(document.get("metadata")):
         return Notebook("", ())
     out: list[Cell] = []
-    rows: list[str] = []
-    problem = None
+    codes: list[list[str]] = []
+    skipped: list[int] = []
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             raise NotANotebook(f"cell {number} cannot be read: not a JSON object")
@@ -153,14 +160,26 @@ def read(raw: bytes) -> Notebook:
         if not isinstance(source, str):
             raise NotANotebook(f"cell {number} cannot be read: its source is not text")
         lines = tuple(_LINE_BREAK.split(source))
-        first_row = len(rows) + 1
+        first_row = sum(len(code) for code in codes) + 1
         code, left_open = _neutralise(list(lines))
-        if left_open is not None and problem is None:
-            problem = (f"cell {number}: {left_open} at the end of the cell", first_row + len(lines) - 1,
-                       len(lines[-1]))
+        if left_open is not None:
+            code = [""] * len(code)
+            skipped.append((number, f"{left_open} at the end of the cell", first_row + len(lines) - 1,
+                            len(lines[-1])))
         out.append(Cell(number, first_row, lines))
-        rows.extend(code)
-    return Notebook("\n".join(rows) + "\n" if rows else "", tuple(out), problem)
+        codes.append(code)
+    rows = [row for code in codes for row in code]
+    program = "\n".join(rows) + "\n" if rows else ""
+    if _syntax_error(program) is not None:  # (checked cell by cell only when the whole fails)
+        for index, code in enumerate(codes):
+            error = _syntax_error("\n".join(code)) if any(code) else None
+            if error is not None:
+                codes[index] = [""] * len(code)
+                message, row, col = error
+                skipped.append((out[index].number, message, out[index].first_row + row - 1, col))
+        rows = [row for code in codes for row in code]
+        program = "\n".join(rows) + "\n" if rows else ""
+    return Notebook(program, tuple(out), tuple(sorted(skipped)))
 
 
 def _python(metadata: object) -> bool:
@@ -242,6 +261,12 @@ def _escape(line: str) -> str | None:
 
 
 def _parses(text: str) -> bool:
+    return _syntax_error(text) is None
+
+
+def _syntax_error(text: str) -> tuple[str, int, int] | None:
+    """Why CPython's parser rejects ``text``, and where (1-based row, 0-based column);
+    None when it parses."""
     import ast
     import warnings
 
@@ -249,9 +274,11 @@ def _parses(text: str) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(text)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+    except SyntaxError as exc:
+        return exc.msg or "invalid syntax", exc.lineno or 1, max((exc.offset or 1) - 1, 0)
+    except ValueError as exc:  # a null byte
+        return str(exc), 1, 0
+    return None
 
 
 def _indent(line: str) -> str:
@@ -261,12 +288,20 @@ def _indent(line: str) -> str:
 def _neutralise(lines: list[str]) -> tuple[list[str], str | None]:
     """The cell's lines with IPython syntax replaced (same number of lines), and what is
     left open at its end (a bracket, a string), if anything."""
-    first = next((line.strip() for line in lines if line.strip()), "")
-    if first.startswith("%%"):
+    # IPython removes the indentation of a cell's first line from every line of the cell
+    # (its leading_indent transformer): an indented cell runs.
+    head = next((line for line in lines if line.strip()), "")
+    indent = head[: len(head) - len(head.lstrip())]
+    if indent:
+        lines = [line[len(indent):] if line.startswith(indent) else line for line in lines]
+    # The cell magic, after any blank or comment line: Colab puts its form markers
+    # (``#@title Install``) above ``%%bash`` and runs the cell as the magic says.
+    index = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
+    first = lines[index].strip() if index is not None else ""
+    if first.startswith("%%") and index is not None:
         name = first[2:].split(None, 1)[0] if first[2:].strip() else ""
         if name not in PYTHON_CELL_MAGICS:
             return [""] * len(lines), None  # another language: not Python
-        index = next(i for i, line in enumerate(lines) if line.strip())
         lines = [*lines[:index], "", *lines[index + 1:]]
     out: list[str] = []
     depth, quote, joined, escape_joined = 0, None, False, False

@@ -74,15 +74,35 @@ def test_a_magic_alone_in_a_block_keeps_the_block_and_columns() -> None:
     compile(program, "nb", "exec")
 
 
+def _lines(source: str) -> list[str]:
+    """One cell's lines as the program has them, IPython syntax neutralised (whether or not
+    the result is valid Python)."""
+    return notebook._neutralise(source.split("\n"))[0]
+
+
 def test_a_dedented_magic_and_a_continued_one() -> None:
     source = "if x:\n    y = 1\n%env A=1 \\\n   B=2\nz = (1,\n%2)\n"
-    lines = _program(source).program.split("\n")
-    assert lines[:6] == ["if x:", "    y = 1", "pass", "", "z = (1,", "%2)"]  # in brackets: Python
+    assert _lines(source)[:6] == ["if x:", "    y = 1", "pass", "", "z = (1,", "%2)"]  # in brackets: Python
 
 
 def test_percent_in_a_string_or_brackets_is_python() -> None:
     source = 'doc = """\n%d items\n"""\nv = [1,\n!2]\n'
-    assert _program(source).program.split("\n")[:3] == ['doc = """', "%d items", '"""']
+    assert _lines(source)[:5] == ['doc = """', "%d items", '"""', "v = [1,", "!2]"]
+
+
+def test_a_cell_that_is_not_python_is_left_out_and_the_rest_read() -> None:
+    """IPython rejects such a cell with SyntaxError and runs the others (a half-typed line,
+    LaTeX pasted into a code cell): its rows stay, empty."""
+    found = _program("import os\n", "ms.loc[ms['a'] < ,'a']\n", "$GN$ & $0.30 \\pm 0.18$\n", "x = 1\n")
+    assert [cell for cell, *_ in found.skipped] == [2, 3]
+    assert found.program.split("\n")[:7] == ["import os", "", "", "", "", "", "x = 1"]
+
+
+def test_colab_form_lines_above_a_cell_magic_and_an_indented_cell() -> None:
+    found = _program("#@title Install { display-mode: 'form' }\n%%bash\napt-get install -y foo (\n",
+                     "    import os\n    !ls\n")
+    assert not found.skipped
+    assert found.program.split("\n")[4:6] == ["import os", "pass"]
 
 
 def test_cell_magics() -> None:
@@ -278,19 +298,25 @@ def test_bad_notebooks_are_gd000(name: str, expected: str, project: Path, capsys
     assert capsys.readouterr().out.startswith(expected)
 
 
-def test_a_cell_left_open_is_gd000_at_its_end(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "nb.ipynb").write_text(_notebook("import multiprocessing as mp\nx = (1,\n", "mp.Pool(2)\n"))
+def test_a_cell_left_open_is_left_out_and_the_others_checked(project: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "nb.ipynb").write_text(_notebook(
+        "import multiprocessing as mp\nimport cupy as cp\n", "x = (1,\n",
+        "def work(i):\n    return float(cp.ones(i).sum())\n",
+        "cp.ones(3)\nwith mp.Pool(2) as pool:\n    pool.map(work, [1])\n"))
     assert main(["lint", "--no-cache", "nb.ipynb"]) == 1
-    assert capsys.readouterr().out.startswith(
-        "nb.ipynb:cell 1:3:1: GD000 cannot parse: cell 1: a bracket left open at the end of the cell")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("nb.ipynb:cell 2:2:1: GD000 cell 2 is not Python (a bracket left open at "
+                             "the end of the cell): it is left out, and the rest of the notebook is checked")
+    assert out[1].startswith("nb.ipynb:cell 4:2:6: GD101 ")
 
 
 def test_an_escape_continued_at_the_end_of_a_cell_is_not_left_open() -> None:
     """IPython runs ``!cmd \\`` on a cell's last line (the backslash goes to the shell)."""
     found = _program("!echo a \\\n  b \\", "%env A=1 \\")
-    assert found.problem is None
+    assert not found.skipped
     assert found.program.split("\n")[:3] == ["pass", "", "pass"]
-    assert _program("x = 1 + \\").problem is not None  # Python continued past the cell fails
+    assert [cell for cell, *_ in _program("x = 1 + \\").skipped] == [1]  # Python continued past the cell fails
 
 
 def test_a_run_reads_each_notebook_once(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     FACTORY_PREFIX,
+    ITEM_PREFIX,
     UNKNOWN,
     Atom,
     Bool,
@@ -246,6 +247,12 @@ class Evaluator(Frame):
         self.events.append(Event(effect, replace(self.ctx, conditions=(*self.ctx.conditions, *when))))
 
     def _e_Subscript(self, node: cst.Subscript) -> Value:
+        key = item_key(node)
+        if key is not None:
+            held = self.lookup(key)
+            if held:  # written earlier by ``cfg["workers"] = 0`` (assign_subscript)
+                self.eval(node.value)
+                return held
         base = self.eval(node.value)
         out: set[Atom] = set(elements(base))
         environ = any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base)
@@ -384,7 +391,12 @@ class Evaluator(Frame):
             self.assign_subscript(target, value)
 
     def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
-        """``os.environ[name] = value`` writes a variable a framework reads."""
+        """``os.environ[name] = value`` writes a variable a framework reads; an item of a
+        name, by constant keys (``config["training"]["workers"] = 0``), holds ``value`` for
+        later reads of the same item (until the name is bound again)."""
+        key = item_key(target)
+        if key is not None:
+            self.assign(key, value)
         base = self.eval(target.value)
         if not any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base):
             return
@@ -726,6 +738,28 @@ class Evaluator(Frame):
 def present_on_every_target(qualname: str) -> bool:
     """Does ``qualname`` exist on the oldest Python gpudoctor checks for, and so on all?"""
     return processes.present_on(qualname, SUPPORTED_MINORS.start)
+
+
+def item_key(node: cst.Subscript, depth: int = 4) -> str | None:
+    """The name under which a scope holds an item written by constant keys on a name
+    (``cfg["a"][0]``: not an identifier, so no code can bind it); None for any other
+    subscript."""
+    keys: list[str] = []
+    current: cst.BaseExpression = node
+    while isinstance(current, cst.Subscript) and len(keys) < depth:
+        if len(current.slice) != 1 or not isinstance(current.slice[0].slice, cst.Index):
+            return None
+        index = current.slice[0].slice.value
+        if isinstance(index, cst.SimpleString) and isinstance(text := string_value(index), str):
+            keys.append(repr(text))
+        elif isinstance(index, cst.Integer) and len(index.value) < 8:
+            keys.append(index.value)
+        else:
+            return None
+        current = current.value
+    if not isinstance(current, cst.Name) or isinstance(current, cst.Subscript):
+        return None
+    return ITEM_PREFIX + current.value + "".join(f"[{k}]" for k in reversed(keys))
 
 
 PROPERTY_DECORATORS = frozenset({"property", "functools.cached_property", "cached_property"})

@@ -52,6 +52,9 @@ class Start:
     pool: PoolObj | None = None
     workers: int | None = None
     started: LazySite | None = None  # for a Process: its constructor site
+    # What the started processes are handed (arguments, initargs), whatever runs them: a
+    # child given device objects needs their framework, even for a target not the project's.
+    sent: frozenset[Atom] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Task:
     pool: PoolObj
     site: LazySite
     children: tuple[Child, ...]
+    sent: frozenset[Atom] = frozenset()  # what the task is handed (see Start.sent)
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class Imported:
 class DataLoaderStart:
     site: LazySite
     method: str | None
-    workers: int | None
+    workers: int | None  # 0: no worker processes; None: a number that cannot be read
     children: tuple[Child, ...]
 
 

@@ -305,6 +305,7 @@ class Flow:
     # set_forkserver_preload, whose call is ``preload``). They are part of the prelude.
     served: int = 0
     preload: Event | None = None
+    sent: frozenset[Atom] = frozenset()  # for child flows: what its start and tasks hand it
     points: list[tuple[Event, State]] = field(default_factory=list)
     children: list[Flow] = field(default_factory=list)
     # Indexes, built when first asked for: a module with a pool start per line asked for
@@ -504,11 +505,15 @@ class FlowBuilder:
             return Flow(FlowKind.CHILD, rest, state, flow.origin, depth=flow.depth + 1, start=event,
                         method="fork")
         children = list(effect.children)
+        sent = [effect.sent]
         if effect.pool is not None:
             for task in _effects(flow.tasks_of(event), Task):
                 children.extend(task.children)
-        return self._child(flow, event, self.parent_state(flow, index), tuple(children),
-                           effect.method, effect.daemonic)
+                sent.append(task.sent)
+        child = self._child(flow, event, self.parent_state(flow, index), tuple(children),
+                            effect.method, effect.daemonic)
+        child.sent = frozenset().union(*sent)
+        return child
 
     def _child(self, flow: Flow, event: Event, state: State, children: tuple[Child, ...],
                method: str | None, daemonic: bool) -> Flow:
@@ -637,6 +642,7 @@ def first_gpu_use(child: Flow, framework: str | None = None) -> Event | None:
 
 
 def received_gpu_objects(child: Flow) -> list[str]:
-    """Frameworks of the device objects a child receives as arguments."""
+    """Frameworks of the device objects a child receives as arguments (also when what
+    receives them is not the project's code: unpickling one needs its framework)."""
     return sorted({o.framework for c in child.specs for v in (*c.args, c.rest)
-                   for o in gpu_objects(v)})
+                   for o in gpu_objects(v)} | {o.framework for o in gpu_objects(child.sent)})

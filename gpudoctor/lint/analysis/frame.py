@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpudoctor.lint.analysis.events import Context, Effect, Event, splice
-from gpudoctor.lint.analysis.values import UNKNOWN, Atom, JoblibConfig, ModRef, Value, join, one
+from gpudoctor.lint.analysis.values import ITEM_PREFIX, UNKNOWN, Atom, JoblibConfig, ModRef, Value, join, one
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -62,6 +62,7 @@ class Frame:
         self.outer: Frame | None = None
         self.function: FuncRef | None = None  # the function whose call this frame runs
         self.globals: set[str] = set()  # names a ``global`` statement of this function declared
+        self.items: dict[str, set[str]] = {}  # name -> the items written on it by constant keys
 
     def site(self, node: cst.CSTNode) -> LazySite:
         return self.tree.site(node, self.anchor if self.tree is self.module.parsed else None)
@@ -99,6 +100,12 @@ class Frame:
             if name not in trail:
                 trail[name] = self.env.get(name)
         self.env[name] = value
+        if name.startswith(ITEM_PREFIX):
+            self.items.setdefault(name[len(ITEM_PREFIX):].split("[", 1)[0], set()).add(name)
+        elif name in self.items:  # bound again: the items written on the old value are gone
+            for key in self.items[name]:
+                if self.env.get(key):
+                    self.assign(key, UNKNOWN)
 
     def lookup(self, name: str) -> Value:
         if name in self.globals and not self.module_level:

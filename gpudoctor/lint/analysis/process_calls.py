@@ -346,7 +346,7 @@ def _pool(frame: Frame, kind: P.ProcessKind, method: str | None, args: Args, nod
     if sent:
         frame.emit(Send(site, "initargs", sent, method))
     frame.emit(Start(kind, method, site, children, daemonic=kind == P.POOL, pool=pool,
-                  workers=_int(workers)))
+                     workers=_int(workers), sent=sent))
     return one(pool)
 
 
@@ -360,7 +360,7 @@ def _launcher(frame: Frame, args: Args, node: cst.Call) -> Value:
     sent = _with_attributes(frame, call_args) | carried(frame, args.get(0, "fn"))
     if sent:
         frame.emit(Send(site, "process-args", sent, method))
-    frame.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs"))))
+    frame.emit(Start(P.SPAWN_LAUNCHER, method, site, children, workers=_int(args.get(2, "nprocs")), sent=sent))
     return UNKNOWN
 
 
@@ -375,11 +375,12 @@ def _dataloader(frame: Frame, args: Args, node: cst.Call) -> Value:
         for func in _funcs(args.get(index, role)):
             children.append(Child(func, (), UNKNOWN, role))
     method = _method(args.get(11, "multiprocessing_context"))
-    workers = _int(args.get(5, "num_workers"))
+    given = args.get(5, "num_workers")
+    # 0: no workers (not given, or 0); None: a number gpudoctor cannot read (a setting).
+    workers = 0 if given is None else _int(given)
     site = frame.site(node)
     frame.emit(DataLoaderStart(site, method, workers, tuple(children)))
-    return one(LoaderObj(site, truth(args.get(7, "pin_memory") or UNKNOWN) is True,
-                         0 if args.get(5, "num_workers") is None else workers,
+    return one(LoaderObj(site, truth(args.get(7, "pin_memory") or UNKNOWN) is True, workers,
                          truth(args.get(-1, "persistent_workers") or UNKNOWN) is True))
 
 
@@ -467,11 +468,12 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
             children, sent = _task_children(frame, atom, name, args)
             if sent:
                 frame.emit(Send(site, "task", sent, atom.method))
-            frame.emit(Task(atom, site, children))
+            frame.emit(Task(atom, site, children, sent))
         return UNKNOWN
     if isinstance(atom, ProcessObj) and name == "start":
         children = tuple(Child(f, atom.args, UNKNOWN, "target") for f in atom.targets)
-        frame.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon, started=atom.site))
+        frame.emit(Start(P.PROCESS, atom.method, site, children, daemonic=atom.daemon, started=atom.site,
+                         sent=container(*atom.args)))
         return UNKNOWN
     if isinstance(atom, ProcessObj) and name == "join":
         frame.emit(Join(atom.site, site, threads=False))

@@ -304,6 +304,9 @@ DEFAULT_DEVICE = "_<default device>"
 # The name under which a class's namespace holds what a dataclass field's
 # ``default_factory`` is (followed by the field's name): not an identifier either.
 FACTORY_PREFIX = "_<default factory>"
+# The name under which a scope holds an item written by constant keys (followed by the
+# name and its keys: ``_<item>cfg['training']['workers']``), see Evaluator.item_key.
+ITEM_PREFIX = "_<item>"
 
 
 def ordered(value: frozenset[Atom]) -> list[Atom] | frozenset[Atom]:

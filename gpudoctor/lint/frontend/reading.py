@@ -94,7 +94,4 @@ def _notebook_program(path: Path, raw: bytes) -> str | ParseFailure:
     except notebook.NotANotebook as exc:
         return ParseFailure(str(path), exc.message, exc.row, exc.col)
     notebook.remember(str(path), found)
-    if found.problem is not None:
-        message, row, col = found.problem
-        return ParseFailure(str(path), f"cannot parse: {message}", row, col)
     return found.program

@@ -20,6 +20,11 @@ class UnparseableFile(Rule):
     not parsed at all, which is what keeps gpudoctor fast on large code bases; its syntax
     errors are left to Python and to your other linters.
 
+    In a Jupyter notebook, a code cell that is not Python (a half-typed line, LaTeX pasted
+    into a code cell, a bracket left open) is a warning at that cell: IPython rejects such
+    a cell and runs the others, so gpudoctor leaves it out and checks the rest. IPython's
+    own syntax (magics, shell escapes, `%%bash` cells, Colab form lines) is not an error.
+
     ## Why is this bad?
     gpudoctor cannot see what such a file does before it forks, so it cannot vouch
     for it. The file would also fail at import time.

@@ -124,15 +124,19 @@ class GpuWorkInDataloaderWorker(Rule):
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         for site in ctx.process_starts():
             effect, state, child = site.start, site.parent, site.child
-            if not isinstance(effect, DataLoaderStart) or not effect.workers or site.method != "fork":
+            if not isinstance(effect, DataLoaderStart) or effect.workers == 0 or site.method != "fork":
                 continue
+            # A setting gpudoctor cannot read (``num_workers=cfg.workers``): the hazard is
+            # there whenever it is above 0.
+            forks = f"forks {effect.workers} workers" if effect.workers else \
+                "forks its workers (when num_workers is above 0)"
             use = first_gpu_use(child, DATALOADER_FRAMEWORK) if child is not None else None
             if use is not None:
                 init = use.effect
                 assert isinstance(init, Init)
                 yield self.finding(
                     effect.site,
-                    f"DataLoader forks {effect.workers} workers whose code uses CUDA "
+                    f"DataLoader {forks}, whose code uses CUDA "
                     f"({init.api}, {line_of(init.site, effect.site)}); in a forked worker that fails with "
                     '"Cannot re-initialize CUDA in forked subprocess"',
                     (related_site(init.site, "the worker uses CUDA here"),),
@@ -142,7 +146,7 @@ class GpuWorkInDataloaderWorker(Rule):
                 assert isinstance(device, DefaultDevice)
                 yield self.finding(
                     effect.site,
-                    f"DataLoader forks {effect.workers} workers after the default device was "
+                    f"DataLoader {forks} after the default device was "
                     "set to CUDA; tensors the workers create go to the GPU",
                     (related_site(device.site, "default device set to CUDA here"),),
                 )

@@ -196,7 +196,7 @@ class WorkerFunctionNotImportable(Rule):
                 kind, method, children = effect.kind, effect.method, effect.children
             elif isinstance(effect, Task) and effect.pool.kind in STARTS:
                 site, kind, method, children = effect.site, effect.pool.kind, effect.pool.method, effect.children
-            elif isinstance(effect, DataLoaderStart) and effect.workers:
+            elif isinstance(effect, DataLoaderStart) and effect.workers != 0:
                 site, kind, method, children = effect.site, P.DATALOADER, effect.method, effect.children
             else:
                 continue
