@@ -148,7 +148,7 @@ def read(raw: bytes) -> Notebook:
         return Notebook("", ())
     out: list[Cell] = []
     codes: list[list[str]] = []
-    skipped: list[int] = []
+    skipped: list[tuple[int, str, int, int]] = []
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             raise NotANotebook(f"cell {number} cannot be read: not a JSON object")

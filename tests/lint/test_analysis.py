@@ -244,9 +244,10 @@ def test_allocator_settings_after_a_device_query_are_still_read(lint_source) -> 
     assert {(f.code, f.site.row) for f in findings} == {("GD301", 6), ("GD301", 8)}
 
 
-def _package_then_gpu_import(module_text: str, modules: int) -> dict[str, str]:
+def _package_then_gpu_import(module_text: str, modules: int, program: bool = False) -> dict[str, str]:
     """main.py imports a package of ``modules`` modules (each ``module_text``), then gpuinit,
-    which initializes CuPy at import, then forks a pool whose workers use CuPy."""
+    which initializes CuPy at import, then forks a pool whose workers use CuPy: at its top
+    level (a library module), or under a main guard (a program)."""
     sources = {f"big/m{i}.py": module_text for i in range(modules)}
     sources["big/__init__.py"] = "".join(f"from . import m{i}\n" for i in range(modules))
     sources["gpuinit.py"] = "import cupy as cp\ncp.cuda.Device(0).use()\n"
@@ -260,7 +261,7 @@ def _package_then_gpu_import(module_text: str, modules: int) -> dict[str, str]:
         if __name__ == '__main__':
             with mp.Pool(2) as pool:
                 pool.map(work, [1])
-    """
+    """.replace("__name__ == '__main__'", "__name__ == '__main__'" if program else "True")
     return sources
 
 
@@ -282,6 +283,18 @@ def test_the_budget_of_modules_followed_is_counted_in_source(
     small = replace(DEFAULT_LIMITS, max_extra_chars=4000, max_extra_modules=30)
     found = codes_at(lint_source(_package_then_gpu_import(module_text, modules), limits=small))
     assert found == ({("GD101", 9)} if followed else {("GD103", 9)})
+
+
+def test_a_programs_own_imports_are_followed_past_the_budget(lint_source) -> None:  # type: ignore[no-untyped-def]
+    """A script with a main guard runs what it imports: the helper imported after a large
+    package is followed, and its CuPy init seen."""
+    from dataclasses import replace
+
+    from gpudoctor.lint.limits import DEFAULT_LIMITS
+
+    small = replace(DEFAULT_LIMITS, max_extra_chars=4000, max_extra_modules=30)
+    sources = _package_then_gpu_import("import torch\nX = 1\n", 40, program=True)
+    assert codes_at(lint_source(sources, limits=small)) == {("GD101", 9)}
 
 
 @pytest.mark.parametrize("use", [

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
 
 
+NOT_ANALYSED = "not analysed"
+
+
 class Analyzer:
     """Walks modules and functions on demand and remembers every result.
 
@@ -81,23 +84,26 @@ class Analyzer:
         self._defaults: dict[int, dict[str, Value]] = {}  # function node -> its evaluated defaults
 
     # -- modules -------------------------------------------------------------------------
-    def module(self, path: Path) -> ModuleState | ParseFailure:
+    def module(self, path: Path, direct: bool = False) -> ModuleState | ParseFailure:
+        """The module's walk (its top level run once in this analysis), or why there is
+        none. ``direct``: the code calls a function of it, or a linted program imports it
+        (_run_import), which the budget of modules followed never refuses."""
         key = self.project.real(path)
         found = self._modules.get(key)
-        if found is not None:
+        if found is not None and not (direct and isinstance(found, ParseFailure) and found.message == NOT_ANALYSED):
             return found
         if key in self.linted:
             return self.walk_own(key)[0]
-        if self._spent() or not self.project.gate.worth_following(key):
+        if (self._spent() and not direct) or not self.project.gate.worth_following(key):
             # Not analysed: names from it stay unknown (no effect assumed).
-            failure = self._modules[key] = ParseFailure(str(key), "not analysed", 1, 0)
+            failure = self._modules[key] = ParseFailure(str(key), NOT_ANALYSED, 1, 0)
             return failure
         meter = self.meter
         room = meter.walk_room()
         if room is None:
             # Walks nested or used past the meter: the module is unknown from here (not
             # kept as such: reached from less deep, it is walked).
-            return ParseFailure(str(key), "not analysed", 1, 0)
+            return ParseFailure(str(key), NOT_ANALYSED, 1, 0)
         walked = self.project.walks.get(key, self._depth + self._import_depth, self.fresh_walk, *room)
         meter.walked(walked.peak, walked.height, walked.work, walked.tripped)
         self._modules[key] = walked.state
@@ -227,7 +233,11 @@ class Analyzer:
         self._import_depth += 1
         known = len(self.failures)
         try:
-            state = self.module(path)
+            # A program's own imports (a linted script with a main guard, a notebook) are
+            # what it runs: the budget of modules followed does not refuse them (a large
+            # package imported first must not hide the helper imported next, whose
+            # function the script calls). A library module's imports stay within it.
+            state = self.module(path, direct=importer in self.linted_paths and self._program(importer))
         finally:
             self._import_depth -= 1
         if importer in self.linted_paths:
@@ -235,6 +245,10 @@ class Analyzer:
                 self.failed_imports.setdefault(failure.path, site)
         if isinstance(state, ModuleState) and not state.walking:
             ran.append(state)
+
+    def _program(self, path: str) -> bool:
+        """Is the linted file ``path`` run as a program (the gate's fact)?"""
+        return self.project.gate.facts(self.project.path_of(path)).program
 
     def import_effects(self, importer: str, dotted: str) -> list[Event]:
         """What importing the project module ``dotted`` runs in a process that has not
@@ -316,7 +330,9 @@ class Analyzer:
         if key in self._stack or len(self._stack) >= limits.max_call_depth or \
                 len(self._summaries) > limits.max_summaries:
             return [], UNKNOWN, device
-        state = self.module(self.project.path_of(func.module))
+        # (a function the code calls is analysed wherever it is: the budget of modules
+        # followed bounds what imports bring in, not the calls the code makes)
+        state = self.module(self.project.path_of(func.module), direct=True)
         if isinstance(state, ParseFailure):
             return [], UNKNOWN, device
         meter = self.meter
@@ -396,7 +412,7 @@ class Analyzer:
     def _scope_frame(self, module: str, node: cst.CSTNode) -> Executor | None:
         """A frame to evaluate, quietly, an expression of the statement ``node`` (a ``def``
         or ``class``) in its module's scope."""
-        state = self.module(self.project.path_of(module))
+        state = self.module(self.project.path_of(module), direct=True)
         if not isinstance(state, ModuleState):
             return None
         frame = Executor(self, state, {}, module_level=False, ctx=Context())

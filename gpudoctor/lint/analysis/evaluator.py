@@ -61,7 +61,6 @@ from gpudoctor.lint.analysis.values import (
     truth,
     with_conditions,
 )
-from gpudoctor.lint.frontend.conditions import condition_text
 from gpudoctor.lint.frontend.literals import integer_value, string_value
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.knowledge.registry import (
@@ -344,9 +343,8 @@ class Evaluator(Frame):
         if known is not None:
             return self.eval(node.body if known else node.orelse)
         site = self.site(node.test)
-        text = condition_text(node.test)
-        return join(with_conditions(self.eval(node.body), (Condition(text, site, True),)),
-                    with_conditions(self.eval(node.orelse), (Condition(text, site, False),)))
+        return join(with_conditions(self.eval(node.body), (Condition(site, True, node.test),)),
+                    with_conditions(self.eval(node.orelse), (Condition(site, False, node.test),)))
 
     def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
         value = self.eval(node.value)

@@ -35,18 +35,22 @@ from gpudoctor.lint.analysis.values import (
     MODULE_SCOPE,
     UNKNOWN,
     Atom,
+    Bool,
     ClassRef,
     Compiled,
     Compiler,
     Condition,
+    Container,
     CudaDevice,
     ForkPid,
     FuncRef,
     GpuObj,
     Instance,
+    Int,
     JoblibConfig,
     ModRef,
     PoolObj,
+    Str,
     Value,
     elements,
     is_cuda,
@@ -58,7 +62,6 @@ from gpudoctor.lint.analysis.values import (
 from gpudoctor.lint.frontend.conditions import (
     MISSING_NAME_ERRORS,
     caught_names,
-    condition_text,
     handler_swallows,
     is_main_guard,
 )
@@ -320,7 +323,7 @@ class Executor(Evaluator):
 
     def under(self, ctx: Context, test: cst.BaseExpression, holds: bool) -> Context:
         """``ctx`` for code that runs only when the undecided ``test`` is ``holds``."""
-        condition = Condition(condition_text(test), self.site(test), holds)
+        condition = Condition(self.site(test), holds, test)
         return replace(ctx, conditions=(*ctx.conditions, condition))
 
     def mark_branches(self, node: cst.If, spans: list[tuple[int, int]], ctx: Context) -> None:
@@ -671,7 +674,13 @@ class Executor(Evaluator):
             return self.eval_quiet(expr)
         callee = self.eval_quiet(expr.func)
         if any(isinstance(a, (FuncRef, ClassRef)) for a in callee):
-            return self.eval(expr)
+            # Literal arguments are passed as unknown: a registry decorator named with a
+            # string on every class of a code base (``@export("pkg.Name")``) is then one
+            # analysis of the factory, not one per name.
+            args = self.eval_args(expr)
+            args.positional = [UNKNOWN if _literal(v) else v for v in args.positional]
+            args.keywords = {k: UNKNOWN if _literal(v) else v for k, v in args.keywords.items()}
+            return self.call_value(callee, args, expr)
         for arg in expr.args:
             self.eval(arg.value)
         return self.eval_quiet(expr)
@@ -787,6 +796,14 @@ class Executor(Evaluator):
             for small in body.body:
                 frame.walk_statement(small)
         return frame.env
+
+
+def _literal(value: Value, depth: int = 2) -> bool:
+    """Is the value only strings, numbers or booleans (or containers of them)?"""
+    return bool(value) and all(isinstance(a, (Str, Int, Bool)) or
+                               (isinstance(a, Container) and depth > 0 and
+                                all(_literal(frozenset((item,)), depth - 1) for item in a.items))
+                               for a in value)
 
 
 def _default_factory(small: cst.BaseSmallStatement) -> tuple[str, cst.BaseExpression] | None:

@@ -94,16 +94,16 @@ def carried(frame: Frame, callables: Value | None) -> Value:
     return _with_attributes(frame, container(*values)) if values else UNKNOWN
 
 
-def _with_attributes(frame: Frame, value: Value, depth: int = 2) -> Value:
+def _with_attributes(frame: Frame, value: Value, depth: int = 3, nested: int = 3) -> Value:
     """``value`` with, beside each project object in it, what its attributes hold (pickling
-    an object sends them)."""
+    an object sends them), objects ``depth`` deep and containers ``nested`` deep."""
     extra: list[Value] = []
     for atom in ordered(value):
         if isinstance(atom, Instance) and depth > 0:
             held = frame.interpreter.classes.attributes_of(atom)
-            extra.extend(_with_attributes(frame, v, depth - 1) for v in held)
-        elif isinstance(atom, Container) and depth > 0:
-            extra.extend(_with_attributes(frame, one(item), depth - 1) for item in atom.items
+            extra.extend(_with_attributes(frame, v, depth - 1, nested) for v in held)
+        elif isinstance(atom, Container) and nested > 0:
+            extra.extend(_with_attributes(frame, one(item), depth, nested - 1) for item in atom.items
                          if isinstance(item, (Instance, Container)))
     return value | container(*extra) if extra else value
 

@@ -415,7 +415,7 @@ class _Reader:
             frozenset(s for s in map(self.site, parent) if s is not None),
             frozenset(s for s in map(self.site, child) if s is not None),
             self.site(via), self.site(entry), bool(main_block),
-            tuple(Condition(str(text), self._site(site), bool(holds)) for text, site, holds in conditions),
+            tuple(Condition(self._site(site), bool(holds), str(text)) for text, site, holds in conditions),
             frozenset(s for s in map(self.site, threads) if s is not None)))
 
 

@@ -25,9 +25,19 @@ class Condition:
     runs only when the test is true (``holds``) or false. A finding that depends on such
     code names the condition."""
 
-    text: str  # the test's source, shortened
     site: LazySite
     holds: bool
+    # The test's source, shortened (condition_text), or the test's node to make it from
+    # when a message first needs it: most conditions are never shown.
+    source: object = field(compare=False)
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self.source, str):
+            from gpudoctor.lint.frontend.conditions import condition_text
+
+            object.__setattr__(self, "source", condition_text(self.source))  # type: ignore[arg-type]
+        return str(self.source)
 
     def describe(self) -> str:
         return f"`{self.text}` is {'true' if self.holds else 'false'}"

@@ -158,7 +158,8 @@ class ProjectGate:
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),
                      spawns=starts and mentions_processes(words),
-                     members=import_members(text) if not acts and "import" in text else ())
+                     members=import_members(text) if not acts and "import" in text else (),
+                     program=path.suffix == ".ipynb" or "__main__" in text)
 
     def may_matter(self, path: Path) -> bool:
         """Is the file worth linting: can a finding be reported in it?
@@ -182,7 +183,10 @@ class ProjectGate:
                            if (target := self.project.resolve(path, name, level)) is not None and target != path]
                 members = [target for name, level in facts.members
                            if (target := self.member_path(path, name, level)) is not None and target != path]
-                depth = self.project.limits.max_import_depth - 1
+                # A program (a notebook, a script with a main guard) that uses the GPU and
+                # calls into a module whose helper module builds a pool (a model whose
+                # forward forks): followed two imports deep. Libraries one import deep.
+                depth = self.project.limits.max_import_depth - 1 if self._program(path) else 1
                 starts = any(self._starts_within(self.project.real(t), depth) for t in targets) or \
                     any(self.facts(m).spawns for m in members)
                 if starts:
@@ -330,6 +334,10 @@ class ProjectGate:
                                        (depth > 1 and self._leads_on(project.real(t), depth - 1))) for t in targets)
         self._leads[(path, depth)] = (found, touched)
         return found
+
+    def _program(self, path: Path) -> bool:
+        """Is the file run as a program: a notebook, or a script with a main guard?"""
+        return self.facts(path).program
 
     def _starts_within(self, path: Path, depth: int) -> bool:
         """Does the module start processes, or import (at most ``depth`` imports away) a

@@ -73,23 +73,24 @@ class Facts:
     imports: tuple[tuple[str, int], ...]  # (module, relative level) of its import lines
     spawns: bool = False  # as an imported module, it starts processes (``starts`` without the GPU settings)
     members: tuple[tuple[str, int], ...] = ()  # ``pkg.name`` for each ``from pkg import name``
+    program: bool = False  # run as a program: a notebook, or a script with a main guard
 
     def __reduce__(self) -> tuple[type[Facts], tuple[object, ...]]:
         # Pickled as its fields (workers get every file's facts): faster than a
         # dataclass's default, which pickles a dict of them (docs/performance.md).
         return (Facts, (self.acts, self.uses_gpu, self.starts, self.follow, self.imports, self.spawns,
-                        self.members))
+                        self.members, self.program))
 
     def to_json(self) -> list[object]:
         return [self.acts, self.uses_gpu, self.starts, self.follow, [list(i) for i in self.imports],
-                self.spawns, [list(m) for m in self.members]]
+                self.spawns, [list(m) for m in self.members], self.program]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Facts:  # as to_json wrote it, read back from JSON
-        acts, uses_gpu, starts, follow, imports, spawns, members = data
+        acts, uses_gpu, starts, follow, imports, spawns, members, program = data
         return cls(bool(acts), bool(uses_gpu), bool(starts), bool(follow),
                    tuple((str(n), int(level)) for n, level in imports),
-                   bool(spawns), tuple((str(n), int(level)) for n, level in members))
+                   bool(spawns), tuple((str(n), int(level)) for n, level in members), bool(program))
 
 
 UNREADABLE = Facts(acts=True, uses_gpu=False, starts=False, follow=False, imports=())  # reported as GD000
