@@ -61,6 +61,10 @@ class Limits:
     # Imports away that a module mentioning nothing a rule reads may lead to one that does,
     # and still be walked; a longer relay is not followed.
     lead_depth: int = 2
+    # How many imports away from a program (a notebook, a script with a main guard) that
+    # uses a GPU framework the gate looks for a module that starts processes: a GUI or a
+    # web UI reaches the module that forks through its tabs and handlers.
+    program_reach: int = 4
 
     # -- processes (analysis/flows.py) -------------------------------------------------------
     # Child flows nest this deep (a child's child...): processes started deeper are not

@@ -17,7 +17,7 @@ import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
-from gpudoctor.lint.analysis.events import EnvWrite, Event, Init, TfConfig
+from gpudoctor.lint.analysis.events import Callback, EnvWrite, Event, Init, TfConfig
 from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -388,13 +388,30 @@ class Evaluator(Frame):
         elif isinstance(target, cst.Subscript):
             self.assign_subscript(target, value)
 
+    def mutate(self, name: str, held: Value, added: Value) -> None:
+        """The container ``name`` holds (``held``) now holds ``added`` too: a list appended
+        to, a dict given an item. The object is changed where it is bound, also when that
+        is the module's name and this is a function (a registry filled by a helper:
+        ``BACKENDS[cls.name] = cls``)."""
+        grown = held | container(added)
+        if self.module_level or name in self.env or name not in self.module.env:
+            self.assign(name, grown)
+        else:
+            env = self.module.env
+            env[name] = env[name] | container(added)
+
     def assign_subscript(self, target: cst.Subscript, value: Value) -> None:
         """``os.environ[name] = value`` writes a variable a framework reads; an item of a
         name, by constant keys (``config["training"]["workers"] = 0``), holds ``value`` for
-        later reads of the same item (until the name is bound again)."""
+        later reads of the same item (until the name is bound again), and the container
+        the name holds holds ``value`` too, whatever the key."""
         key = item_key(target)
         if key is not None:
             self.assign(key, value)
+        if isinstance(target.value, cst.Name) and value:
+            held = self.lookup(target.value.value)
+            if any(isinstance(a, Container) for a in held):
+                self.mutate(target.value.value, held, value)
         base = self.eval(target.value)
         if not any(isinstance(a, ModRef) and a.qualname == "os.environ" for a in base):
             return
@@ -427,10 +444,13 @@ class Evaluator(Frame):
             if name in MUTATORS and isinstance(func.value, cst.Name) and args.positional:
                 added = args.positional[-1]
                 grown = elements(added) if name in ("extend", "update") else added
-                self.assign(func.value.value, receiver | container(grown))
+                self.mutate(func.value.value, receiver, grown)
             return self.call_method(receiver, name, args, node)
         callee = self.eval(func)
-        return self.call_value(callee, self.eval_args(node), node)
+        args = self.eval_args(node)
+        if not callee:
+            self.defer_callbacks(args, node)
+        return self.call_value(callee, args, node)
 
     # -- receivers -----------------------------------------------------------------------
     def call_method(self, receiver: Value, name: str, args: Args, node: cst.Call) -> Value:
@@ -451,11 +471,15 @@ class Evaluator(Frame):
                     self.call_value(self.attribute(one(atom), "start", node), Args(), node)
             elif isinstance(atom, (Instance, ClassRef, Super)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
+            elif isinstance(atom, Container):
+                out |= container_method(atom, name)
         # Project modules: together with the qualified names beside them (module_members).
         if any(isinstance(a, ModuleObj) for a in receiver):
             out |= self.call_value(self.module_members(receiver, name), args, node)
         if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
             out |= self.untyped_placement(name, args, node)
+        if not receiver:  # a method of an object the analysis cannot name
+            self.defer_callbacks(args, node)
         # A framework base's method that returns the object (``model.to(device)``): the
         # same object, with its own methods (``forward``) still reachable.
         classes = self.interpreter.classes
@@ -487,6 +511,15 @@ class Evaluator(Frame):
             self.emit_on_device(Init(framework, InitLevel.RUNTIME, f".{name}()", self.site(node)), device)
             return one(self.gpu_object(framework, node, device))
         return UNKNOWN
+
+    def defer_callbacks(self, args: Args, node: cst.Call) -> None:
+        """The project's functions handed to a call the analysis cannot follow (a signal's
+        ``connect``, a web UI's ``click``, a library hook) may be called later, in this
+        process: recorded here, run at the end of the flow (events.Callback)."""
+        values = (*args.positional, *args.keywords.values())
+        funcs = tuple(a for v in values for a in ordered(v) if isinstance(a, FuncRef) and not a.cuda_kernel)
+        if funcs:
+            self.emit(Callback(funcs, self.site(node)))
 
     def call_value(self, callee: Value, args: Args, node: cst.Call) -> Value:
         out: set[Atom] = set()
@@ -597,6 +630,7 @@ class Evaluator(Frame):
             # method called on the object (``.use()``) is looked up as ``Device.use``.
             return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
         if api is None:
+            self.defer_callbacks(args, node)
             owner = framework_of_module(qualname) if "." in qualname else None
             device = args.get(-1, "device") or UNKNOWN
             if owner is not None and owner in CUDA_PLACEMENT and is_cuda(device):
@@ -736,6 +770,17 @@ class Evaluator(Frame):
 def present_on_every_target(qualname: str) -> bool:
     """Does ``qualname`` exist on the oldest Python gpudoctor checks for, and so on all?"""
     return processes.present_on(qualname, SUPPORTED_MINORS.start)
+
+
+def container_method(atom: Container, name: str) -> Value:
+    """What a list's or dict's method returns, as far as what it holds goes: its items
+    (``values()``, ``get``, ``pop``, ``copy``), pairs of an unknown key and each item
+    (``items()``: ``for name, (cls, n) in table.items():``)."""
+    if name in ("values", "copy", "get", "pop", "setdefault", "popitem"):
+        return one(atom) if name == "copy" else (container(atom.items) if name == "values" else atom.items)
+    if name == "items":
+        return container(*(container(UNKNOWN, one(item), ordered=True) for item in atom.items))
+    return UNKNOWN
 
 
 def item_key(node: cst.Subscript, depth: int = 4) -> str | None:

@@ -159,6 +159,16 @@ class SetPreload:
 
 
 @dataclass(frozen=True)
+class Callback:
+    """Functions handed to code the analysis cannot see (a GUI signal's ``connect``, a web
+    framework's handler, a library's hook): they may be called later, in this process. A
+    flow runs them at its end, after everything it did (flows.FlowBuilder)."""
+
+    funcs: tuple[FuncRef, ...]
+    site: LazySite
+
+
+@dataclass(frozen=True)
 class Branch:
     """What follows, up to the next Merge of the same ``if`` chain, runs only when the
     chain takes its branch ``index``: the branches of one run of a chain exclude each
@@ -179,7 +189,7 @@ class Merge:
 
 
 Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
-          | DataLoaderStart | DefaultDevice | Imported | SetPreload | Branch | Merge)
+          | DataLoaderStart | DefaultDevice | Imported | SetPreload | Callback | Branch | Merge)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from gpudoctor.lint.analysis.events import (
     Branch,
+    Callback,
     Child,
     DataLoaderStart,
     DefaultDevice,
@@ -35,6 +36,7 @@ from gpudoctor.lint.analysis.events import (
     Start,
     Task,
     ThreadStart,
+    splice,
 )
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
@@ -369,9 +371,36 @@ class FlowBuilder:
 
     def module_flow(self, state: ModuleState) -> Flow:
         """The module run as a script, with its child flows."""
-        flow = Flow(FlowKind.MODULE, state.events, State(), state)
+        flow = Flow(FlowKind.MODULE, self._with_callbacks(state.events), State(), state)
         self._expand(flow)
         return flow
+
+    def _with_callbacks(self, events: list[Event]) -> list[Event]:
+        """``events``, then what the functions they handed to code the analysis cannot see
+        do when that code calls them (events.Callback): after everything else, in this
+        process (a GUI's handlers run once its event loop starts, a server's once it
+        serves). Callbacks those register run after them, a few rounds deep."""
+        out = list(events)
+        seen: set[FuncRef] = set()
+        todo = [e for e in events if isinstance(e.effect, Callback)]
+        rounds = 0
+        while todo and rounds < 3:
+            rounds += 1
+            later: list[Event] = []
+            for event in todo:
+                effect = event.effect
+                assert isinstance(effect, Callback)
+                for func in effect.funcs:
+                    if func in seen:
+                        continue
+                    seen.add(func)
+                    called, _ = self.analyzer.call(func, (), UNKNOWN, {})
+                    # (it runs later, not in the loop that registered it)
+                    spliced = splice(called, replace(event.ctx, in_loop=False, loop=None), effect.site)
+                    out.extend(spliced)
+                    later.extend(e for e in spliced if isinstance(e.effect, Callback))
+            todo = later
+        return out
 
     def function_flows(self, state: ModuleState, called_elsewhere: frozenset[str] = frozenset()) -> list[Flow]:
         """Functions no analysed code calls, each run on its own with nothing known.
@@ -392,7 +421,7 @@ class FlowBuilder:
         for func in candidates:
             if self.analyzer.is_reached(func):
                 continue
-            flow = Flow(FlowKind.FUNCTION, self._run_entry(state, func), State(), state)
+            flow = Flow(FlowKind.FUNCTION, self._with_callbacks(self._run_entry(state, func)), State(), state)
             self._expand(flow)
             flows.append(flow)
         return flows

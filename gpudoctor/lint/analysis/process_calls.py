@@ -506,7 +506,8 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
             frame.emit(Send(site, "process-args", held, None))
         frame.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
     elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
-        frame.emit(ThreadStart(site, "threading.Thread"))
+        bases = frame.interpreter.classes.framework_bases(atom.cls)
+        frame.emit(ThreadStart(site, next((b for b in bases if b in P.THREAD_BASES), "threading.Thread")))
         for func in run:
             _run_here(frame, Child(func, (), UNKNOWN, "thread"), node, site)
     else:

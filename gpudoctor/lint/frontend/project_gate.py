@@ -185,8 +185,9 @@ class ProjectGate:
                            if (target := self.member_path(path, name, level)) is not None and target != path]
                 # A program (a notebook, a script with a main guard) that uses the GPU and
                 # calls into a module whose helper module builds a pool (a model whose
-                # forward forks): followed two imports deep. Libraries one import deep.
-                depth = self.project.limits.max_import_depth - 1 if self._program(path) else 1
+                # forward forks, a GUI tab whose handler does): followed program_reach
+                # imports deep. Libraries one import deep.
+                depth = self.project.limits.program_reach if self._program(path) else 1
                 starts = any(self._starts_within(self.project.real(t), depth) for t in targets) or \
                     any(self.facts(m).spawns for m in members)
                 if starts:

@@ -205,7 +205,9 @@ EXECUTOR_TASK_METHODS = frozenset({"submit", "map"})
 STAR_METHODS = frozenset({"starmap", "starmap_async"})
 APPLY_METHODS = frozenset({"apply", "apply_async"})
 PROCESS_BASES = frozenset({"multiprocessing.Process", "multiprocessing.process.BaseProcess"})
-THREAD_BASES = frozenset({"threading.Thread"})
+# Qt's QThread runs ``run`` in a thread of its own when started (QThread::start, Qt 5/6).
+THREAD_BASES = frozenset({"threading.Thread", "PySide6.QtCore.QThread", "PySide2.QtCore.QThread",
+                          "PyQt6.QtCore.QThread", "PyQt5.QtCore.QThread", "qtpy.QtCore.QThread"})
 DATASET_METHODS = ("__getitem__", "__iter__", "__getitems__")
 
 
