@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 
 NOT_ANALYSED = "not analysed"
+# A module the code needs by name (a function it calls, a program's own import) is walked
+# past the budget of modules followed, up to this many times that budget.
+DIRECT_ROOM = 3
 
 
 class Analyzer:
@@ -87,14 +90,15 @@ class Analyzer:
     def module(self, path: Path, direct: bool = False) -> ModuleState | ParseFailure:
         """The module's walk (its top level run once in this analysis), or why there is
         none. ``direct``: the code calls a function of it, or a linted program imports it
-        (_run_import), which the budget of modules followed never refuses."""
+        (_run_import), which the budget of modules followed refuses only at DIRECT_ROOM
+        times its size."""
         key = self.project.real(path)
         found = self._modules.get(key)
         if found is not None and not (direct and isinstance(found, ParseFailure) and found.message == NOT_ANALYSED):
             return found
         if key in self.linted:
             return self.walk_own(key)[0]
-        if (self._spent() and not direct) or not self.project.gate.worth_following(key):
+        if self._spent(DIRECT_ROOM if direct else 1) or not self.project.gate.worth_following(key):
             # Not analysed: names from it stay unknown (no effect assumed).
             failure = self._modules[key] = ParseFailure(str(key), NOT_ANALYSED, 1, 0)
             return failure
@@ -142,13 +146,13 @@ class Analyzer:
         place = place_of(self.project, func.module, func.node)
         return place is not None and (func.module, place) in self.reached_at
 
-    def _spent(self) -> bool:
-        """Is the budget of modules followed used up (see the class docstring)?"""
-        if len(self.closure) >= self.limits.max_extra_modules:
+    def _spent(self, times: int = 1) -> bool:
+        """Is ``times`` the budget of modules followed used up (see the class docstring)?"""
+        if len(self.closure) >= self.limits.max_extra_modules * times:
             return True
         if len(self.closure) != self._costed:  # the closure only grows
             self._cost, self._costed = sum(self.project.size(p) for p in self.closure), len(self.closure)
-        return self._cost >= self.limits.max_extra_chars
+        return self._cost >= self.limits.max_extra_chars * times
 
     def walk_own(self, key: Path) -> tuple[ModuleState | ParseFailure, Active | None]:
         """Walk a module's top level in this analysis (see walks.py for what it depends on)."""

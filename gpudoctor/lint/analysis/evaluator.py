@@ -17,7 +17,7 @@ import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
-from gpudoctor.lint.analysis.events import Callback, EnvWrite, Event, Init, TfConfig
+from gpudoctor.lint.analysis.events import Callback, EnvWrite, Event, Init, Start, TfConfig, ThreadStart
 from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -75,7 +75,7 @@ from gpudoctor.lint.knowledge.registry import (
     api_table,
     framework_of_module,
 )
-from gpudoctor.lint.knowledge.runners import RUNNERS
+from gpudoctor.lint.knowledge.runners import RUNNERS, SETUP_METHODS, TEST_CASE_BASES, TEST_MAINS, TEST_PREFIX
 from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
 from gpudoctor.lint.nesting import EXPRESSION
 from gpudoctor.lint.settings import SUPPORTED_MINORS
@@ -167,12 +167,34 @@ class Evaluator(Frame):
         value = integer_value(node.value, self.interpreter.limits.max_integer_chars)
         return UNKNOWN if value is None else one(Int(value))
 
+    def captured(self, node: cst.FunctionDef | cst.Lambda) -> tuple[tuple[str, Value], ...]:
+        """The functions and device objects of the enclosing scope a nested def or lambda
+        refers to (its closure, as bound now): what a decorator's wrapper calls, the model a
+        callback uses (``lambda: make_env(writer)`` handed to a forked process carries the
+        writer). Other captured values stay unknown, which keeps function summaries keyed
+        small."""
+        own = node.name.value if isinstance(node, cst.FunctionDef) else None
+        kept = {name: frozenset(a for a in value if isinstance(a, FuncRef) or gpu_objects(one(a), 1))
+                for name, value in self.env.items() if name != own}
+        kept = {name: value for name, value in kept.items() if value}
+        if not kept:
+            return ()
+        used: set[str] = set()
+        todo: list[cst.CSTNode] = [node.body]
+        while todo:
+            current = todo.pop()
+            if isinstance(current, cst.Name):
+                used.add(current.value)
+            todo.extend(current.children)
+        return tuple(sorted((name, kept[name]) for name in used & kept.keys()))
+
     def _e_Lambda(self, node: cst.Lambda) -> Value:
         for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
             if param.default is not None:
                 self.eval(param.default)  # evaluated when the lambda is (Executor.evaluate_defaults)
         self.module.parsed.note_tree(node, self.tree)
-        return one(FuncRef(self.module.path, "<lambda>", node))
+        closure = () if self.module_level else self.captured(node)
+        return one(FuncRef(self.module.path, "<lambda>", node, closure=closure))
 
     # -- compound ------------------------------------------------------------------------
     def _e_Attribute(self, node: cst.Attribute) -> Value:
@@ -297,7 +319,14 @@ class Evaluator(Frame):
             clause = clause.inner_for_in
         for key in keys:  # evaluated for their effects; what a dict holds is its values
             self.eval(key)
-        return container(*[self.eval(result) for result in results])
+        begin = len(self.events)
+        values = [self.eval(result) for result in results]
+        if any(isinstance(e.effect, (Start, ThreadStart)) for e in self.events[begin:]):
+            # Starting processes or threads per item: the second item's start comes after
+            # the first's (``[make_worker() for _ in range(n)]``), as a loop's second
+            # iteration does.
+            values = [join(v, self.eval(result)) for v, result in zip(values, results, strict=True)]
+        return container(*values)
 
     def _e_ListComp(self, node: cst.ListComp) -> Value:
         return self.comprehension(node, [node.elt])
@@ -512,6 +541,20 @@ class Evaluator(Frame):
             return one(self.gpu_object(framework, node, device))
         return UNKNOWN
 
+    def run_tests(self, node: cst.Call) -> None:
+        """``unittest.main()``: the test methods of this module's TestCase classes run now,
+        each after the class's set-up methods (runners.py)."""
+        classes = self.interpreter.classes
+        for cls in self.module.classes:
+            if not classes.subclass_of(cls, TEST_CASE_BASES):
+                continue
+            for statement in cls.node.body.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value.startswith(TEST_PREFIX):
+                    for name in (*SETUP_METHODS, statement.name.value):
+                        for atom in ordered(classes.member(Instance(cls), name)):
+                            if isinstance(atom, FuncRef):
+                                self.inline(atom, Args(), node)
+
     def defer_callbacks(self, args: Args, node: cst.Call) -> None:
         """The project's functions handed to a call the analysis cannot follow (a signal's
         ``connect``, a web UI's ``click``, a library hook) may be called later, in this
@@ -597,6 +640,9 @@ class Evaluator(Frame):
             return process_calls.api(self, kind, args, node)
         if qualname in ENV_CALLS:
             self.env_write(qualname, args, node)
+            return UNKNOWN
+        if qualname in TEST_MAINS:
+            self.run_tests(node)
             return UNKNOWN
         runner = RUNNERS.get(qualname)
         if runner is not None:  # it calls the function it is given, here (runners.py)
@@ -699,7 +745,8 @@ class Evaluator(Frame):
             values.update(dict.fromkeys(strings(args.positional[0]), value))
         for name in sorted(values.keys() & WATCHED_VARIABLES):
             # os.putenv changes the environment children get, not os.environ (os.getenv).
-            self.emit(EnvWrite(name, values[name], self.site(node), environ=qualname != "os.putenv"))
+            self.emit(EnvWrite(name, values[name], self.site(node), environ=qualname != "os.putenv",
+                               keeps=qualname == "os.environ.setdefault"))
             self.note_backend(name, values[name])
 
     def note_backend(self, var: str, value: Value) -> None:

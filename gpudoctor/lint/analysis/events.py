@@ -105,6 +105,7 @@ class EnvWrite:
     value: frozenset[Atom]
     site: LazySite
     environ: bool = True  # False for ``os.putenv``: the process environment, not os.environ
+    keeps: bool = False  # ``os.environ.setdefault``: writes nothing when the variable is set
 
 
 @dataclass(frozen=True)

@@ -711,24 +711,6 @@ class Executor(Evaluator):
             return LOCAL_SCOPE
         return MAIN_BLOCK_SCOPE if self.ctx.main_block else MODULE_SCOPE
 
-    def captured(self, node: cst.FunctionDef) -> tuple[tuple[str, Value], ...]:
-        """The functions of the enclosing scope a nested def refers to (its closure, as bound
-        now): what a decorator's wrapper calls. Other captured values stay unknown, which
-        keeps function summaries keyed small."""
-        funcs = {name: frozenset(a for a in value if isinstance(a, FuncRef))
-                 for name, value in self.env.items() if name != node.name.value}
-        funcs = {name: value for name, value in funcs.items() if value}
-        if not funcs:
-            return ()
-        used: set[str] = set()
-        todo: list[cst.CSTNode] = [node.body]
-        while todo:
-            current = todo.pop()
-            if isinstance(current, cst.Name):
-                used.add(current.value)
-            todo.extend(current.children)
-        return tuple(sorted((name, funcs[name]) for name in used & funcs.keys()))
-
     def decorated(self, decorator: cst.Decorator, found: Value, value: Value) -> Value:
         """What a project decorator returns for the function (the wrapper that runs in its
         place), a lazy compiler's wrapper (calling it compiles); the function itself for any

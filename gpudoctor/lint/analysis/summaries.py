@@ -196,7 +196,8 @@ class _Writer:
         if isinstance(effect, Imported):
             body: list[Any] = ["Imported", effect.module, self.site(effect.site)]
         elif isinstance(effect, EnvWrite):
-            body = ["EnvWrite", effect.var, self.value(effect.value), self.site(effect.site), effect.environ]
+            body = ["EnvWrite", effect.var, self.value(effect.value), self.site(effect.site), effect.environ,
+                    effect.keeps]
         elif isinstance(effect, Init):
             body = ["Init", effect.framework, effect.level.value, effect.api, self.site(effect.site),
                     None if effect.unless is None else list(effect.unless)]
@@ -390,7 +391,7 @@ class _Reader:
         if kind == "Imported":
             return Imported(body[1], self._site(body[2]))
         if kind == "EnvWrite":
-            return EnvWrite(body[1], self.value(body[2]), self._site(body[3]), bool(body[4]))
+            return EnvWrite(body[1], self.value(body[2]), self._site(body[3]), bool(body[4]), bool(body[5]))
         if kind == "Init":
             return Init(body[1], InitLevel(body[2]), body[3], self._site(body[4]),
                         None if body[5] is None else (body[5][0], body[5][1]))

@@ -389,13 +389,17 @@ def elements(value: frozenset[Atom]) -> frozenset[Atom]:
 
 
 def gpu_objects(value: frozenset[Atom], depth: int = 3) -> list[GpuObj]:
-    """Return the device objects in ``value``, looking into containers."""
+    """Return the device objects in ``value``, looking into containers and into what a
+    function carries with it (a partial's arguments, a closure's captured objects)."""
     found: list[GpuObj] = []
     for atom in value:
         if isinstance(atom, GpuObj):
             found.append(atom)
         elif isinstance(atom, Container) and depth > 0:
             found.extend(gpu_objects(atom.items, depth - 1))
+        elif isinstance(atom, FuncRef) and depth > 0 and (atom.closure or atom.bound):
+            for held in (*atom.bound, *(v for _, v in atom.closure)):
+                found.extend(gpu_objects(held, depth - 1))
     return found
 
 

@@ -12,7 +12,9 @@ Sources:
   of its methods chosen on the command line (not followed: which one is not known).
 - Typer: ``typer.run(function)`` builds a one-command app and calls it (``typer/main.py``).
 - unittest: for each ``test*`` method of a ``TestCase`` subclass the runner calls
-  ``setUpClass`` once, then ``setUp``, the test, ``tearDown`` (``unittest/case.py``).
+  ``setUpClass`` once, then ``setUp``, the test, ``tearDown`` (``unittest/case.py``);
+  ``unittest.main()`` (absl's ``absltest.main()``, ``tf.test.main()``) runs those of the
+  ``__main__`` module when it is called.
 - pytest: a ``test*`` function's parameters are fixtures, resolved by name among the
   functions decorated with ``@pytest.fixture`` (its module's and its ``conftest.py``'s);
   each fixture runs before the test, a generator fixture up to its ``yield``, whose value
@@ -41,6 +43,11 @@ RUNNERS: dict[str, Runner] = {
     "fire.Fire": Runner(0, "component", 0),
     "typer.run": Runner(0, "function", 0),
 }
+
+# Calls that run the test methods of the module's TestCase classes, there and then: a test
+# module's ``if __name__ == "__main__": unittest.main()`` (after what its main block did
+# before, a set_start_method among others).
+TEST_MAINS = frozenset({"unittest.main", "absl.testing.absltest.main", "tensorflow.test.main"})
 
 TEST_CASE_BASES = frozenset({"unittest.TestCase", "unittest.case.TestCase", "unittest.IsolatedAsyncioTestCase",
                              "absl.testing.absltest.TestCase", "absl.testing.parameterized.TestCase",

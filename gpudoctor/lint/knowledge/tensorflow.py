@@ -76,6 +76,11 @@ TABLE = (
     _api("tensorflow.io.*", GPU_OBJECT, "file reading and decoding ops (tf.io.read_file, decode_*)"),
     _api("tensorflow.io.gfile.*", INERT, "file system helpers, no device"),
     _api("tensorflow.io.TFRecordOptions", INERT, "an options object"),
+    # Feature specifications for parse_example: plain descriptions (tensorflow/python/ops/
+    # parsing_config.py, namedtuples), no op runs when one is made.
+    *(_api(f"tensorflow.io.{spec}", INERT, "a parsing specification (a namedtuple)")
+      for spec in ("FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "RaggedFeature",
+                   "SparseFeature")),
     _api("tensorflow.saved_model.load", GPU_OBJECT, "restores variables on the default device"),
     _api("tensorflow.saved_model.save", RUNTIME_INIT, "traces and writes the model's variables"),
     _api("tensorflow.distribute.MirroredStrategy", RUNTIME_INIT, RAN),

@@ -296,7 +296,11 @@ class ForkAfterGpuInit(Rule):
             if not isinstance(effect, Start) or effect.kind not in WHAT or child is None:
                 continue
             if method == "fork":
-                init = parent.first_init()
+                # The first init that does not depend on a condition the start does not
+                # (else the first): the message then names no condition it need not.
+                shared = site.event.ctx.conditions
+                init = next((e for e in parent.inits if not conditions_of(e.ctx.conditions, shared)),
+                            parent.first_init())
             elif method == "forkserver" and child.served:
                 init = server_init(child)  # the server was initialized before it forked the child
             else:

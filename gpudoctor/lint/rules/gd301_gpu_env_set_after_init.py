@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
 from gpudoctor.lint.analysis.flows import Flow, State
-from gpudoctor.lint.analysis.values import SavedEnv
+from gpudoctor.lint.analysis.values import SavedEnv, strings
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
 from gpudoctor.lint.knowledge.table import InitLevel
@@ -39,6 +39,21 @@ def too_late(var: str, state: State) -> Event | None:
         if reader is None or (init.framework == reader and init.level == InitLevel.RUNTIME):
             return event
     return None
+
+
+def _changes_nothing(write: EnvWrite, state: State) -> bool:
+    """Does the write leave the variable as it was: a ``setdefault`` of a variable this
+    process already set, or the same literal value written again (a pool worker running
+    its task a second time writes what its first task wrote, before the runtime read it)?"""
+    earlier = [e.effect for e in state.env if isinstance(e.effect, EnvWrite) and e.effect.var == write.var
+               and e.effect.environ]
+    if not earlier:
+        return False
+    if write.keeps:
+        return True
+    value = strings(write.value)  # one known string, the same as an earlier write's
+    return len(value) == 1 and len(write.value) == 1 and \
+        any(strings(e.value) == value and len(e.value) == 1 for e in earlier)
 
 
 class GpuEnvSetAfterInit(Rule):
@@ -224,6 +239,8 @@ class GpuEnvSetAfterInit(Rule):
                 continue
             if effect.value and all(isinstance(a, SavedEnv) and a.var == effect.var for a in effect.value):
                 continue  # a restore: the value read from this variable earlier, written back
+            if _changes_nothing(effect, state):
+                continue
             init_event = too_late(effect.var, state)
             if init_event is None:
                 continue

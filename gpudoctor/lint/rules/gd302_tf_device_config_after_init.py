@@ -35,6 +35,10 @@ class TfDeviceConfigAfterInit(Rule):
     `jax_num_cpu_devices`, `jax_cuda_visible_devices` (and the CPU topology timeouts)
     after a device query or an array op.
 
+    A call made again by the same line (a pool worker runs its task once per item) is
+    reported once, where it first runs: TensorFlow returns at once when the setting
+    already has the value asked for.
+
     ## Why is this bad?
     The runtime fixes its devices and thread pools when it starts. Afterwards these
     calls raise `RuntimeError: Physical devices cannot be modified after being
@@ -173,12 +177,19 @@ class TfDeviceConfigAfterInit(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
-        for _flow, _, event, state in ctx.points():
+        for flow, index, event, state in ctx.points():
             effect = event.effect
             if not isinstance(effect, TfConfig):
                 continue
             framework = effect.framework or CONFIG_FRAMEWORK
             init_event = state.init_of(framework, InitLevel.RUNTIME)
+            if init_event is None:
+                continue
+            if any(isinstance(e.effect, TfConfig) and e.effect.site == effect.site for e in flow.events[:index]):
+                # The same call again (a pool worker's next task): TensorFlow returns at once
+                # when the setting already has that value, and the first call is the one
+                # reported if it came too late.
+                continue
             if init_event is None:
                 continue
             init = init_event.effect
