@@ -23,6 +23,7 @@ from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     FACTORY_PREFIX,
     ITEM_PREFIX,
+    SOME_UNKNOWN,
     UNKNOWN,
     Atom,
     Bool,
@@ -459,7 +460,9 @@ class Evaluator(Frame):
                 args.keywords[arg.keyword.value] = value
                 args.keyword_nodes[arg.keyword.value] = arg.value
             elif arg.star:
-                args.rest = args.rest | elements(value) | value
+                # (an unknown ``*args``/``**kwargs`` may hold anything: not "no arguments",
+                # which would leave the parameters to their defaults)
+                args.rest = args.rest | elements(value) | (value or SOME_UNKNOWN)
             else:
                 args.positional.append(value)
         return args

@@ -72,6 +72,15 @@ TABLE = (
     *(_api(f"tensorflow.{name}", GPU_OBJECT, RAN + " (an op)") for name in TOP_LEVEL_OPS),
     *(_api(f"tensorflow.{name}.*", GPU_OBJECT, RAN + " (ops)") for name in OP_NAMESPACES),
     _api("tensorflow.random.set_seed", INERT, "sets the global seed without creating the context"),
+    # A summary writer is a host resource (an events file): making one starts the runtime,
+    # but the writer lives on no device.
+    _api("tensorflow.summary.create_file_writer", RUNTIME_INIT, RAN + "; the writer is a host resource"),
+    _api("tensorflow.summary.create_noop_writer", RUNTIME_INIT, RAN + "; the writer is a host resource"),
+    # tf.experimental.numpy's type queries forward to NumPy and create no context
+    # (tensorflow/python/ops/numpy_ops/np_utils.py finfo -> np.finfo; checked at run time on
+    # TensorFlow 2.21: no eager context after each of these).
+    *(_api(f"tensorflow.experimental.numpy.{name}", INERT, "forwards to NumPy; no context (TF 2.21)")
+      for name in ("finfo", "iinfo", "issubdtype", "result_type", "promote_types")),
     _api("tensorflow.data.Options", INERT, "an options object"),
     _api("tensorflow.io.*", GPU_OBJECT, "file reading and decoding ops (tf.io.read_file, decode_*)"),
     _api("tensorflow.io.gfile.*", INERT, "file system helpers, no device"),
