@@ -412,7 +412,13 @@ class FlowBuilder:
         prescan found neither act nor reach by name a function that does (on their own
         they have nothing to report).
         """
-        candidates = [f for f in self._entry_functions(state)
+        functions = list(self._entry_functions(state))
+        # What a function other files call reaches is theirs to analyse too: run it here
+        # only to mark what it reaches (a class whose methods only it uses), no flow.
+        for func in functions:
+            if func.qualname.split(".", 1)[0] in called_elsewhere and state.parsed.entry_point(func.node):
+                self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
+        candidates = [f for f in functions
                       if not self.analyzer.is_reached(f) and state.parsed.entry_point(f.node)
                       and f.qualname.split(".", 1)[0] not in called_elsewhere]
         for func in candidates:
