@@ -186,7 +186,9 @@ def lint(root: Path, paths: list[str], python: str, source: Path | None) -> tupl
         where = f.get("location") or {}
         filename = str(f.get("filename") or f.get("file") or "")
         rel = os.path.relpath(filename, root) if os.path.isabs(filename) else filename
-        out.append({"file": rel.replace(os.sep, "/"), "line": int(where.get("row", 0)), "code": f["code"],
+        cell = f.get("cell")  # a notebook's finding: its cell, and the line in that cell
+        shown = rel.replace(os.sep, "/") + (f":cell {cell}" if cell else "")
+        out.append({"file": shown, "line": int(where.get("row", 0)), "code": f["code"],
                     "message": f.get("message", "")})
     return out, took
 

@@ -77,7 +77,16 @@ from gpudoctor.lint.knowledge.registry import (
     framework_of_module,
 )
 from gpudoctor.lint.knowledge.runners import RUNNERS, SETUP_METHODS, TEST_CASE_BASES, TEST_MAINS, TEST_PREFIX
-from gpudoctor.lint.knowledge.table import GPU_OBJECT, INIT_EFFECTS, ON_CUDA, ON_NO_ARGUMENTS, TF_CONFIG, Api, InitLevel
+from gpudoctor.lint.knowledge.table import (
+    GPU_OBJECT,
+    INIT_EFFECTS,
+    ON_CUDA,
+    ON_NO_ARGUMENTS,
+    RUNTIME_OBJECT,
+    TF_CONFIG,
+    Api,
+    InitLevel,
+)
 from gpudoctor.lint.nesting import EXPRESSION
 from gpudoctor.lint.settings import SUPPORTED_MINORS
 
@@ -696,6 +705,8 @@ class Evaluator(Frame):
                                  INIT_UNLESS.get(qualname)), device)
         if api.effect == GPU_OBJECT:
             return one(self.gpu_object(framework, node, device))
+        if api.effect == RUNTIME_OBJECT:
+            return one(replace(self.gpu_object(framework, node, device), resident=False))
         # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.
         return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
 

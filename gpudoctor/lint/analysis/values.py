@@ -78,6 +78,7 @@ class GpuObj:
     framework: str
     site: LazySite
     when: Conditions = field(default=(), compare=False)  # the undecided tests it was made under
+    resident: bool = True  # False: bound to the runtime, not on the device (table.RUNTIME_OBJECT)
 
 
 @dataclass(frozen=True)

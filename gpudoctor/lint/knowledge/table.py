@@ -17,11 +17,15 @@ from gpudoctor.lint.knowledge.names import StrEnum
 DRIVER_INIT = "driver-init"  # cuInit ran: a forked child can no longer use CUDA
 RUNTIME_INIT = "runtime-init"  # the framework built its context/allocator/thread pools
 GPU_OBJECT = "gpu-object"  # runtime init, and the result lives on the device
+# Runtime init, and the result is bound to the framework's runtime without living on the
+# device (a TensorFlow summary writer): a process handed one uses the framework; sending
+# it copies no device memory.
+RUNTIME_OBJECT = "runtime-object"
 HOST_COPY = "host-copy"  # the result is a host copy of a device object
 INERT = "inert"  # explicitly no effect (an exception to a broad pattern)
 TF_CONFIG = "tf-config"  # TensorFlow device configuration: must precede runtime init
 
-INIT_EFFECTS = frozenset({DRIVER_INIT, RUNTIME_INIT, GPU_OBJECT})
+INIT_EFFECTS = frozenset({DRIVER_INIT, RUNTIME_INIT, GPU_OBJECT, RUNTIME_OBJECT})
 
 
 class InitLevel(StrEnum):
@@ -68,7 +72,7 @@ class Api:
         """How far an initializing entry takes its framework; None for the others."""
         if self.effect == DRIVER_INIT:
             return InitLevel.DRIVER
-        if self.effect in (RUNTIME_INIT, GPU_OBJECT):
+        if self.effect in (RUNTIME_INIT, GPU_OBJECT, RUNTIME_OBJECT):
             return InitLevel.RUNTIME
         return None
 

@@ -20,6 +20,7 @@ from gpudoctor.lint.knowledge.table import (
     GPU_OBJECT,
     INERT,
     RUNTIME_INIT,
+    RUNTIME_OBJECT,
     TF_CONFIG,
     Api,
 )
@@ -74,8 +75,8 @@ TABLE = (
     _api("tensorflow.random.set_seed", INERT, "sets the global seed without creating the context"),
     # A summary writer is a host resource (an events file): making one starts the runtime,
     # but the writer lives on no device.
-    _api("tensorflow.summary.create_file_writer", RUNTIME_INIT, RAN + "; the writer is a host resource"),
-    _api("tensorflow.summary.create_noop_writer", RUNTIME_INIT, RAN + "; the writer is a host resource"),
+    _api("tensorflow.summary.create_file_writer", RUNTIME_OBJECT, RAN + "; the writer is a host resource"),
+    _api("tensorflow.summary.create_noop_writer", RUNTIME_OBJECT, RAN + "; the writer is a host resource"),
     # tf.experimental.numpy's type queries forward to NumPy and create no context
     # (tensorflow/python/ops/numpy_ops/np_utils.py finfo -> np.finfo; checked at run time on
     # TensorFlow 2.21: no eager context after each of these).

@@ -182,7 +182,7 @@ class GpuObjectSentToProcess(Rule):
                 continue
             method, _ = ctx.method_at(effect.method, state)
             fork = method == "fork"
-            found = [o for o in gpu_objects(effect.value) if self._reported(o, effect, fork)]
+            found = [o for o in gpu_objects(effect.value) if o.resident and self._reported(o, effect, fork)]
             if not found:
                 continue
             first = min(found, key=lambda o: (o.site.row, o.site.col))
