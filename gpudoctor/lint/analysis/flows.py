@@ -41,6 +41,7 @@ from gpudoctor.lint.analysis.events import (
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
+    GpuObj,
     ClassRef,
     FuncRef,
     Instance,
@@ -450,8 +451,40 @@ class FlowBuilder:
                 fixtures = self._fixtures(state)
                 if fixtures:
                     keywords = self._resolve_fixtures(func, fixtures, before, set())
+        hooked = self._hook_context(func)
+        if hooked is not None:
+            init, param, device = hooked
+            before.append(init)
+            keywords = {**keywords, param: device}
         events, _ = self.analyzer.call(func, (), UNKNOWN, keywords, entry=True)
         return [*before, *events]
+
+    def _hook_context(self, func: FuncRef) -> tuple[Event, str, Value] | None:
+        """For a hook a framework calls with a module it moved to the GPU (a Lightning
+        Callback's ``on_*``: runners.HOOK_BASES), the init that came before, the parameter
+        and the device object it holds. The init is placed at the hook's ``def``."""
+        import libcst as cst
+
+        owner = self.analyzer.classes.owner_of(func)
+        node = func.node
+        if owner is None or not isinstance(node, cst.FunctionDef):
+            return None
+        for base in self.analyzer.classes.framework_bases(owner):
+            hook = R.HOOK_BASES.get(base)
+            if hook is None:
+                continue
+            prefix, param, framework = hook
+            names = {p.name.value for p in (*node.params.params, *node.params.kwonly_params)}
+            if not node.name.value.startswith(prefix) or param not in names:
+                return None
+            state = self.analyzer.module(self.analyzer.project.path_of(func.module))
+            if isinstance(state, ParseFailure):
+                return None
+            home = state.parsed.home_of(node)
+            site = home.site(node, state.parsed.anchor_of(node) if home is state.parsed else None)
+            init = Event(Init(framework, InitLevel.RUNTIME, R.HOOK_CALLER, site))
+            return init, param, frozenset({GpuObj(framework, site)})
+        return None
 
     def _fixtures(self, state: ModuleState) -> dict[str, FuncRef]:
         """The pytest fixtures a test in this module can name: its own, then those of the

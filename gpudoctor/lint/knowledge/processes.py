@@ -123,6 +123,11 @@ APIS: dict[str, ProcessKind] = {
     "torch.set_default_tensor_type": DEFAULT_DEVICE,
     "torch.compile": COMPILER,
     "torch.distributed.init_process_group": PROCESS_GROUP,
+    # DeepSpeed's communication layer wraps torch.distributed.init_process_group
+    # (deepspeed/comm/comm.py init_distributed -> TorchBackend), with its threads.
+    "deepspeed.init_distributed": PROCESS_GROUP,
+    "deepspeed.comm.init_distributed": PROCESS_GROUP,
+    "deepspeed.comm.comm.init_distributed": PROCESS_GROUP,
     "multiprocessing.set_forkserver_preload": SET_PRELOAD,
     "multiprocessing.forkserver.set_forkserver_preload": SET_PRELOAD,
     "joblib.Parallel": JOBLIB,

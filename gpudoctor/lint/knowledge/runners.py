@@ -15,6 +15,11 @@ Sources:
   ``setUpClass`` once, then ``setUp``, the test, ``tearDown`` (``unittest/case.py``);
   ``unittest.main()`` (absl's ``absltest.main()``, ``tf.test.main()``) runs those of the
   ``__main__`` module when it is called.
+- PyTorch Lightning: the Trainer calls a ``Callback``'s hooks (``on_train_start``,
+  ``on_validation_end``, ...) with ``pl_module``, the LightningModule, after it moved that
+  module to its accelerator (``lightning/pytorch/trainer/trainer.py`` ``_run`` ->
+  ``strategy.model_to_device()`` before the fit loop and its hooks, Lightning 2.x): in a
+  GPU run the hook runs in a process that initialized CUDA, with a module on the GPU.
 - pytest: a ``test*`` function's parameters are fixtures, resolved by name among the
   functions decorated with ``@pytest.fixture`` (its module's and its ``conftest.py``'s);
   each fixture runs before the test, a generator fixture up to its ``yield``, whose value
@@ -57,3 +62,15 @@ SETUP_METHODS = ("setUpClass", "setUp")
 TEST_PREFIX = "test"
 
 FIXTURE_DECORATORS = frozenset({"pytest.fixture", "pytest_asyncio.fixture"})
+
+
+# Framework base classes whose methods the framework calls with a GPU-resident argument,
+# after it initialized the GPU in that process: base -> (method prefix, the parameter that
+# holds the device object, its framework).
+HOOK_BASES: dict[str, tuple[str, str, str]] = {
+    base: ("on_", "pl_module", "torch")
+    for base in ("lightning.pytorch.Callback", "lightning.pytorch.callbacks.Callback",
+                 "lightning.Callback", "pytorch_lightning.Callback", "pytorch_lightning.callbacks.Callback",
+                 "pytorch_lightning.callbacks.base.Callback")
+}
+HOOK_CALLER = "the Trainer moved pl_module to the GPU before calling this hook"
