@@ -482,7 +482,9 @@ class Evaluator(Frame):
             receiver = self.eval(func.value)
             args = self.eval_args(node)
             name = func.attr.value
-            if name in MUTATORS and isinstance(func.value, cst.Name) and args.positional:
+            if name in MUTATORS and isinstance(func.value, cst.Name) and args.positional and \
+                    (not receiver or any(isinstance(a, Container) for a in receiver)):
+                # (a list's or set's, not a project object's own ``add``)
                 added = args.positional[-1]
                 grown = elements(added) if name in ("extend", "update") else added
                 self.mutate(func.value.value, receiver, grown)

@@ -387,6 +387,29 @@ CONSTRUCTS: list[Construct] = [
         unsupported={"object": "what a nested function writes through `nonlocal` does not reach the enclosing "
                                "function's name (what it does, does)"},
     ),
+    Construct(
+        "getattr-computed-name", "a method called through getattr with a name known only at run time", "functions", P,
+        parent("import sys\n\nclass Engine:\n    def boot(self):\n        return $action",
+               "value = getattr(Engine(), sys.argv[1])()", result="value"),
+        parent("import sys\n\nclass Engine:\n    def boot(self):\n        return $action",
+               "value = getattr(Engine(), sys.argv[1], None)"),
+        unsupported={key: "a method named by a value known only at run time (a command, a message) is not "
+                          "called: which one runs is not known" for key in ("init", "object", "env", "thread")},
+    ),
+    Construct(
+        "attribute-registry", "a value kept in an object's dict by a computed key, read back through a method", "classes", P,
+        parent("import sys\n\nclass Registry:\n    def __init__(self):\n        self._items = {}\n"
+               "    def add(self, key, value):\n        self._items[key] = value\n"
+               "    def get(self, key):\n        return self._items[key]\n\nREG = Registry()",
+               "REG.add(sys.argv[1], $action)", result="REG.get(sys.argv[1])"),
+        parent("import sys\n\nclass Registry:\n    def __init__(self):\n        self._items = {}\n"
+               "    def add(self, key, value):\n        self._items[key] = value\n"
+               "    def get(self, key):\n        return self._items[key]\n\nREG = Registry()",
+               "REG.add(sys.argv[1], None)", result="REG.get(sys.argv[1])"),
+        families=("object",),
+        unsupported={"object": "an item stored by a computed key in a container an attribute holds "
+                               "(self._items[key] = value) is not read back through it; a name's container is"},
+    ),
     # -- modules --------------------------------------------------------------------------
     Construct(
         "two-hops-other-modules", "started two calls away, in other modules", "modules", P,
@@ -606,6 +629,20 @@ CONSTRUCTS: list[Construct] = [
               "        return f(*args)\n    return wrapper\n\n\n@logged\ndef work(payload):\n    return payload\n\n\n"
               "def later():\n    return $child_action\n\n\n"
               "if __name__ == \"__main__\":\n    $prelude\n    pool = $ctx.Pool(2)\n    pool.map(work, [1])\n"),
+    ),
+    Construct(
+        "cloudpickled-class-target", "a class sent to the child as cloudpickle bytes and built there", "targets", C,
+        child("import cloudpickle\n\n\nclass Runner:\n    def __init__(self):\n"
+              "        self.out = $child_action  # <-child\n\n\ndef run(blob):\n    cloudpickle.loads(blob)()\n\n\n"
+              "if __name__ == \"__main__\":\n    $prelude\n"
+              "    p = $ctx.Process(target=run, args=(cloudpickle.dumps(Runner),))  # <-send\n    p.start()  # <-start\n"),
+        child("import cloudpickle\n\n\nclass Runner:\n    def __init__(self):\n        self.out = None\n"
+              "    def later(self):\n        return $child_action\n\n\ndef run(blob):\n    cloudpickle.loads(blob)()\n\n\n"
+              "if __name__ == \"__main__\":\n    $prelude\n"
+              "    p = $ctx.Process(target=run, args=(cloudpickle.dumps(Runner),))\n    p.start()\n"),
+        families=("init",),
+        unsupported={"init": "what a process builds from serialized bytes (cloudpickle.loads, pickle.loads) is not "
+                             "known: the bytes are not followed back to the object they were made from"},
     ),
     Construct(
         "global-object-called", "a framework object held in a module global, called in the worker", "targets", C,
