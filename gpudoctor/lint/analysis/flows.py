@@ -41,9 +41,9 @@ from gpudoctor.lint.analysis.events import (
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     Atom,
-    GpuObj,
     ClassRef,
     FuncRef,
+    GpuObj,
     Instance,
     PoolObj,
     Str,
