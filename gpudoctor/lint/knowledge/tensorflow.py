@@ -174,8 +174,7 @@ FRAMEWORK = Framework(
     # keras/src/backend/config.py reads KERAS_BACKEND when keras is imported.
     import_environment={"KERAS_BACKEND": "keras"},
     aliases=(("tensorflow.keras.", "keras."),
-             ("tensorflow.python.estimator.estimator.", "tensorflow.estimator."),
-             ("tensorflow_estimator.python.estimator.estimator.", "tensorflow.estimator.")),
+             ("tensorflow.python.estimator.estimator.", "tensorflow.estimator.")),
     backend_switch={"keras": ("KERAS_BACKEND", {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"})},
     host_methods=frozenset({"numpy"}),
     # Keras model methods run on the device but hand back NumPy arrays, a History, floats.
