@@ -18,7 +18,7 @@ from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Context, Event
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
-from gpudoctor.lint.analysis.shared_walks import Active, Walked
+from gpudoctor.lint.analysis.shared_walks import IN_DENSE_CYCLE, Active, Walked
 from gpudoctor.lint.analysis.summaries import place_of
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 
 NOT_ANALYSED = "not analysed"
+HALF_IMPORTED = "imported half-run, in an import cycle"
+# A module in import cycles of two with at least this many modules is walked, when one of
+# them imports it, as a member of a dense cycle (see Analyzer.module).
+DENSE_CYCLE = 3
 # A module the code needs by name (a function it calls, a program's own import) is walked
 # past the budget of modules followed, up to this many times that budget.
 DIRECT_ROOM = 3
@@ -62,8 +66,10 @@ class Analyzer:
     """
 
     def __init__(self, project: Project, linted: frozenset[Path] = frozenset(), depth: int = 0,
-                 limit: int | None = None, work: int | None = None) -> None:
+                 limit: int | None = None, work: int | None = None,
+                 half_imported: frozenset[Path] = frozenset()) -> None:
         self.project = project
+        self._half_imported = half_imported  # modules this walk meets half-run (see ``module``)
         self.limits = limits = project.limits
         # How deep this analysis nests (see nesting.py); a module walk is given the room and
         # the walks cut short left to the analysis that asked for it.
@@ -87,12 +93,23 @@ class Analyzer:
         self._defaults: dict[int, dict[str, Value]] = {}  # function node -> its evaluated defaults
 
     # -- modules -------------------------------------------------------------------------
-    def module(self, path: Path, direct: bool = False) -> ModuleState | ParseFailure:
+    def module(self, path: Path, direct: bool = False, importer: Path | None = None) -> ModuleState | ParseFailure:
         """The module's walk (its top level run once in this analysis), or why there is
         none. ``direct``: the code calls a function of it, or a linted program imports it
         (_run_import), which the budget of modules followed refuses only at DIRECT_ROOM
-        times its size."""
+        times its size. ``importer``: the module whose import statement runs it.
+
+        A module in a dense import cycle (import cycles of two with DENSE_CYCLE modules or
+        more), imported by one of them, is walked once for all of them: with every module of
+        those cycles half-run, whichever are really being imported at the time. Walked as
+        Python runs it, its walk would depend on which of them were (shared_walks.py), and a
+        ring of n modules that all import one another has about n**3 such orders within the
+        import depth followed: 60 of them took minutes and gigabytes. What is lost is the
+        names such a module takes at import time from one of those it is in a cycle with.
+        """
         key = self.project.real(path)
+        if key in self._half_imported:
+            return ParseFailure(str(key), HALF_IMPORTED, 1, 0)
         found = self._modules.get(key)
         if found is not None and not (direct and isinstance(found, ParseFailure) and found.message == NOT_ANALYSED):
             return found
@@ -108,7 +125,12 @@ class Analyzer:
             # Walks nested or used past the meter: the module is unknown from here (not
             # kept as such: reached from less deep, it is walked).
             return ParseFailure(str(key), NOT_ANALYSED, 1, 0)
-        walked = self.project.walks.get(key, self._depth + self._import_depth, self.fresh_walk, *room)
+        depth = self._depth + self._import_depth
+        if importer is not None and self.project.real(importer) in self.project.imported(key):
+            mates = self.project.cycle_mates(key)
+            if len(mates) >= DENSE_CYCLE:
+                depth += IN_DENSE_CYCLE
+        walked = self.project.walks.get(key, depth, self.fresh_walk, *room)
         meter.walked(walked.peak, walked.height, walked.work, walked.tripped)
         self._modules[key] = walked.state
         self.closure |= walked.closure
@@ -125,7 +147,11 @@ class Analyzer:
         """Walk ``path`` in an analysis of its own, started ``depth`` imports deep with
         ``room`` to nest in and ``work`` walks that may be cut short: a walk any analysis of
         the project may reuse (walks.py)."""
-        analyzer = Analyzer(self.project, depth=depth, limit=room, work=work)
+        half: frozenset[Path] = frozenset()
+        if depth >= IN_DENSE_CYCLE:  # walked for the dense cycles it is in (see ``module``)
+            depth -= IN_DENSE_CYCLE
+            half = self.project.cycle_mates(path)
+        analyzer = Analyzer(self.project, depth=depth, limit=room, work=work, half_imported=half)
         with self.project.tracking() as touched:
             state, entry = analyzer.walk_own(path)
         failures = tuple(analyzer.failures)
@@ -241,7 +267,8 @@ class Analyzer:
             # what it runs: the budget of modules followed does not refuse them (a large
             # package imported first must not hide the helper imported next, whose
             # function the script calls). A library module's imports stay within it.
-            state = self.module(path, direct=importer in self.linted_paths and self._program(importer))
+            state = self.module(path, direct=importer in self.linted_paths and self._program(importer),
+                                importer=self.project.path_of(importer))
         finally:
             self._import_depth -= 1
         if importer in self.linted_paths:

@@ -62,6 +62,7 @@ class Project:
         self._real: dict[Path, Path] = {}
         self._paths: dict[str, Path] = {}
         self._framework_names: dict[Path, str | None] = {}
+        self._imported: dict[Path, tuple[frozenset[Path], Touched]] = {}  # (see ``imported``)
         self._sizes: dict[Path, int] = {}  # text lengths of modules a summary stood for (summaries.py)
         self.summary_parts: dict[object, object] = {}  # what summaries read back share (summaries.py)
         self.modules = ModuleFinder(self._roots, self.real)
@@ -279,6 +280,29 @@ class Project:
             for target in targets:
                 if target is not None:
                     yield bound, target
+
+    def imported(self, path: Path) -> frozenset[Path]:
+        """The project modules an import statement of ``path`` names (read from its prescan).
+
+        Kept once found; each later ask counts the files and listings it was read from as
+        read again (``tracking``), as a walk that decides by it depends on them."""
+        path = self.real(path)
+        found = self._imported.get(path)
+        if found is None:
+            with self.tracking() as touched:
+                scan = self.prescan(path)
+                targets = frozenset() if scan is None else frozenset(
+                    self.real(target) for _, target in self.import_targets(path, scan))
+            found = self._imported[path] = (targets - {path}, touched)
+        else:
+            self.note_touched(found[1])
+        return found[0]
+
+    def cycle_mates(self, path: Path) -> frozenset[Path]:
+        """The modules ``path`` imports that import it back: each is in an import cycle of two
+        with it (read from the prescans of ``path`` and of the modules it imports)."""
+        path = self.real(path)
+        return frozenset(m for m in self.imported(path) if path in self.imported(m))
 
     # -- module names ------------------------------------------------------------------------
     def framework_name(self, path: Path) -> str | None:

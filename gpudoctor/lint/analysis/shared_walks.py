@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     from gpudoctor.lint.limits import Limits
 
 
+# Added to the import depth a walk is kept under when it is made for a module's dense import
+# cycles (Analyzer.module): such a walk is another walk of the module, at the same depth.
+IN_DENSE_CYCLE = 1_000
+
+
 @dataclass(frozen=True)
 class Walked:
     """One module's walk and what the analysis that uses it must take over from it."""
