@@ -1,15 +1,19 @@
-"""How the cost of `gpudoctor lint` grows with loop depth, module length and nesting.
+"""How the cost of `gpudoctor lint` grows with loop depth, module length, nesting, import
+cycles and ignore patterns.
 
 Each case is a generated file linted in a process of its own (``--jobs 1 --no-cache``);
 the wall time and the peak memory (the child's maximum resident set, from ``wait4``) are
 printed against the depth or the size, with figures per 100 kB for the long modules and,
 beside them, what parsing the same file with libcst alone costs (the floor: every
 top-level statement of a module is parsed by libcst, so its memory is libcst's tree).
+Where a size grows, the growth exponent is printed too: the slope of log(time over
+start-up) against log(size), 1 for a cost that grows as the input does.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -80,6 +84,47 @@ def ring(folder: Path, modules: int) -> Path:
     return package
 
 
+def dense_cycle(folder: Path, modules: int) -> Path:
+    """``modules`` modules that each import all the others and call their ``run()``, each
+    ``run()`` initializing TensorFlow and starting a pool (all linted): the input grows as
+    ``modules`` squared."""
+    package = folder / f"dense{modules}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for i in range(modules):
+        others = [j for j in range(modules) if j != i]
+        lines = [HEAD.rstrip("\n"), *(f"from dense{modules} import m{j}" for j in others), "", "", "def run():",
+                 "    tf.constant(1)", *(f"    m{j}.run()" for j in others), "    Pool(2).map(work, [1])", ""]
+        (package / f"m{i}.py").write_text("\n".join(lines))
+    return package
+
+
+def pattern_bomb(folder: Path, stars: int) -> Path:
+    """A project whose .gitignore holds one line of ``stars`` stars and an ``a``, beside 30
+    files whose long names it does not match (matched by a backtracking matcher, each name
+    costs it time that grows as a power of ``stars``)."""
+    project = folder / f"bomb{stars}"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "bomb"\n')
+    (project / ".gitignore").write_text("*" * stars + "a\n")
+    for i in range(30):
+        (project / f"{'b' * 40}{i}.py").write_text(HEAD)
+    return project
+
+
+def exponent(sizes: list[float], times: list[float]) -> str:
+    """The least-squares slope of log(time) against log(size), as text ("-" if undefined)."""
+    points = [(math.log(x), math.log(y)) for x, y in zip(sizes, times, strict=True) if x > 0 and y > 0]
+    if len(points) < 2:
+        return "-"
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return "-"
+    return f"{sum((x - mean_x) * (y - mean_y) for x, y in points) / spread:.2f}"
+
+
 TIMED_OUT = -1
 
 
@@ -131,6 +176,10 @@ def main() -> int:
     parser.add_argument("--depths", default="4,8,12,16,24,32,40", help="loop depths (comma-separated)")
     parser.add_argument("--sizes", default="100,300,1000,3000", help="module sizes in kB (comma-separated)")
     parser.add_argument("--ring", type=int, default=100, help="modules in the import ring (0: none)")
+    parser.add_argument("--dense", default="10,20,40,60",
+                        help="module counts of the dense import cycles (comma-separated; empty: none)")
+    parser.add_argument("--stars", default="40,5000",
+                        help="stars in the .gitignore line (comma-separated; empty: none)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case (the median time is shown)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a case may run before it is killed")
     args = parser.parse_args()
@@ -155,15 +204,19 @@ def main() -> int:
         print("\nlong modules (top-level statements of every kind, a pool started at the end)")
         print(f"{'kB':>6} {'time s':>8} {'s/100 kB':>9} {'peak MiB':>9} {'MiB/100 kB':>11}"
               f" {'libcst parse s':>15} {'libcst MiB':>11}  status")
+        long_sizes, long_times = [], []
         for kilobytes in (int(s) for s in args.sizes.split(",")):
             path = folder / f"long_{kilobytes}.py"
             path.write_text(long_module(kilobytes * 1000))
             elapsed, memory, code = lint(path, folder, args.repeat, timeout)
+            long_sizes.append(kilobytes)
+            long_times.append(elapsed - base)
             floor, floor_memory = parse_only(path, folder, timeout)
             hundreds = kilobytes / 100
             print(f"{kilobytes:>6} {elapsed:>8.2f} {(elapsed - base) / hundreds:>9.2f} {memory:>9.0f}"
                   f" {(memory - base_memory) / hundreds:>11.0f} {floor:>15.2f} {floor_memory:>11.0f}"
                   f"  {status(code, timeout)}")
+        print(f"growth exponent (time over start-up against size): {exponent(long_sizes, long_times)}")
 
         print("\nnested past what the analysis follows")
         print(f"{'case':>28} {'time s':>8} {'peak MiB':>9}  status")
@@ -178,6 +231,27 @@ def main() -> int:
             elapsed, memory, code = lint(ring(folder, args.ring), folder, args.repeat, timeout)
             print(f"{f'import ring, {args.ring} modules':>28} {elapsed:>8.2f} {memory:>9.0f}  {status(code, timeout)}"
                   f"  ({(elapsed - base) / args.ring * 1000:.0f} ms a module)")
+
+        if args.dense:
+            print("\ndense import cycles (every module imports and calls all the others)")
+            print(f"{'modules':>8} {'lines':>7} {'time s':>8} {'peak MiB':>9}  status")
+            lines_of, times = [], []
+            for modules in (int(m) for m in args.dense.split(",")):
+                package = dense_cycle(folder, modules)
+                elapsed, memory, code = lint(package, folder, args.repeat, timeout)
+                size = sum(len(p.read_text().splitlines()) for p in package.glob("*.py"))
+                lines_of.append(size)
+                times.append(elapsed - base)
+                print(f"{modules:>8} {size:>7} {elapsed:>8.2f} {memory:>9.0f}  {status(code, timeout)}")
+            print(f"growth exponent (time over start-up against lines): {exponent(lines_of, times)}")
+
+        if args.stars:
+            print("\na .gitignore line of stars and an 'a', 30 files it does not match")
+            print(f"{'stars':>8} {'time s':>8} {'over start-up s':>16}  status")
+            for stars in (int(n) for n in args.stars.split(",")):
+                project = pattern_bomb(folder, stars)
+                elapsed, _, code = lint(project, project, args.repeat, timeout)
+                print(f"{stars:>8} {elapsed:>8.2f} {elapsed - base:>16.2f}  {status(code, timeout)}")
     return 0
 
 
