@@ -1,7 +1,8 @@
 """The pieces of the HTML report: machine summary, run sections, process and stack listings.
 
 Every function takes the JSON documents ``--json`` prints and returns HTML text;
-every value from them is escaped.
+every value from them is escaped: for HTML, and its control characters as on a terminal
+(``gpudoctor.printable``), line breaks kept.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from gpudoctor.printable import printable_lines
 from gpudoctor.probe import install_hint, stack_frames
 from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.units import format_size
@@ -16,8 +18,9 @@ from gpudoctor.probe.wording import plural
 
 
 def e(value: object) -> str:
-    """Escape any value for HTML text and attributes."""
-    return escape("" if value is None else str(value), quote=True)
+    """Escape any value for HTML text and attributes, and its control characters (an escape
+    sequence a process wrote would otherwise reach whoever copies it from the page)."""
+    return escape(printable_lines("" if value is None else str(value)), quote=True)
 
 
 def badge(status: str) -> str:

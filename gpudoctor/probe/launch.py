@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.printable import printable
 from gpudoctor.probe import bootstrap, watchdog
 from gpudoctor.probe.tree import TOKEN_VAR
 
@@ -48,11 +49,11 @@ def resolve(command: list[str]) -> list[str]:
     program = command[0]
     if os.sep in program:
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):
-            raise GpudoctorError(f"command not found or not executable: {program}")
+            raise GpudoctorError(f"command not found or not executable: {printable(program)}")
         return command
     found = shutil.which(program)
     if found is None:
-        raise GpudoctorError(f"command not found: {program} (not on PATH)")
+        raise GpudoctorError(f"command not found: {printable(program)} (not on PATH)")
     return command
 
 

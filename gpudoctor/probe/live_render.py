@@ -9,6 +9,7 @@ process appeared or ended, the tree's idle time crossed a third or two thirds of
 
 from __future__ import annotations
 
+from gpudoctor.printable import printable
 from gpudoctor.probe.live_snapshot import ProcessLine, Snapshot
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.wording import plural
@@ -46,7 +47,7 @@ def process_cells(p: ProcessLine) -> tuple[str, ...]:
     """The cells of one process's row, in ``HEADER`` order."""
     cpu = DASH if p.cpu_percent is None else f"{p.cpu_percent:.0f}%"
     gpu = DASH if p.gpu is None else format_size(p.gpu)
-    return (str(p.pid), p.role, ",".join(p.runtimes) or DASH, str(p.threads), cpu, _idle(p),
+    return (str(p.pid), printable(p.role), ",".join(p.runtimes) or DASH, str(p.threads), cpu, _idle(p),
             format_size(p.rss), gpu)
 
 
@@ -80,7 +81,7 @@ def view_lines(snapshot: Snapshot, width: int = 120, height: int | None = None) 
     Every line fits ``width`` (cut with an ellipsis, never wrapped: a wrapped line would
     break the redraw); with ``height``, rows beyond it are summed up in one line.
     """
-    title = f"gpudoctor probe: {snapshot.title} — {snapshot.elapsed:.0f} s"
+    title = f"gpudoctor probe: {printable(snapshot.title)} — {snapshot.elapsed:.0f} s"
     title += "" if snapshot.attached else " (Ctrl-C: diagnose and stop; twice: stop at once)"
     lines = [title, _row(HEADER)]
     rows = [_row(process_cells(p)) for p in snapshot.processes]
@@ -100,9 +101,9 @@ def _level(snapshot: Snapshot) -> int:
 def start_line(snapshot: Snapshot) -> str:
     """The first plain line: what is watched, and when a verdict comes."""
     if snapshot.attached:
-        return f"gpudoctor: watching {snapshot.title} for {_whole(snapshot.hang_after)} s"
+        return f"gpudoctor: watching {printable(snapshot.title)} for {_whole(snapshot.hang_after)} s"
     deadline = f", --timeout {_whole(snapshot.timeout)} s" if snapshot.timeout is not None else ""
-    return (f"gpudoctor: supervising {snapshot.title} (hang verdict after {_whole(snapshot.hang_after)} s "
+    return (f"gpudoctor: supervising {printable(snapshot.title)} (hang verdict after {_whole(snapshot.hang_after)} s "
             f"without progress{deadline})")
 
 
@@ -114,10 +115,10 @@ def progress_lines(before: Snapshot | None, now: Snapshot) -> list[str]:
     for pid, p in new.items():
         if pid not in old and (before is not None or not now.attached):  # attached: all there before
             runtimes = f", {','.join(p.runtimes)} loaded" if p.runtimes else ""
-            lines.append(f"gpudoctor: {_seconds(now.elapsed)} pid {pid} started ({p.role}{runtimes})")
+            lines.append(f"gpudoctor: {_seconds(now.elapsed)} pid {pid} started ({printable(p.role)}{runtimes})")
     for pid, p in old.items():
         if pid not in new:
-            lines.append(f"gpudoctor: {_seconds(now.elapsed)} pid {pid} ended ({p.role})")
+            lines.append(f"gpudoctor: {_seconds(now.elapsed)} pid {pid} ended ({printable(p.role)})")
     was, level = (_level(before) if before else 0), _level(now)
     if level > was:
         lines.append(f"gpudoctor: {_seconds(now.elapsed)} {verdict_line(now)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpudoctor.printable import printable
 from gpudoctor.probe.machine import MachineReport
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.wording import plural
@@ -27,7 +28,7 @@ def _device(console: Console, device: Device) -> None:
 
     used, total = device.memory_used, device.memory_total
     console.print(
-        f"  GPU {device.index}: [bold]{escape(device.name or 'unknown')}[/]  "
+        f"  GPU {device.index}: [bold]{escape(printable(device.name or 'unknown'))}[/]  "
         f"memory {format_size(used)} used / {format_size(total)} total "
         f"({format_size(device.memory_free)} free)"
     )
@@ -40,14 +41,14 @@ def _device(console: Console, device: Device) -> None:
         console.print(f"    [red]{mode}[/]: {_MODE_NOTES[mode]}")
     listed = device.processes
     if listed.processes is None:
-        console.print(f"    processes: {escape(listed.reason or 'n/a')}")
+        console.print(f"    processes: {escape(printable(listed.reason or 'n/a'))}")
     for process in listed.processes or ():
         where = "" if process.in_namespace else " (not in this PID namespace)"
         console.print(f"    pid {process.pid}: {format_size(process.used_memory)}{where}")
     if listed.foreign_pids:
-        console.print(f"    [yellow]{escape(listed.pid_namespace_note or '')}[/]")
+        console.print(f"    [yellow]{escape(printable(listed.pid_namespace_note or ''))}[/]")
     for note in device.notes:
-        console.print(f"    [dim]{escape(note)}[/]")
+        console.print(f"    [dim]{escape(printable(note))}[/]")
 
 
 def _on_off(value: bool | None) -> str:
@@ -61,7 +62,7 @@ def render(report: MachineReport, console: Console) -> None:
     n, h = report.nvml, report.host
     console.print("[bold]GPUs (NVML)[/]")
     if not n.available:
-        console.print(f"  {escape(n.reason or 'NVML not available')}")
+        console.print(f"  {escape(printable(n.reason or 'NVML not available'))}")
     else:
         console.print(f"  driver {n.driver_version or 'n/a'}, CUDA driver API "
                       f"{n.cuda_driver_version or 'n/a'}, {plural(len(n.devices), 'device')}")
@@ -72,10 +73,10 @@ def render(report: MachineReport, console: Console) -> None:
         if not f.installed:
             console.print(f"  {name}: not installed")
             continue
-        extra = f" ({escape(f.detail)})" if f.detail else ""
-        console.print(f"  {name} {f.version}{extra}")
+        extra = f" ({escape(printable(f.detail))})" if f.detail else ""
+        console.print(f"  {name} {escape(printable(str(f.version)))}{extra}")
     console.print("[bold]Python[/]")
-    console.print(f"  {h.python} ({escape(h.executable)}), default start method "
+    console.print(f"  {h.python} ({escape(printable(h.executable))}), default start method "
                   f"[bold]{h.start_method}[/] (available: {', '.join(h.start_methods)})")
     console.print("[bold]Environment[/]")
     set_vars = {name: value for name, value in h.env.items() if value is not None}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.printable import printable, printable_lines
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.diagnosis import SCHEMA_VERSION, Diagnosis
 from gpudoctor.probe.supervise import RunRecord
@@ -80,23 +81,25 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     else:
         head = f"exit code {diagnosis.exit_code}  after {run.duration:.1f} s ({run.stop_reason})"
     console.print(f"verdict: [bold {style}]{diagnosis.verdict}[/]  {head}")
-    console.print(escape(diagnosis.explanation))
+    # What the processes wrote or were named (command lines, output, frames) is shown
+    # escaped: a process's text must not drive the reader's terminal.
+    console.print(escape(printable_lines(diagnosis.explanation)))
     for cause in diagnosis.causes:
         rule = f" ({cause.rule})" if cause.rule else ""
         pids = f": pid {', '.join(map(str, cause.processes))}" if cause.processes else ""
-        console.print(f"cause: [bold]{cause.kind}[/]{rule}, {cause.certainty}{pids}")
+        console.print(f"cause: [bold]{escape(printable(cause.kind))}[/]{rule}, {cause.certainty}{pids}")
     console.print(f"tracking: {_TRACKING.get(run.tracking, run.tracking)}"
                   + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()
     for p in diagnosis.processes:
-        command = short_command(p.cmdline)
+        command = printable(short_command(p.cmdline))
         fork = ""
         if p.start == "fork":
             # An attached tree's forks have no thread count at the fork: it was not watched then.
             threads = f" with {p.threads_at_fork} threads" if p.threads_at_fork is not None else ""
             fork = f", forked{threads}, runtimes: {', '.join(p.runtimes_at_fork) or 'none'}"
         console.print(f"  pid {p.pid} ({p.start}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
-                      f"{escape(p.explanation)}{fork}, peak RSS {format_size(p.rss_peak)}"
+                      f"{escape(printable(p.explanation))}{fork}, peak RSS {format_size(p.rss_peak)}"
                       f"{' ' + escape(command) if command else ''}")
         if p.blocked_in:
-            console.print(f"    blocked in {escape(p.blocked_in)}")
+            console.print(f"    blocked in {escape(printable(p.blocked_in))}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudoctor.printable import printable
 from gpudoctor.probe.scenario_run import VariantResult
 from gpudoctor.probe.scenarios import Scenario
 
@@ -63,7 +64,7 @@ def render(results: Sequence[VariantResult], console: Console) -> None:
         first = next(iter(variants.values()))
         head = f"  {name.ljust(width)}  {first.scenario.rule}  "
         if first.status == "skipped":
-            console.print(f"{head}[dim]skipped: {escape(first.reason)}[/]")
+            console.print(f"{head}[dim]skipped: {escape(printable(first.reason))}[/]")
             continue
         unsafe, safe = variants.get("unsafe"), variants.get("safe")
         console.print(f"{head}unsafe {_pad(_cell(unsafe), 26)} safe {_cell(safe)}")
@@ -73,8 +74,8 @@ def render(results: Sequence[VariantResult], console: Console) -> None:
         style = STYLES.get(result.status, "bold")
         console.print()
         console.print(f"[bold]{result.scenario.name}[/] {result.variant}: "
-                      f"[{style}]{result.status}[/] — {escape(result.reason)}")
+                      f"[{style}]{result.status}[/] — {escape(printable(result.reason))}")
         if result.status == "ok":
             continue  # the reason said it all
         for line in result.explanation.splitlines()[1:]:
-            console.print(f"  {escape(line)}")
+            console.print(f"  {escape(printable(line))}")

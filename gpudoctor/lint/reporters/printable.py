@@ -1,37 +1,12 @@
 """Show a file name (or a message that holds one) on one line of text a terminal can print.
 
-A file name is bytes on POSIX: it may hold a newline (which would cut a ``path:row:col:``
-line in two and make an editor or a CI problem matcher read half of it as another
-finding), an escape sequence that repaints the terminal, or bytes that are not UTF-8
-(Python gives those as lone surrogates, which no UTF-8 stream can write: ``print`` would
-raise). Such characters are shown the way Python writes them in a string (``\\n``,
-``\\x1b``, ``\\xff`` for an undecodable byte), as git quotes them; the name itself is kept
-for reading the file, and the JSON and SARIF formats carry it exactly.
+The escaping lives in ``gpudoctor.printable``, shared with the probe (which shows command
+lines, output and stack frames of other processes the same way); the linter's modules
+import it from here.
 """
 
 from __future__ import annotations
 
-import re
+from gpudoctor.printable import printable
 
-# C0 and C1 controls (newline, tab, escape, NEL), DEL, the Unicode line and paragraph
-# separators (str.splitlines and many editors break lines there), and lone surrogates.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    named = _NAMED.get(char)
-    if named is not None:
-        return named
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode: show the byte
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that would break a line or a UTF-8 stream escaped."""
-    if _UNPRINTABLE.search(text) is None:  # the usual case: nothing to copy
-        return text
-    return _UNPRINTABLE.sub(_escape, text)
+__all__ = ["printable"]

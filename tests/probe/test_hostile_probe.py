@@ -1,0 +1,114 @@
+"""The hostile-input suite of the probe: what a user, a program or another user's process
+can throw at ``gpudoctor probe``, one finding per test, growing with every finding.
+
+Each test asserts the project's rule for bad input: one clear line or a verdict, the
+documented exit code, never a Python traceback, and nothing left running. Programs are
+watched through what they do (a file they write, a process that exists), never through
+sleeps that assume a speed: the machine may be loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpudoctor.probe import live_render
+from gpudoctor.probe.live_snapshot import ProcessLine, Snapshot
+from tests.probe.helpers import gpudoctor, marked, script, wait_gone
+
+PY = sys.executable
+# What a hostile command line or output holds: set the terminal's title, clear the screen.
+TITLE = "\x1b]0;PWNED\x07"
+CLEAR = "\x1b[2J"
+
+
+def _no_control_bytes(text: str) -> bool:
+    return not any(char in text for char in ("\x1b", "\x07", "\x9b"))
+
+
+def _one_error_line(stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, stderr
+
+
+def _wait_for(path: Path, process: subprocess.Popen[str] | None = None, timeout: float = 60.0) -> None:
+    """Wait until ``path`` exists (the program says it is ready); fail if ``process`` ends first."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process is None or process.poll() is None, process.communicate() if process else ""
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def _left(mark: str) -> list[int]:
+    """The processes this test started that still run, once they had time to end."""
+    return wait_gone(marked(mark), timeout=30)
+
+
+# -- 1. Escape sequences in what processes show ------------------------------------------
+
+
+@pytest.fixture
+def hostile_process(tmp_path: Path) -> Iterator[psutil.Process]:
+    """A process (standing for another user's) whose command line sets the terminal's title
+    and clears the screen, early in it so that a shortened command line keeps them."""
+    ready = tmp_path / "ready"
+    code = f"#{TITLE}{CLEAR}\nimport sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(600)"
+    process = subprocess.Popen([PY, "-c", code, str(ready)])
+    try:
+        _wait_for(ready)
+        yield psutil.Process(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_an_attached_command_line_is_escaped_on_the_terminal_and_the_page(
+        hostile_process: psutil.Process, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    done = gpudoctor(["probe", "--pid", str(hostile_process.pid), "--watch", "0.5", "--html", str(page)])
+    assert done.returncode == 0, done.stderr  # idle: nothing shows a problem
+    assert "Traceback" not in done.stderr
+    assert "verdict: idle" in done.stdout
+    assert _no_control_bytes(done.stdout) and _no_control_bytes(done.stderr)
+    assert "\\x1b]0;PWNED\\x07\\x1b[2J" in done.stdout
+    html = page.read_text()
+    assert _no_control_bytes(html) and "\\x1b]0;PWNED\\x07" in html
+
+
+def test_json_keeps_an_attached_command_line_exactly(hostile_process: psutil.Process) -> None:
+    done = gpudoctor(["probe", "--json", "--pid", str(hostile_process.pid), "--watch", "0.5"])
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    (root,) = [p for p in document["processes"] if p["pid"] == hostile_process.pid]
+    assert any(TITLE + CLEAR in part for part in root["cmdline"])
+
+
+def test_the_last_line_of_stderr_is_escaped_in_the_report(tmp_path: Path) -> None:
+    program = script(tmp_path, "fails.py", "import sys\n"
+                     f"sys.stderr.write({'boom ' + TITLE + ' ' + CLEAR + ' end'!r} + '\\n')\nsys.exit(3)\n")
+    page = tmp_path / "report.html"
+    done = gpudoctor(["probe", "--quiet", "--html", str(page), "--", PY, str(program)])
+    assert done.returncode == 1, done.stderr  # failed: a problem was diagnosed
+    assert "Last line of stderr: boom \\x1b]0;PWNED\\x07 \\x1b[2J end" in done.stdout
+    assert _no_control_bytes(done.stdout)
+    assert TITLE in done.stderr  # the command's own output, passed through as it came, is its own
+    assert _no_control_bytes(page.read_text())
+
+
+def test_the_live_view_and_progress_lines_escape_titles_and_roles() -> None:
+    line = ProcessLine(pid=7, role=f"exec {TITLE}", runtimes=(), threads=1, cpu_percent=None, idle_s=0.0,
+                       stopped=False, rss=1 << 20, gpu=None)
+    before = Snapshot(title=f"python {CLEAR}", elapsed=0.0, processes=(), quiet_s=0.0, hang_after=30.0)
+    now = Snapshot(title=f"python {CLEAR}", elapsed=1.0, processes=(line,), quiet_s=0.0, hang_after=30.0)
+    shown = [*live_render.view_lines(now), live_render.start_line(now), *live_render.progress_lines(before, now)]
+    assert all(_no_control_bytes(text) for text in shown), shown
+    assert any("\\x1b[2J" in text for text in shown) and any("\\x1b]0;PWNED\\x07" in text for text in shown)
