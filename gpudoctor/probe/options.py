@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+from collections.abc import Sequence
 from typing import Any
 
-from gpudoctor.probe.units import parse_size
+from gpudoctor.probe.units import format_size, is_unit, parse_size
 
 # A supervised program may legitimately wait a long time; a scenario's workers
 # either finish in seconds or never.
 HANG_AFTER_COMMAND = 30.0
 HANG_AFTER_SCENARIO = 3.0
+# The smallest --memory-limit: one Python interpreter alone takes about 10 MiB, so a
+# smaller budget would stop any tree at its first look, whatever it does.
+MIN_MEMORY_LIMIT = 1 << 20
 
 
 def _seconds(text: str) -> float:
@@ -46,11 +51,67 @@ def _pid(text: str) -> int:
     return value
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+# The namespace attribute that holds the last size option given as a bare number
+# (``_Size``, its text), until the word after it shows whether that is its unit.
+_WITHOUT_UNIT = "_size_without_unit"
+_NUMBER = re.compile(r"\s*[0-9]*\.?[0-9]+\s*")
+
+
+class _Size(argparse.Action):
+    """A size option (``--memory-limit``, ``--output-limit``): "8GiB", "8 GB", "512m", or a
+    byte count, of at least ``minimum`` bytes.
+
+    ``--memory-limit 8 GB`` reaches gpudoctor as two words, and argparse would take ``GB``
+    for the command to run: a bare number is therefore remembered, and a unit as the first
+    word of the command is taken back as its unit (``_Command``), never run.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, minimum: int = 0, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.minimum = minimum
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        text = str(values)
+        bare = _NUMBER.fullmatch(text) is not None
+        # A bare number's minimum waits for its unit: "0.5" alone is no size, "0.5 GB" is.
+        setattr(namespace, self.dest, self.parse(text, check_minimum=not bare))
+        setattr(namespace, _WITHOUT_UNIT, (self, text) if bare else None)
+
+    def parse(self, text: str, check_minimum: bool = True) -> int:
+        """Return the bytes ``text`` says; raise argparse's error naming the option if it is
+        not a size, or an impossible one."""
+        try:
+            value = parse_size(text)
+        except ValueError as error:
+            raise argparse.ArgumentError(self, str(error)) from None
+        if check_minimum and value < self.minimum:
+            raise argparse.ArgumentError(self, f"must be at least {format_size(self.minimum)}: {text!r}")
+        return value
+
+
+class _Command(argparse.Action):
+    """The command after the options; a size unit as its first word belongs to the bare
+    number before it (``--memory-limit 8 GB -- python train.py``), and the options after
+    that word are gpudoctor's again."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        words = list(values)
+        pending: tuple[_Size, str] | None = getattr(namespace, _WITHOUT_UNIT, None)
+        setattr(namespace, _WITHOUT_UNIT, None)
+        if pending is None:
+            setattr(namespace, self.dest, words)
+            return
+        size, number = pending
+        if not words or not is_unit(words[0]):
+            setattr(namespace, size.dest, size.parse(number))  # a byte count: now its minimum counts
+            setattr(namespace, self.dest, words)
+            return
+        setattr(namespace, size.dest, size.parse(f"{number}{words[0]}"))
+        rest = parser.parse_known_args(words[1:], namespace)[1]  # sets the command, and any options
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
 
 class _ExamplesFormatter(argparse.HelpFormatter):
@@ -119,14 +180,14 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
                      f"command, {HANG_AFTER_SCENARIO:g} for scenarios)")
     run.add_argument("--grace", type=_seconds, default=3.0, metavar="S",
                      help="seconds between SIGTERM and SIGKILL when stopping the tree (default: 3)")
-    run.add_argument("--memory-limit", type=_size, metavar="SIZE",
+    run.add_argument("--memory-limit", action=_Size, minimum=MIN_MEMORY_LIMIT, metavar="SIZE",
                      help="stop the command when its processes' resident memory together "
-                     "exceeds SIZE, e.g. 8GiB (default: no limit for a command; for a scenario "
+                     "exceeds SIZE, e.g. 8GiB or 8 GB (default: no limit for a command; for a scenario "
                      "80%% of the available memory, at most 8GiB)")
     run.add_argument("--max-processes", type=_count, default=512, metavar="N",
                      help="stop the whole tree when more than N of its processes are alive at "
                      "once, a fork bomb (default: 512)")
-    run.add_argument("--output-limit", type=_size, default=64 * 1024, metavar="SIZE",
+    run.add_argument("--output-limit", action=_Size, default=64 * 1024, metavar="SIZE",
                      help="keep this much of the head and of the tail of stdout and stderr "
                      "each for the diagnosis (default: 64KiB)")
     run.add_argument("--sample-interval", type=_seconds, default=0.05, metavar="S",
@@ -134,7 +195,7 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
                      "GPU list and RSS are read every 0.5 s)")
     run.add_argument("--no-native-stacks", dest="native_stacks", action="store_false",
                      help="do not use py-spy for native stacks of hung processes")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+    parser.add_argument("command", nargs=argparse.REMAINDER, action=_Command, metavar="-- COMMAND ...",
                         help="the command to supervise")
     parser.set_defaults(handler=_run)
     return parser

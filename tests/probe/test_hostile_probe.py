@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpudoctor.cli import build_parser, main
 from gpudoctor.probe import live_render
 from gpudoctor.probe.live_snapshot import ProcessLine, Snapshot
 from tests.probe.helpers import gpudoctor, marked, script, wait_gone
@@ -112,3 +113,45 @@ def test_the_live_view_and_progress_lines_escape_titles_and_roles() -> None:
     shown = [*live_render.view_lines(now), live_render.start_line(now), *live_render.progress_lines(before, now)]
     assert all(_no_control_bytes(text) for text in shown), shown
     assert any("\\x1b[2J" in text for text in shown) and any("\\x1b]0;PWNED\\x07" in text for text in shown)
+
+
+# -- 3. --memory-limit 8 GB: a unit as a word of its own ---------------------------------
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["8", "GB"], 8_000_000_000), (["8GB"], 8_000_000_000), (["8", "GiB"], 8 << 30), (["8g"], 8_000_000_000),
+    (["512", "MiB"], 512 << 20), (["512Mi"], 512 << 20), (["1.5", "gb"], 1_500_000_000),
+])
+def test_a_memory_limit_reads_its_unit_even_as_a_word_of_its_own(words: list[str], expected: int) -> None:
+    args = build_parser().parse_args(["probe", "--memory-limit", *words, "--timeout", "5", "--", "python", "x.py"])
+    assert (args.memory_limit, args.timeout, args.command) == (expected, 5.0, ["--", "python", "x.py"])
+
+
+def test_both_sizes_with_units_of_their_own_and_a_command_without_dashes() -> None:
+    args = build_parser().parse_args(["probe", "--output-limit", "1", "KiB", "--memory-limit", "2", "GB",
+                                      "python", "x.py"])
+    assert (args.output_limit, args.memory_limit, args.command) == (1024, 2_000_000_000, ["python", "x.py"])
+
+
+def test_a_memory_limit_with_its_unit_apart_reaches_the_run(tmp_path: Path) -> None:
+    done = gpudoctor(["probe", "--json", "--quiet", "--memory-limit", "8", "GB", "--", "true"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["memory_limit"] == 8_000_000_000
+
+
+@pytest.mark.parametrize("words", [
+    ["0"], ["0.5"], ["0", "GB"], ["100"], ["1e30GB"], ["9" * 400], ["9999999999", "TB"], ["-1GB"], ["lots"],
+])
+def test_an_impossible_memory_limit_is_one_clear_line(words: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--memory-limit", *words, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    _one_error_line(err)
+    assert "--memory-limit" in err
+
+
+def test_a_word_after_a_size_that_is_no_unit_is_the_command(tmp_path: Path) -> None:
+    done = gpudoctor(["probe", "--quiet", "--memory-limit", "8000000000", "parsecs"])
+    assert done.returncode == 2
+    _one_error_line(done.stderr)
+    assert "command not found: parsecs" in done.stderr
