@@ -306,7 +306,8 @@ def _is_python(seen: Observed) -> bool:
     return any(name.startswith(("python", "pypy")) for name in names)
 
 
-def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tuple[dict[int, stacks.Stack], list[str]]:
+def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool,
+            until: float | None = None) -> tuple[dict[int, stacks.Stack], list[str]]:
     if not wanted:
         return {}, ["No stacks: --no-native-stacks was given."]
     py_spy = stacks.find_py_spy()
@@ -314,8 +315,10 @@ def _stacks(pids: set[int], observed: dict[int, Observed], wanted: bool) -> tupl
         return {}, [f"No Python or native stacks: py-spy is not installed (it comes with the report extra: "
                     f"{install_hint.text()}); gpudoctor never signals an attached process, so without "
                     "py-spy it cannot dump its stacks."]
+    if until is not None and time.monotonic() >= until:
+        return {}, ["No stacks: --timeout was reached before py-spy could dump them."]
     held = {pid for pid in pids if observed[pid].state in _HELD}
-    dumps, error = stacks.native_stacks(pids, py_spy, lambda pid: None, held)
+    dumps, error = stacks.native_stacks(pids, py_spy, lambda pid: None, held, until=until)
     notes = []
     if error and len(dumps) < len(pids):
         missing = sorted(pids - set(dumps))
@@ -424,18 +427,32 @@ def _parents_line(observed: dict[int, Observed]) -> list[str]:
     return lines
 
 
+def watch_window(window: float, timeout: float | None) -> float:
+    """The watch window an examination bounded by ``timeout`` (``--timeout``) gets: at most
+    half of it, the other half being for reading the tree and dumping its stacks."""
+    return window if timeout is None else min(window, timeout / 2)
+
+
 def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
             progress: Callable[[str], None] | None = None,
-            watching: Callable[[dict[int, Observed], float], None] | None = None) -> Attached:
+            watching: Callable[[dict[int, Observed], float], None] | None = None,
+            timeout: float | None = None) -> Attached:
     """Attach to ``pids`` and their descendants for ``window`` seconds; never signal them.
 
     ``progress`` is told what is watched, once; ``watching`` is given the processes as
-    read so far and the seconds watched, after each read (the live view)."""
+    read so far and the seconds watched, after each read (the live view). ``timeout``
+    (``--timeout``) bounds the whole examination: the window is cut to half of it
+    (``watch_window``), and stack dumps still running when it passes are abandoned."""
     roots = [_open(pid) for pid in dict.fromkeys(pids)]
     started = time.monotonic()
+    until = None if timeout is None else started + timeout
     processes: dict[int, psutil.Process] = {}
     observed: dict[int, Observed] = {}
     notes: list[str] = []
+    if watch_window(window, timeout) < window:
+        notes.append(f"--timeout {timeout:g} s cut the watch window from {window:g} s to "
+                     f"{watch_window(window, timeout):g} s (half of it: the rest is for the stack dumps).")
+        window = watch_window(window, timeout)
     for process, is_root in _tree(roots):
         try:
             observed[process.pid] = _read(process, is_root)
@@ -462,7 +479,7 @@ def examine(pids: Sequence[int], window: float, native_stacks: bool = True,
     notes += [f"pid {pid} exited while gpudoctor examined it." for pid, seen in observed.items() if seen.exited]
     # The idle ones first: their stacks are the ones that say where the tree waits.
     dumped = set(sorted(live, key=lambda pid: (not stalled(observed[pid], window), pid))[:_MAX_DUMPS])
-    found_stacks, stack_notes = _stacks(dumped, observed, native_stacks)
+    found_stacks, stack_notes = _stacks(dumped, observed, native_stacks, until)
     peaks, _ = _gpu_memory(set(observed))
     peaks = replace(peaks, process_rss={pid: s.rss_peak for pid, s in observed.items()})
     duration = round(time.monotonic() - started, 3)

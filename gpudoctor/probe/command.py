@@ -106,11 +106,14 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     with live_view.opened(args.quiet, announce=False) as view:
         watching = None
         if view is not None:
+            window = attach.watch_window(args.watch, args.timeout)
+
             def watching(observed: dict[int, attach.Observed], elapsed: float) -> None:
-                view.show(attached_snapshot(title, observed, elapsed, args.watch))
+                view.show(attached_snapshot(title, observed, elapsed, window))
 
         found = attach.examine(pids, args.watch, args.native_stacks,
-                               progress=view.line if view is not None else None, watching=watching)
+                               progress=view.line if view is not None else None, watching=watching,
+                               timeout=args.timeout)
         if view is not None:
             view.done()
             view.verdict(f"gpudoctor: verdict {found.diagnosis.verdict} after watching {found.run.duration:.1f} s")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpudoctor.probe.units import format_size, is_unit, parse_size
@@ -14,6 +14,10 @@ from gpudoctor.probe.units import format_size, is_unit, parse_size
 # either finish in seconds or never.
 HANG_AFTER_COMMAND = 30.0
 HANG_AFTER_SCENARIO = 3.0
+# The longest --watch: an attached tree is sampled every half second, and every sample is
+# kept (in memory, in the JSON and in the HTML chart). A tree that made no CPU progress
+# for an hour is as idle as one watched for a day; a typo (--watch 1e20) would never end.
+MAX_WATCH = 3600.0
 # The smallest --memory-limit: one Python interpreter alone takes about 10 MiB, so a
 # smaller budget would stop any tree at its first look, whatever it does.
 MIN_MEMORY_LIMIT = 1 << 20
@@ -29,6 +33,17 @@ def _seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
     return value
+
+
+def _seconds_at_most(most: float) -> Callable[[str], float]:
+    """A number of seconds, as ``_seconds``, of at most ``most``."""
+    def seconds(text: str) -> float:
+        value = _seconds(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:g} seconds: {text!r}")
+        return value
+
+    return seconds
 
 
 def _count(text: str) -> int:
@@ -168,12 +183,14 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     attach = parser.add_argument_group("attaching to running processes (never stops or signals them)")
     attach.add_argument("--pid", action="append", type=_pid, metavar="PID",
                         help="explain the running process PID and the tree under it (repeatable)")
-    attach.add_argument("--watch", type=_seconds, default=2.0, metavar="S",
-                        help="with --pid: watch CPU progress for S seconds; a tree with none in the "
-                        "window is called hung (default: 2)")
+    attach.add_argument("--watch", type=_seconds_at_most(MAX_WATCH), default=2.0, metavar="S",
+                        help="with --pid: watch CPU progress for S seconds, at most "
+                        f"{MAX_WATCH:g}; a tree with none in the window is called idle, or hung when "
+                        "something shows a hang (default: 2; --timeout cuts it short)")
     run = parser.add_argument_group("supervising a command (after --) and running scenarios")
     run.add_argument("--timeout", type=_seconds, metavar="S",
-                     help="stop the command after S seconds (default: no deadline)")
+                     help="stop the command after S seconds; with --pid, end the examination within "
+                     "S seconds (default: no deadline)")
     run.add_argument("--hang-after", type=_seconds, metavar="S",
                      help="call a process hung after S seconds waiting with no CPU progress; "
                      f"when the whole tree is hung, stop it (default: {HANG_AFTER_COMMAND:g} for a "

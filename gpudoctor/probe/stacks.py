@@ -121,14 +121,15 @@ def _size(path: Path) -> int:
 
 def native_stacks(
     pids: set[int], py_spy: str, started: Callable[[int], None], stopped: Container[int] = frozenset(),
-    cancel: threading.Event | None = None,
+    cancel: threading.Event | None = None, until: float | None = None,
 ) -> tuple[dict[int, str], str | None]:
     """Run ``py-spy dump --native`` on every pid at once; return the dumps and an error.
 
     ``started`` is told each py-spy PID so the tree tracker never mistakes it for
     part of the supervised command. A process in ``stopped`` (SIGSTOP, a tracer) cannot
     be paused, which ``--native`` needs: its Python stack is read as it lies in memory.
-    ``cancel`` set (a second Ctrl-C) kills the py-spy processes still running.
+    ``cancel`` set (a second Ctrl-C) kills the py-spy processes still running, and so
+    does ``until`` (a ``time.monotonic()`` deadline: ``--timeout`` of an attached tree).
 
     Unwinding the native stack can fail where reading the Python stack works (py-spy's
     ``UNW_EINVAL`` on some libraries' frames): such a process is dumped again without
@@ -136,10 +137,10 @@ def native_stacks(
     error returned is then only for the processes with no dump at all (a permission
     refused, a process gone, a timeout).
     """
-    found, failed, error = _dump(pids, py_spy, started, stopped, cancel, native=True)
+    found, failed, error = _dump(pids, py_spy, started, stopped, cancel, until, native=True)
     retry = {pid for pid, reason in failed.items() if not _refused(reason)}
     if retry and not (cancel is not None and cancel.is_set()):
-        again, _, error_again = _dump(retry, py_spy, started, stopped, cancel, native=False)
+        again, _, error_again = _dump(retry, py_spy, started, stopped, cancel, until, native=False)
         for pid, text in again.items():
             found[pid] = f"{NO_NATIVE} (py-spy --native failed: {failed[pid]})\n{text}"
         if not set(failed) - set(found):
@@ -158,11 +159,13 @@ def _refused(reason: str) -> bool:
     to unwind? A dump without --native needs the same permission."""
     lowered = reason.lower()
     return "permission" in lowered or "operation not permitted" in lowered or "os error 1)" in lowered \
-        or "timed out" in lowered or "stopped by a second signal" in lowered or "no such process" in lowered
+        or "timed out" in lowered or "stopped by a second signal" in lowered or "no such process" in lowered \
+        or "--timeout" in lowered
 
 
 def _dump(pids: set[int], py_spy: str, started: Callable[[int], None], stopped: Container[int],
-          cancel: threading.Event | None, native: bool) -> tuple[dict[int, str], dict[int, str], str | None]:
+          cancel: threading.Event | None, until: float | None,
+          native: bool) -> tuple[dict[int, str], dict[int, str], str | None]:
     """Dump every pid at once; return the dumps, each failed pid's reason, and the last reason."""
     running: dict[int, subprocess.Popen[str]] = {}
     for pid in pids:
@@ -181,11 +184,14 @@ def _dump(pids: set[int], py_spy: str, started: Callable[[int], None], stopped: 
     failed: dict[int, str] = {}
     error: str | None = None
     deadline = time.monotonic() + _PY_SPY_TIMEOUT
+    cut = until is not None and until < deadline
+    deadline = min(deadline, until) if until is not None else deadline
     for pid, process in running.items():
         output = _output(process, deadline, cancel)
         if output is None:
             _kill_group(process)
             error = ("py-spy stopped by a second signal" if cancel is not None and cancel.is_set()
+                     else "py-spy stopped at --timeout" if cut
                      else f"py-spy timed out after {_PY_SPY_TIMEOUT:g} s")
             failed[pid] = error
             continue

@@ -274,7 +274,7 @@ def test_when_py_spy_may_not_trace_the_report_says_how_to_enable_it(
     # SYS_PTRACE): its reason is passed on with the way to allow it.
     monkeypatch.setattr(stacks, "find_py_spy", lambda: "py-spy")
     monkeypatch.setattr(stacks, "native_stacks",
-                        lambda pids, py_spy, started, stopped: ({}, "Permission denied (os error 1)"))
+                        lambda pids, py_spy, started, stopped, until=None: ({}, "Permission denied (os error 1)"))
     sleeper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"], start_new_session=True)
     try:
         code = main(["probe", "--json", "--pid", str(sleeper.pid), "--watch", "0.5"])

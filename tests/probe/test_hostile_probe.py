@@ -10,6 +10,7 @@ sleeps that assume a speed: the machine may be loaded.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -155,3 +156,30 @@ def test_a_word_after_a_size_that_is_no_unit_is_the_command(tmp_path: Path) -> N
     assert done.returncode == 2
     _one_error_line(done.stderr)
     assert "command not found: parsecs" in done.stderr
+
+
+# -- 5. --pid honours --timeout; --watch has a ceiling -----------------------------------
+
+
+@pytest.mark.parametrize("value", ["1e20", "inf", "nan", "3601", "0"])
+def test_an_absurd_watch_is_one_clear_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--pid", str(os.getpid()), "--watch", value]) == 2
+    err = capsys.readouterr().err
+    _one_error_line(err)
+    assert "--watch" in err
+
+
+def test_attaching_honours_the_timeout() -> None:
+    idle = subprocess.Popen(["sleep", "600"])
+    try:
+        # A window of an hour: only --timeout can end this examination in time.
+        done = gpudoctor(["probe", "--json", "--quiet", "--pid", str(idle.pid), "--watch", "3600",
+                          "--timeout", "2"], timeout=60)
+    finally:
+        idle.kill()
+        idle.wait()
+    assert (done.returncode, "Traceback" in done.stderr) == (0, False), done.stderr
+    document = json.loads(done.stdout)
+    assert document["attached"]["watch"] == 1.0
+    assert "--timeout 2 s cut the watch window from 3600 s to 1 s (half of it: the rest is for the stack dumps)." \
+        in document["notes"]
