@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import __version__
+from gpudoctor.closed_stdout import silence_stdout, stdout_closed
 from gpudoctor.errors import GpudoctorError, Terminated
 from gpudoctor.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, exit_for_signal
 
@@ -90,19 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpudoctor: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
         return exit_for_signal(exc.signum)
     except BrokenPipeError:
-        if not _stdout_closed():
+        if not stdout_closed():
             raise  # a pipe of gpudoctor's own broke: not the reader of its output leaving
+        silence_stdout()  # no "Exception ignored" from the interpreter's last flush
         return EXIT_OK  # the reader of the output went away (``gpudoctor lint | head``)
 
-
-def _stdout_closed() -> bool:
-    """Has the reader of the standard output closed it? (A pipe whose reader is gone polls
-    as an error.) True when that cannot be told."""
-    import select
-
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
-    except (AttributeError, OSError, ValueError):
-        return True

@@ -8,15 +8,15 @@ import signal
 import sys
 from typing import Any
 
+from gpudoctor.closed_stdout import reader_may_leave
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM, exit_for_signal
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from gpudoctor.probe.console import report_console
 
-    # soft_wrap: piped output keeps long lines whole instead of wrapping at 80 columns.
-    return Console(soft_wrap=True, highlight=False)
+    return report_console()
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -73,16 +73,20 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         if view is not None:
             view.verdict(f"gpudoctor: verdict {result.verdict} after {run.duration:.1f} s ({run.stop_reason})")
     described = _machine() if args.json or html is not None else None
-    if args.json:
-        _print_json(render_run.to_json(run, result, described))
-    else:
-        render_run.render(run, result, _console())
+    # A reader of stdout that left (``| head -1``) ends the printing, never the run: the
+    # HTML report is still written and the exit status is the verdict's.
+    with reader_may_leave():
+        if args.json:
+            _print_json(render_run.to_json(run, result, described))
+        else:
+            render_run.render(run, result, _console())
     if html is not None:
         document = {"schema_version": SCHEMA_VERSION, "machine": described,
                     "run": render_run.to_json(run, result)}
         html_report.write(html, html_report.command_page(document))
         if not args.json:
-            _console().print(f"HTML report: {html}")
+            with reader_may_leave():
+                _console().print(f"HTML report: {html}")
     # A signal to gpudoctor (even one that came while it dumped the stacks of a hang) is
     # what ended the run for the user: the shell's convention for it.
     if run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None:
@@ -121,17 +125,19 @@ def attach_to(pids: list[int], args: argparse.Namespace) -> int:
     document = render_run.to_json(found.run, found.diagnosis, described)
     document["attached"] = {"pids": list(found.roots), "watch": found.watch,
                             "processes": [seen.to_json() for seen in found.observed]}
-    if args.json:
-        _print_json(document)
-    else:
-        render_run.render(found.run, found.diagnosis, _console())
+    with reader_may_leave():  # as for a supervised command
+        if args.json:
+            _print_json(document)
+        else:
+            render_run.render(found.run, found.diagnosis, _console())
     if html is not None:
         from gpudoctor.probe import html_report
 
         page = {"schema_version": SCHEMA_VERSION, "machine": described, "run": document}
         html_report.write(html, html_report.command_page(page))
         if not args.json:
-            _console().print(f"HTML report: {html}")
+            with reader_may_leave():
+                _console().print(f"HTML report: {html}")
     # Idle is no problem found: nothing shows a hang (the explanation says what would).
     return EXIT_OK if found.diagnosis.verdict in (Verdict.OK, Verdict.IDLE) else EXIT_PROBLEM
 

@@ -14,6 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor.closed_stdout import reader_may_leave
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM, exit_for_signal
 from gpudoctor.probe import scenarios
@@ -31,9 +32,14 @@ _MEMORY_BUDGET = 8 << 30
 
 
 def _console() -> Console:
-    from rich.console import Console
+    from gpudoctor.probe.console import report_console
 
-    return Console(soft_wrap=True, highlight=False)
+    return report_console()
+
+
+def _write_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+    sys.stdout.flush()  # here, where a reader that left is noticed, not at the interpreter's exit
 
 
 def settings(args: argparse.Namespace, available_memory: int) -> Settings:
@@ -119,16 +125,18 @@ def list_scenarios(args: argparse.Namespace) -> int:
         listed = [{"name": s.name, "rule": s.rule, "rule_name": s.rule_name, "summary": s.summary,
                    "needs": list(s.needs), "gpu": s.gpu, "unsafe": s.unsafe, "safe": s.safe,
                    "runs_here": why is None, "skip_reason": why} for s, why in rows]
-        sys.stdout.write(json.dumps({"scenarios": listed}, indent=2) + "\n")
+        with reader_may_leave():
+            _write_json({"scenarios": listed})
         return EXIT_OK
     from rich.markup import escape
 
     console = _console()
     width = max(len(s.name) for s, _ in rows)
-    for s, why in rows:
-        where = "[green]runs here[/]" if why is None else f"[dim]skipped here: {escape(why)}[/]"
-        console.print(f"{s.name.ljust(width)}  {s.rule} {s.rule_name.ljust(31)} {where}")
-        console.print(f"{' ' * width}  {escape(s.summary)}", style="dim")
+    with reader_may_leave():
+        for s, why in rows:
+            where = "[green]runs here[/]" if why is None else f"[dim]skipped here: {escape(why)}[/]"
+            console.print(f"{s.name.ljust(width)}  {s.rule} {s.rule_name.ljust(31)} {where}")
+            console.print(f"{' ' * width}  {escape(s.summary)}", style="dim")
     return EXIT_OK
 
 
@@ -148,21 +156,26 @@ def run(args: argparse.Namespace) -> int:
         from gpudoctor.probe.render_machine import render
 
         console = _console()
-        render(report, console)
-        console.print()
+        # A reader of stdout that left (``| head -1``) ends the printing, never the run: the
+        # scenarios still run, the HTML report is written and the status is theirs.
+        with reader_may_leave():
+            render(report, console)
+            console.print()
     try:
         results = None if chosen is None else run_all(chosen, report, args)
     except _Interrupted as stop:
         return exit_for_signal(stop.signum)
     doc = document(report, results)
-    if args.json:
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
-    elif results is not None and console is not None:
-        from gpudoctor.probe import render_scenarios
+    with reader_may_leave():
+        if args.json:
+            _write_json(doc)
+        elif results is not None and console is not None:
+            from gpudoctor.probe import render_scenarios
 
-        render_scenarios.render(results, console)
+            render_scenarios.render(results, console)
     if html is not None:
         html_report.write(html, html_report.scenarios_page(doc))
         if console is not None and not args.json:
-            console.print(f"\nHTML report: {html}")
+            with reader_may_leave():
+                console.print(f"\nHTML report: {html}")
     return EXIT_OK if results is None else exit_code(results)

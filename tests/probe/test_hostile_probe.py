@@ -158,6 +158,50 @@ def test_a_word_after_a_size_that_is_no_unit_is_the_command(tmp_path: Path) -> N
     assert "command not found: parsecs" in done.stderr
 
 
+# -- 4. A reader of stdout that leaves (``| head -1``) -----------------------------------
+
+
+def _closed_stdout(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run gpudoctor with a standard output whose reader has already gone."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([PY, "-m", "gpudoctor", *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize(("exit_status", "expected"), [(0, 0), (3, 1)], ids=["ok", "failed"])
+def test_a_closed_stdout_ends_quietly_with_the_verdicts_status(json_out: bool, exit_status: int, expected: int,
+                                                              tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    done = _closed_stdout(["probe", "--quiet", *(["--json"] if json_out else []), "--html", str(page), "--",
+                           PY, "-c", f"print('x' * 100); raise SystemExit({exit_status})"])
+    assert (done.returncode, done.stderr.count("Traceback"), "Exception ignored" in done.stderr) == \
+        (expected, 0, False), done.stderr
+    assert page.exists()  # the HTML report is still written
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_a_closed_stdout_after_attaching_ends_with_the_verdicts_status(json_out: bool) -> None:
+    idle = subprocess.Popen(["sleep", "600"])
+    try:
+        done = _closed_stdout(["probe", "--quiet", *(["--json"] if json_out else []), "--pid", str(idle.pid),
+                               "--watch", "0.5"])
+    finally:
+        idle.kill()
+        idle.wait()
+    assert (done.returncode, "Traceback" in done.stderr, "Exception ignored" in done.stderr) == (0, False, False), \
+        done.stderr
+
+
+def test_a_closed_stdout_of_the_machine_report_ends_quietly() -> None:
+    done = _closed_stdout(["probe", "--quiet", "--no-scenarios"])
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 # -- 5. --pid honours --timeout; --watch has a ceiling -----------------------------------
 
 
