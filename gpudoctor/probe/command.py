@@ -39,8 +39,9 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
     from gpudoctor.probe import capture, diagnose, live_view, render_run
     from gpudoctor.probe.diagnosis import SCHEMA_VERSION
     from gpudoctor.probe.options import HANG_AFTER_COMMAND
+    from gpudoctor.probe.record import interrupted
     from gpudoctor.probe.supervise import Limits, Supervisor
-    from gpudoctor.probe.verdicts import StopReason, Verdict
+    from gpudoctor.probe.verdicts import Verdict
 
     html = None
     if args.html:
@@ -87,9 +88,10 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         if not args.json:
             with reader_may_leave():
                 _console().print(f"HTML report: {html}")
-    # A signal to gpudoctor (even one that came while it dumped the stacks of a hang) is
-    # what ended the run for the user: the shell's convention for it.
-    if run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None:
+    # A signal to gpudoctor from outside the tree (even one that came while it dumped the
+    # stacks of a hang) is what ended the run for the user: the shell's convention for it.
+    # One the program sent gpudoctor itself is part of the diagnosis (its verdict's status).
+    if interrupted(run):
         return exit_for_signal(run.signal_received or signal.SIGINT)
     return EXIT_OK if result.verdict == Verdict.OK else EXIT_PROBLEM
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
 from gpudoctor.probe import explain_oom, wording
+from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason, Verdict
@@ -40,6 +41,26 @@ def _fix_forkserver(server: int | None, runtimes: Sequence[str]) -> list[str]:
     had = f"{runtime_names(runtimes)} initialized" if runtimes else "a GPU framework initialized"
     return [f"The workers come from the forkserver (pid {server}), which had {had} before it "
             f"forked them. {hazards.FORKSERVER_AFTER_INIT.why}", hazards.FORKSERVER_AFTER_INIT.fix_line]
+
+
+def _interrupted(run: RunRecord) -> str:
+    """The lead of a run a signal to gpudoctor stopped: by whom, when, and, when the tree
+    sent it, why a program's signal to its parent reaches gpudoctor."""
+    name = signal_name(run.signal_received or signal.SIGINT)
+    when = run.signal_at if run.signal_at is not None else run.duration
+    sender = run.signal_sender
+    if sender is None:  # the kernel (Ctrl-C on the terminal), or not known
+        return f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped."
+    who = f"pid {sender.pid}" + (f" ({short_command(sender.command)})" if sender.command else "")
+    if sender.in_tree is None:
+        who += ", which had exited before gpudoctor could tell whether it belonged to the tree"
+    if not sender.in_tree:
+        return f"Interrupted by {name} {when:.1f} s after the start, from {who}; the tree was stopped."
+    return (f"The program signalled gpudoctor itself: {who}, a process of the supervised tree, sent "
+            f"{name} to gpudoctor {when:.1f} s after the start, and gpudoctor stopped the tree as it "
+            f"does on any {name}. Under gpudoctor the command's parent is gpudoctor: a signal the program "
+            "sends to its parent (os.getppid()), meant for the shell or launcher that usually starts it, "
+            "reaches gpudoctor.")
 
 
 def signal_name(number: int) -> str:
@@ -303,9 +324,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                      "call it a hang (lower --hang-after to judge sooner); gpudoctor stopped it.")
         lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
-        name = signal_name(run.signal_received or signal.SIGINT)
-        when = run.signal_at if run.signal_at is not None else run.duration
-        lines.append(f"Interrupted by {name} {when:.1f} s after the start; the tree was stopped.")
+        lines.append(_interrupted(run))
         lines += _likely_hung(run, idle, judged) if idle else busy_not_hung(run, judged)
     elif root is not None:
         lines.append(f"The command {root.explanation}.")

@@ -55,6 +55,21 @@ class ProcessRun:
 
 
 @dataclass(frozen=True)
+class SignalSender:
+    """The process that sent gpudoctor the signal that stopped a run (from its siginfo)."""
+
+    pid: int
+    command: tuple[str, ...]  # its command line when the signal came (empty: already gone)
+    # One of the supervised tree's own processes: the program signalled gpudoctor itself
+    # (its parent), not the user or a CI runner. None: the sender had exited before
+    # gpudoctor could look at it (a ``kill`` command that signals and ends at once).
+    in_tree: bool | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"pid": self.pid, "command": list(self.command), "in_tree": self.in_tree}
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """Everything one supervised run produced, for the diagnosis."""
 
@@ -86,11 +101,22 @@ class RunRecord:
     tracking: str = "psutil scan"
     # Seconds from the start to the first stopping signal gpudoctor received (None: none).
     signal_at: float | None = None
+    # Who sent it (None: the kernel, as for Ctrl-C on a terminal, or not known).
+    signal_sender: SignalSender | None = None
     # Processes gpudoctor saw in the tree and could not stop (another PID namespace or
     # user): they outlive the run, and the verdict says so.
     escaped: tuple[int, ...] = ()
     # The sampler failed during the run: ``samples`` and the peaks stop where it did.
     samples_partial: bool = False
+
+
+def interrupted(run: RunRecord) -> bool:
+    """Tell whether someone outside the tree stopped the run with a signal (Ctrl-C, ``kill``,
+    a CI runner): gpudoctor then exits as that signal's shell convention says. A signal the
+    tree sent gpudoctor itself is a finding about the program, judged as any other."""
+    if run.signal_sender is not None and run.signal_sender.in_tree is True:
+        return False
+    return run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None
 
 
 def freeze(track: Track, start: float, stalled_for: float | None) -> ProcessRun:

@@ -55,6 +55,10 @@ def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None
         "samples_partial": run.samples_partial,
         # Seconds from the start to the signal that stopped gpudoctor (null: none came).
         "signal_at": run.signal_at,
+        # Who sent that signal (null: the kernel, as for Ctrl-C, or not known): {"pid",
+        # "command", "in_tree"}; in_tree true when the program signalled gpudoctor itself,
+        # null when the sender was gone before gpudoctor could look at it.
+        "signal_sender": None if run.signal_sender is None else run.signal_sender.to_json(),
         # Processes of the tree gpudoctor could not stop: they outlived the run.
         "escaped": list(run.escaped),
     }

@@ -160,6 +160,7 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View
     """Run ``scenario``'s ``variant`` in the sandbox and return its result (``view``: the
     live view or progress lines, shown the variant's processes as it runs)."""
     from gpudoctor.probe import diagnose, explain, render_run
+    from gpudoctor.probe.record import interrupted
     from gpudoctor.probe.supervise import Limits, Supervisor
 
     limits = Limits(
@@ -184,8 +185,9 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View
     diagnosis = diagnose.diagnose(run)
     document = render_run.to_json(run, diagnosis)
     duration = round(time.monotonic() - started, 2)
-    # A signal that came while the tree was being stopped still means: stop everything.
-    if run.stop_reason == StopReason.INTERRUPTED or run.signal_received is not None:
+    # A signal that came while the tree was being stopped still means: stop everything
+    # (unless the scenario's own program sent it: that is its outcome, judged as any other).
+    if interrupted(run):
         return VariantResult(scenario, variant, "error", "interrupted", "Interrupted.", duration,
                              document, run.signal_received)
     status = _status(diagnosis)

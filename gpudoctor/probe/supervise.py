@@ -11,25 +11,25 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.printable import printable
 from gpudoctor.probe import events, footprint, host, launch, reaper, stacks, watchdog
 from gpudoctor.probe.capture import Capture
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.explain import IDLE_EVIDENCE
 from gpudoctor.probe.live_snapshot import TreeSnapshots
-from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, freeze
+from gpudoctor.probe.record import Limits, ProcessRun, RunRecord, SignalSender, freeze
 from gpudoctor.probe.sampler import Peaks, Sampler
-from gpudoctor.probe.tree import Tree
+from gpudoctor.probe.stop_signals import Stop, routed
+from gpudoctor.probe.tree import TOKEN_VAR, Tree
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason
 
@@ -51,43 +51,6 @@ _STOPPING = {
 _MAX_DUMPS = 16  # stack dumps of more processes would take longer than they help
 
 
-class _Stop:
-    """Flags the signal handlers set; the supervisor checks them.
-
-    The first signal stops the tree in order: stack dumps (the evidence of a hang), then
-    SIGTERM and the grace period. A second one means "now": ``hurry`` cuts the dumps and
-    the grace period short, and the tree is SIGKILLed at once.
-    """
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.hurry = threading.Event()
-        self.signum: int | None = None
-        self.at: float | None = None  # time.monotonic() of the first signal
-
-    def handler(self, signum: int, frame: Any) -> None:
-        if self.signum is None:
-            self.signum, self.at = signum, time.monotonic()
-        else:
-            self.hurry.set()
-        self.event.set()
-
-
-@contextmanager
-def _signals(stop: _Stop) -> Iterator[None]:
-    """Route SIGINT/SIGTERM/SIGHUP to ``stop`` while the command runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, stop.handler) for s in wanted}
-    try:
-        yield
-    finally:
-        for s, old in previous.items():
-            signal.signal(s, old)
-
-
 class Supervisor:
     """One supervised run; ``run()`` returns its RunRecord."""
 
@@ -104,7 +67,8 @@ class Supervisor:
         self._token = secrets.token_hex(8)
         self._tools: set[int] = set()
         self._notes: list[str] = []
-        self._stop = _Stop()
+        self._stop = Stop()
+        self._tree: Tree | None = None
         self._tree_gone = False  # set once kill_tree has returned: then the watchdog may stand down
         self._measures: set[str] = set()
         self._shared_note: str | None = None
@@ -126,8 +90,9 @@ class Supervisor:
                                               events=self._workdir.events)
             self._tools.add(watchdog.pid)
             try:
-                with _signals(self._stop):
-                    return self._run()
+                self._stop.member = self._in_tree
+                with routed(self._stop) as child_mask:
+                    return self._run(child_mask)
             finally:
                 # Without "done" (the tree may still run) the watchdog kills its leftovers.
                 launch.stop_watchdog(watchdog, done=self._tree_gone)
@@ -138,7 +103,33 @@ class Supervisor:
                 reaper.stop_being_subreaper()
             _remove(self._workdir.root)
 
-    def _run(self) -> RunRecord:
+    def _in_tree(self, pid: int) -> bool | None:
+        """Tell whether ``pid`` is a process of the supervised tree, or was one: a member
+        seen, a carrier of the run's token, or the child of a member (a short-lived
+        ``kill`` a shell script ran, still a zombie); None when it is gone and was never
+        seen. Asked when a signal comes, from another thread."""
+        tree = self._tree
+
+        def member(candidate: int) -> bool:  # a lookup, never a walk: the main thread adds tracks
+            return tree is not None and (candidate == tree.root or candidate in tree.tracks)
+
+        if member(pid):
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except FileNotFoundError:
+            return None
+        except (OSError, IndexError, ValueError):
+            return False
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                carries = f"{TOKEN_VAR}={self._token}".encode() in f.read().split(b"\0")
+        except OSError:  # another user's: not one of ours
+            carries = False
+        return carries or member(ppid)
+
+    def _run(self, child_mask: Callable[[], None] | None = None) -> RunRecord:
         start, start_epoch = time.monotonic(), time.time()
         oom_before = host.cgroup_oom_kills()
         try:
@@ -148,11 +139,14 @@ class Supervisor:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                # The stop signals are blocked in gpudoctor while it watches (stop_signals):
+                # the command gets gpudoctor's own mask back before its exec.
+                preexec_fn=child_mask,
             )
         except OSError as error:
             self._tree_gone = True  # there is no tree
-            raise GpudoctorError(f"cannot start {self.command[0]}: {error.strerror}") from None
-        tree = Tree(process.pid, self._token, self._tools)
+            raise GpudoctorError(f"cannot start {printable(self.command[0])}: {error.strerror}") from None
+        tree = self._tree = Tree(process.pid, self._token, self._tools)
         if self._tracking == "subreaper":
             tree.adopt = tree.start_time(process.pid)
         live: list[set[int]] = [{process.pid}]
@@ -215,6 +209,7 @@ class Supervisor:
             stop_reason=reason,
             signal_received=self._stop.signum,
             signal_at=None if self._stop.at is None else round(self._stop.at - start, 3),
+            signal_sender=self._sender(tree),
             escaped=tuple(sorted(self._escaped)),
             root_pid=process.pid,
             exit_code=process.returncode,
@@ -234,6 +229,15 @@ class Supervisor:
             tracking=self._tracking,
             samples_partial=sampler is None or sampler.failure is not None,
         )
+
+    def _sender(self, tree: Tree) -> SignalSender | None:
+        """Who sent the stopping signal; a sender gone before the listener could read it (a
+        command that signals, then exits) is named as the scan saw it, if it did."""
+        sender = self._stop.sender
+        track = tree.tracks.get(sender.pid) if sender is not None else None
+        if sender is None or track is None:
+            return sender
+        return replace(sender, command=sender.command or track.cmdline, in_tree=True)
 
     def _stop_tree(self, tree: Tree, live: set[int], grace: float | None = None) -> None:
         """Kill the whole tree; mark what gpudoctor signalled so it is never blamed on others."""

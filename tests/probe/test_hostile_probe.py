@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -114,6 +115,65 @@ def test_the_live_view_and_progress_lines_escape_titles_and_roles() -> None:
     shown = [*live_render.view_lines(now), live_render.start_line(now), *live_render.progress_lines(before, now)]
     assert all(_no_control_bytes(text) for text in shown), shown
     assert any("\\x1b[2J" in text for text in shown) and any("\\x1b]0;PWNED\\x07" in text for text in shown)
+
+
+# -- 2. A program that signals gpudoctor, its parent -------------------------------------
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_program_that_signals_gpudoctor_gets_a_verdict_that_says_so(name: str, no_leftovers: str) -> None:
+    command = [PY, "-c", f"import os, signal; os.kill(os.getppid(), signal.{name})"]
+    done = gpudoctor(["probe", "--json", "--quiet", "--", *command])
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1, done.stderr  # a diagnosis, not 128+N: nobody interrupted gpudoctor
+    document = json.loads(done.stdout)
+    assert document["verdict"] == "killed"
+    assert document["explanation"].startswith("The program signalled gpudoctor itself: pid "), document["explanation"]
+    sender = document["signal_sender"]
+    assert sender["in_tree"] is True and sender["pid"] == document["processes"][0]["pid"]
+    assert _left(no_leftovers) == []
+
+
+def test_a_program_that_signals_gpudoctor_gets_the_verdict_on_the_terminal_too(no_leftovers: str) -> None:
+    done = gpudoctor(["probe", "--quiet", "--", "sh", "-c", "kill -TERM $PPID; exec sleep 600"])
+    assert (done.returncode, "Traceback" in done.stderr) == (1, False), done.stderr
+    assert "verdict: killed" in done.stdout and "The program signalled gpudoctor itself" in done.stdout
+    assert _left(no_leftovers) == []
+
+
+def test_signals_the_tree_keeps_sending_do_not_cut_its_stop_short(no_leftovers: str) -> None:
+    # It ignores SIGTERM and signals gpudoctor every 10 ms until it is SIGKILLed: only the
+    # first signal counts; a "second Ctrl-C" is the user's alone.
+    program = ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+               "for _ in range(20000):\n    os.kill(os.getppid(), signal.SIGTERM)\n    time.sleep(0.01)\n")
+    done = gpudoctor(["probe", "--json", "--quiet", "--grace", "1", "--", PY, "-c", program])
+    assert (done.returncode, "Traceback" in done.stderr) == (1, False), done.stderr
+    document = json.loads(done.stdout)
+    assert document["signal_sender"]["in_tree"] is True
+    assert not [note for note in document["notes"] if note.startswith("a second signal")], document["notes"]
+    assert _left(no_leftovers) == []
+
+
+def test_a_signal_from_outside_is_still_an_interruption_and_names_its_sender(tmp_path: Path,
+                                                                            no_leftovers: str) -> None:
+    ready = tmp_path / "ready"
+    command = [PY, "-m", "gpudoctor", "probe", "--json", "--quiet", "--", PY, "-c",
+               "import sys, time; open(sys.argv[1], 'w').close(); time.sleep(600)", str(ready)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(ready, process)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, "Traceback" in stderr) == (128 + signal.SIGTERM, False), stderr
+    document = json.loads(stdout)
+    assert document["signal_sender"] == {"pid": os.getpid(), "command": psutil.Process().cmdline(),
+                                         "in_tree": False}
+    assert f"after the start, from pid {os.getpid()}" in document["explanation"]
+    assert _left(no_leftovers) == []
 
 
 # -- 3. --memory-limit 8 GB: a unit as a word of its own ---------------------------------
