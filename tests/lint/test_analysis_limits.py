@@ -223,6 +223,40 @@ def test_a_chain_of_functions_each_calling_the_last_is_scanned_once(workdir: Pat
     assert code == 1 and " GD101 " in out
 
 
+@pytest.mark.timeout(120)
+def test_a_pool_at_the_end_of_a_chain_longer_than_the_calls_followed_is_found(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Calls are followed 24 deep; what the 1,000th function of a chain does was seen by no
+    # flow, and nothing said so.
+    chain = "".join(f"def c{i}():\n    return c{i + 1}()\n\n\n" for i in range(1_000))
+    (workdir / "chain.py").write_text(
+        HEAD + chain + "def c1000():\n    tf.constant(1)\n    Pool(2).map(work, [1])\n\n\n"
+        "if __name__ == '__main__':\n    c0()\n")
+    code, out = _lint(capsys, "--output-format", "concise", "chain.py")
+    assert code == 1 and out.count(" GD101 ") == 1, out
+
+
+def test_a_pool_inside_more_nested_functions_than_the_calls_followed_is_found(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    depth = 45
+    lines = [HEAD.rstrip("\n")]
+    lines += ["    " * i + f"def f{i}():" for i in range(depth)]
+    lines += ["    " * depth + "tf.constant(1)", "    " * depth + "Pool(2).map(work, [1])"]
+    lines += ["    " * i + f"f{i}()" for i in range(depth - 1, -1, -1)]
+    (workdir / "nested.py").write_text("\n".join(lines) + "\n")
+    code, out = _lint(capsys, "--output-format", "concise", "nested.py")
+    assert code == 1 and out.count(" GD101 ") == 1, out
+
+
+def test_functions_that_only_call_one_another_are_analysed(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Each is reached, by the other, so neither was run on its own.
+    (workdir / "rec.py").write_text(
+        HEAD + "def a(n):\n    if n:\n        b(n - 1)\n    tf.constant(1)\n    Pool(2).map(work, [1])\n\n\n"
+        "def b(n):\n    a(n)\n")
+    code, out = _lint(capsys, "--output-format", "concise", "rec.py")
+    assert code == 1 and out.count(" GD101 ") == 1, out
+
+
 # -- nesting past what the analysis follows ----------------------------------------------
 
 @pytest.mark.timeout(60)

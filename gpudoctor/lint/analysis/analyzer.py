@@ -90,6 +90,10 @@ class Analyzer:
         self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
         self.linted_paths = frozenset(str(p) for p in self.linted)
         self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
+        self.calls: dict[int, set[int]] = {}  # function node -> the function nodes it called
+        # Functions a chain of calls reached past ``max_call_depth``, not followed there: by
+        # node, the first such call's function and values (see FlowBuilder.cut_flows).
+        self.depth_cuts: dict[int, tuple[FuncRef, tuple[Value, ...], Value, dict[str, Value], Value]] = {}
         self._defaults: dict[int, dict[str, Value]] = {}  # function node -> its evaluated defaults
 
     # -- modules -------------------------------------------------------------------------
@@ -348,6 +352,8 @@ class Analyzer:
         (values.DEFAULT_DEVICE); also return the default device the call leaves."""
         if not entry:
             self.reached.add(id(func.node))
+            if self._stack:
+                self.calls.setdefault(id(self._stack[-1][0].node), set()).add(id(func.node))
         env = self._bind(func, (*func.bound, *positional), rest, keywords)
         for name, value in func.closure:
             env.setdefault(name, value)
@@ -358,8 +364,11 @@ class Analyzer:
         if cached is not None:
             return cached
         limits = self.limits
-        if key in self._stack or len(self._stack) >= limits.max_call_depth or \
-                len(self._summaries) > limits.max_summaries:
+        if key in self._stack or len(self._summaries) > limits.max_summaries:
+            return [], UNKNOWN, device
+        if len(self._stack) >= limits.max_call_depth:
+            # Not followed from here; the flows may start again from it (FlowBuilder.cut_flows).
+            self.depth_cuts.setdefault(id(func.node), (func, positional, rest, keywords, device))
             return [], UNKNOWN, device
         # (a function the code calls is analysed wherever it is: the budget of modules
         # followed bounds what imports bring in, not the calls the code makes)

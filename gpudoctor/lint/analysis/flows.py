@@ -422,16 +422,66 @@ class FlowBuilder:
         candidates = [f for f in functions
                       if not self.analyzer.is_reached(f) and state.parsed.entry_point(f.node)
                       and f.qualname.split(".", 1)[0] not in called_elsewhere]
+        anchored = set(self.analyzer.reached)  # reached by code that runs whatever this module's functions do
         for func in candidates:
             self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
         flows = []
+        rooted = {id(func.node) for func in candidates if not self.analyzer.is_reached(func)}
+        # Functions that only call one another (a recursion no other code enters) are each
+        # reached, by the others: the first of them is run on its own too.
+        covered = self._called_from(anchored | rooted)
         for func in candidates:
-            if self.analyzer.is_reached(func):
-                continue
+            node = id(func.node)
+            if node not in covered and node in self.analyzer.reached:
+                rooted.add(node)
+                covered |= self._called_from({node})
+        roots = [func for func in candidates if id(func.node) in rooted]
+        for func in roots:
             flow = Flow(FlowKind.FUNCTION, self._with_callbacks(self._run_entry(state, func)), State(), state)
             self._expand(flow)
             flows.append(flow)
+        flows.extend(self.cut_flows(state, rooted))
         return flows
+
+    def _called_from(self, starts: set[int]) -> set[int]:
+        """The function nodes ``starts`` are, and those they call, directly or not."""
+        calls = self.analyzer.calls
+        found = set(starts)
+        todo = list(starts)
+        while todo:
+            for callee in calls.get(todo.pop(), ()):
+                if callee not in found:
+                    found.add(callee)
+                    todo.append(callee)
+        return found
+
+    def cut_flows(self, state: ModuleState, started: set[int]) -> list[Flow]:
+        """Flows that start again where a chain of calls went past ``max_call_depth``.
+
+        The analysis follows calls that deep (a call further in is unknown to its caller),
+        so what a function does at the end of a longer chain (a pool started after an init,
+        thirty calls or nested functions down) would be seen by no flow: each function of
+        the module reached only past that depth is run again as a flow of its own, with
+        the values of the first call that reached it, when it does anything. What came
+        before it in the chain is not known there.
+        """
+        analyzer = self.analyzer
+        flows: list[Flow] = []
+        seen = set(started)
+        while True:
+            todo = [(key, cut) for key, cut in analyzer.depth_cuts.items() if key not in seen]
+            if not todo:
+                return flows
+            for key, (func, positional, rest, keywords, device) in todo:
+                seen.add(key)
+                if func.module != state.path or not state.parsed.entry_point(func.node):
+                    continue
+                events, _, _ = analyzer.call_in_thread(func, positional, rest, keywords, device, entry=True)
+                if not events:
+                    continue
+                flow = Flow(FlowKind.FUNCTION, self._with_callbacks(events), State(), state)
+                self._expand(flow)
+                flows.append(flow)
 
     def _run_entry(self, state: ModuleState, func: FuncRef) -> list[Event]:
         """The events of an entry point run as what runs it would: a test method of a
