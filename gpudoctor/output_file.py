@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
+
+from gpudoctor import file_replace
 
 
 def write_text_file(target: Path, text: str, encoding: str = "utf-8") -> None:
@@ -28,7 +29,9 @@ def write_text_file(target: Path, text: str, encoding: str = "utf-8") -> None:
     on failure.
 
     A regular file (or a new one) is written atomically: a temporary file beside it, then
-    a rename, so a reader never sees half a report; an existing file keeps its mode.
+    a rename, so a reader never sees half a report, and a signal meanwhile leaves no
+    temporary file (gpudoctor.file_replace); an existing file keeps its mode (and its
+    owner, where this user can give it).
     A symbolic link at ``target`` is replaced, never written through, unless it names an
     open stream (``/dev/stdout``). (``--fix`` rewrites source files, where the user's own
     link must keep pointing at the fixed file: it has its own writer, fixes/apply.py.)
@@ -42,16 +45,12 @@ def write_text_file(target: Path, text: str, encoding: str = "utf-8") -> None:
     if stream or (info is not None and not stat.S_ISREG(info.st_mode) and not stat.S_ISLNK(info.st_mode)):
         _write_in_place(path, text, encoding, follow=stream)
         return
-    mode = stat.S_IMODE(info.st_mode) if info is not None and stat.S_ISREG(info.st_mode) else None
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644 if mode is None else mode)
-        os.replace(temporary, path)  # a link at ``path`` is replaced, its target untouched
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    data = text.encode(encoding)
+    if info is not None and stat.S_ISREG(info.st_mode):  # it keeps its mode, and its owner where it can
+        file_replace.replace(path, data, stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid),
+                             owner_required=False)
+    else:  # a link at ``path`` is replaced, its target untouched
+        file_replace.replace(path, data, 0o644)
 
 
 def _names_a_stream(target: Path) -> bool:

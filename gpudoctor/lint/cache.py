@@ -40,12 +40,11 @@ import json
 import os
 import stat
 import sys
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpudoctor import __version__
+from gpudoctor import __version__, file_replace
 from gpudoctor.input_file import read_regular
 from gpudoctor.lint import cache_folder, cache_seal
 from gpudoctor.lint.cache_folder import FOLDER
@@ -507,14 +506,7 @@ class Cache:
             (self.folder / name).unlink(missing_ok=True)
             self._warn(f"the cache {name} would be larger than {LIMIT >> 20} MiB: not written")
             return
-        fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.folder)
-        try:
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(sealed)
-            os.replace(temporary, self.folder / name)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        file_replace.replace(self.folder / name, sealed, 0o600)
 
 
 def _pair_table(table: object) -> bool:

@@ -19,6 +19,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from gpudoctor.file_replace import signals_held
+
 _MAGIC = b"gpudoctor-cache-1 "
 _KEY_SIZE = 32
 _DIGEST_HEX = 64  # sha256
@@ -96,19 +98,21 @@ def _read(path: Path) -> bytes:
 
 def _create(path: Path) -> None:
     """Write a new key whole, then link it into place: two runs starting at once agree on
-    one key (the second link fails and that run reads the first one's)."""
-    fd, temporary = tempfile.mkstemp(prefix=".key.", suffix=".tmp", dir=path.parent)  # 0600, O_EXCL
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(secrets.token_bytes(_KEY_SIZE))
+    one key (the second link fails and that run reads the first one's). The signals that
+    stop a run wait until the temporary file is gone (gpudoctor.file_replace)."""
+    with signals_held():
+        fd, temporary = tempfile.mkstemp(prefix=".key.", suffix=".tmp", dir=path.parent)  # 0600, O_EXCL
         try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
-        except OSError:  # a file system without hard links
-            os.replace(temporary, path)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(secrets.token_bytes(_KEY_SIZE))
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                os.replace(temporary, path)
+        finally:
+            Path(temporary).unlink(missing_ok=True)
 
 
 def seal(key: bytes, name: str, body: bytes) -> bytes:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpudoctor import file_replace
 from gpudoctor.input_file import read_regular
 from gpudoctor.lint.findings import Edit, Finding
 from gpudoctor.lint.frontend.reading import NEWLINE
@@ -167,7 +169,8 @@ def diff(fix_plan: FixPlan) -> str:
 
 def write(fix_plan: FixPlan) -> None:
     """Write each fixed file whole, in its own encoding and line endings (a symlinked file
-    keeps its link, a script its mode). A file that cannot be written moves from the
+    keeps its link, a script its mode, every file its owner and group; a read-only one is
+    not written). A file that cannot be written moves from the
     plan's texts to its refusals, with its findings taken out of ``fixed``: what is said
     to be fixed is what was."""
     for path, (_, new) in list(fix_plan.texts.items()):
@@ -176,28 +179,44 @@ def write(fix_plan: FixPlan) -> None:
         except (OSError, UnicodeEncodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             del fix_plan.texts[path]
-            fix_plan.refused.append((str(path), f"cannot write it: {reason}"))
+            if not isinstance(exc, NotWritable):
+                reason = f"cannot write it: {reason}"
+            fix_plan.refused.append((str(path), reason))
             fix_plan.fixed = [f for f in fix_plan.fixed if Path(f.site.path) != path]
+
+
+class NotWritable(OSError):
+    """The file's permissions forbid this user to write it (``strerror`` says so, in words
+    fit to show): it is left as it is, as ruff leaves a read-only file."""
+
+
+def _check_writable(path: Path, info: os.stat_result) -> None:
+    """Raise NotWritable for a file nobody may write (mode 0444: root could, a rename could
+    replace it, yet its owner made it read-only) or this user may not (a rename in a
+    folder the user can write would replace a file they cannot)."""
+    if not stat.S_IMODE(info.st_mode) & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise NotWritable(errno.EACCES, "it is read-only", str(path))
+    effective = os.access in os.supports_effective_ids
+    if not os.access(path, os.W_OK, effective_ids=effective):
+        raise NotWritable(errno.EACCES, "it is read-only for this user", str(path))
 
 
 def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` over the regular file ``path`` (a symbolic link: over its target)
-    whole or not at all: a temporary file beside it, given its mode, then renamed over it.
-    An editor or a test runner reading the file meanwhile sees the old text or the new,
-    never half; a crash leaves the old. Anything but a regular file is refused: the fix
-    was planned for source text, and a pipe opened for writing would block."""
-    import tempfile
-
+    whole or not at all: a temporary file beside it, given its mode, owner and group, then
+    renamed over it (gpudoctor.file_replace). An editor or a test runner reading the file
+    meanwhile sees the old text or the new, never half; a crash, a SIGTERM or a Ctrl-C
+    leaves the old or the new and no temporary file. A file whose owner and group a new
+    file cannot have (this user is not root, and it is another's) is written in place
+    instead, which keeps them. A file this user may not write is refused (NotWritable), and
+    anything but a regular file: the fix was planned for source text, and a pipe opened for
+    writing would block."""
     real = Path(os.path.realpath(path))
     info = real.stat()
     if not stat.S_ISREG(info.st_mode):
         raise OSError(0, "not a regular file", str(path))
-    fd, temporary = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+    _check_writable(real, info)
     try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, stat.S_IMODE(info.st_mode))
-        os.replace(temporary, real)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        file_replace.replace(real, data, stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid))
+    except file_replace.OwnerNotKept:
+        file_replace.overwrite(real, data)
