@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 # The largest source or data file gpudoctor reads (generated modules of some megabytes are
@@ -79,6 +80,17 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(path.stat().st_mode)
     except (OSError, ValueError):
         return False
+
+
+def too_many_digits(exc: ValueError) -> str | None:
+    """Why a JSON or TOML reader raised ``exc``, in words fit to show a user, when it is
+    Python's limit on converting digits to an integer (``sys.get_int_max_str_digits``):
+    valid JSON and TOML can hold a number of 5,000 digits that Python will not read.
+    None for any other ValueError."""
+    if "integer string conversion" not in str(exc):
+        return None
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return f"an integer of more than {limit} digits, more than Python converts"
 
 
 def _size(count: int) -> str:

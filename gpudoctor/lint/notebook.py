@@ -31,6 +31,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
 
+from gpudoctor.input_file import too_many_digits
+
 SUFFIX = ".ipynb"
 
 # Cell magics whose body IPython runs as Python in the kernel (the first line is the magic).
@@ -134,6 +136,10 @@ def read(raw: bytes) -> Notebook:
                            f"column {exc.colno})", exc.lineno, exc.colno - 1) from None
     except RecursionError:
         raise NotANotebook("not a Jupyter notebook: JSON nested too deeply") from None
+    except ValueError as exc:  # valid JSON, perhaps: a number Python will not convert
+        digits = too_many_digits(exc)
+        raise NotANotebook(f"not read: its JSON holds {digits}" if digits
+                           else f"not a Jupyter notebook: invalid JSON ({exc})") from None
     if not isinstance(document, dict):
         raise NotANotebook("not a Jupyter notebook: the JSON document is not an object")
     version = document.get("nbformat")

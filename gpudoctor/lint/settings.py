@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.input_file import read_regular
+from gpudoctor.input_file import read_regular, too_many_digits
 from gpudoctor.lint.knowledge import processes
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.patterns import compile_lines
@@ -87,16 +87,24 @@ def _spec(patterns: tuple[str, ...]) -> GitIgnoreSpec:
 def parse_target_version(value: str, origin: str) -> int:
     """Turn ``py312`` into 12, or raise naming where the bad value came from."""
     match = re.fullmatch(r"py3(\d+)", value)
-    if not match or int(match.group(1)) not in SUPPORTED_MINORS:
+    if not match or _number(match.group(1)) not in SUPPORTED_MINORS:
         raise GpudoctorError(
             f"invalid target-version {value!r} in {origin} (expected py310 .. py314)"
         )
-    return int(match.group(1))
+    return _number(match.group(1))
+
+
+def _number(digits: str) -> int:
+    """The number ``digits`` write, capped at 10000: a minor version past any Python is
+    out of range (or clamped) all the same, and thousands of digits are more than ``int``
+    converts (ValueError)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 4 else 10_000
 
 
 def minor_from_requires_python(spec: str) -> int | None:
     """Return the oldest 3.x minor a ``requires-python`` specifier admits, if it names one."""
-    minors = [int(m.group(2)) for m in _LOWER_BOUND.finditer(spec)]
+    minors = [_number(m.group(2)) for m in _LOWER_BOUND.finditer(spec)]
     if not minors:
         return None
     oldest = min(minors)
@@ -158,6 +166,13 @@ def read_pyproject(path: Path) -> dict[str, object]:
         return data
     except tomllib.TOMLDecodeError as exc:
         raise GpudoctorError(f"cannot read {shown}: {exc}") from exc
+    # Valid TOML that Python's reader cannot hold: arrays or tables nested a few hundred
+    # deep (its recursion), an integer of thousands of digits (the int conversion limit).
+    except RecursionError:
+        raise GpudoctorError(f"cannot read {shown}: its arrays or tables are nested too deeply") from None
+    except ValueError as exc:
+        digits = too_many_digits(exc)
+        raise GpudoctorError(f"cannot read {shown}: {f'it holds {digits}' if digits else exc}") from None
 
 
 def running_minor() -> int:
