@@ -21,6 +21,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from gpudoctor.errors import GpudoctorError
 from gpudoctor.input_file import read_regular
 from gpudoctor.lint.cache_seal import mine
 
@@ -84,7 +85,9 @@ def choose(root: Path, option: str | None, warn: Warn) -> Path | None:
     cache. ``--cache-dir DIR`` is the user's own choice, typed on their command line: links
     in it are followed, and a folder that holds other things (``--cache-dir .``,
     ``--cache-dir ~/.cache``) gets the cache in a ``.gpudoctor_cache`` folder inside it,
-    as a user who names a parent folder means.
+    as a user who names a parent folder means. The one folder refused outright is the root
+    of the file system (GpudoctorError): a cache folder there would be the system's, not
+    the user's, and no one means it.
     """
     if option is None:
         folder = root / FOLDER
@@ -95,6 +98,9 @@ def choose(root: Path, option: str | None, warn: Warn) -> Path | None:
              "(remove it, or choose one with --cache-dir)")
         return None
     given = Path(os.path.realpath(os.path.expanduser(option)))
+    if given.parent == given:
+        raise GpudoctorError(f"--cache-dir {option}: the root of the file system is no place for a cache "
+                             "(name a folder of its own, e.g. ~/.cache/gpudoctor)")
     state = judge(given)
     if state in (ABSENT, EMPTY, OURS):
         return given
