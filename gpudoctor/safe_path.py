@@ -36,6 +36,16 @@ def _normal(entry: str, cwd: str) -> str:
     return os.path.normcase(os.path.realpath(os.path.join(cwd, entry) if entry else cwd))
 
 
+def _working_folder() -> str | None:
+    """The working folder, or None when it cannot be named (deleted under this process:
+    ``os.getcwd`` raises). Nothing can be imported from a deleted folder, so the entries
+    relative to it are left out; they are no path to resolve."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 def _standard_library() -> tuple[str, str]:
     """The folder of the standard library and the name of its zipped form."""
     return (os.path.dirname(os.path.realpath(os.__file__)),
@@ -67,7 +77,11 @@ def installed_path(path: Sequence[str] | None = None, environ: Mapping[str, str]
     the ``PYTHONPATH`` entries, the standard library first (see the module's docstring)."""
     entries = list(sys.path if path is None else path)
     environ = os.environ if environ is None else environ
-    cwd = os.getcwd() if cwd is None else cwd
+    if cwd is None:
+        cwd = _working_folder()
+        if cwd is None:  # a deleted working folder: its relative entries name nothing
+            entries = [e for e in entries if isinstance(e, str) and os.path.isabs(e)]
+            cwd = os.sep
     stdlib, zipped = _standard_library()
     pythonpath = {_normal(e, cwd) for e in environ.get("PYTHONPATH", "").split(os.pathsep) if e}
     left_out_folders = {*pythonpath, _normal("", cwd)}

@@ -347,7 +347,7 @@ def _relabel(finding: Finding, display: dict[Path, str], notebooks: dict[Path, N
         if shown is None:
             try:
                 shown = str(resolved.relative_to(Path.cwd()))
-            except ValueError:
+            except (ValueError, OSError):  # OSError: the working folder was deleted
                 shown = str(resolved)
         notebook = notebooks.get(resolved)
         start = notebook.locate(site.row) if notebook is not None else None

@@ -52,6 +52,27 @@ def _common_folder(paths: list[str]) -> Path:
     return Path(os.path.commonpath(folders))
 
 
+def _working_folder() -> Path | None:
+    """The working folder, or None when it is gone (deleted under this process)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
+
+
+def _check_working_folder(args: argparse.Namespace, paths: list[str]) -> None:
+    """Raise when the working folder is gone and the run needs it: a relative path names
+    nothing then. Absolute paths are linted as usual (the project found from them)."""
+    import os
+
+    if _working_folder() is not None:
+        return
+    named = [*paths, getattr(args, "cache_dir", None), getattr(args, "stdin_filename", None)]
+    if any(p and not os.path.isabs(os.path.expanduser(p)) for p in named) or getattr(args, "force_exclude", False):
+        raise GpudoctorError("the working folder no longer exists (was it deleted?): change to a folder that "
+                             "exists, or name the files to lint by their absolute paths")
+
+
 def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
     from gpudoctor.lint.config import FileConfig, parse_table
@@ -63,7 +84,8 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     config = parse_table(document, pyproject, known) if pyproject else FileConfig()
     # The project (imports, the cache) is the nearest pyproject.toml's; a package of a
     # monorepo keeps its own root and requires-python under the repository's configuration.
-    root = nearest.parent if nearest else Path.cwd()
+    # No pyproject.toml: the working folder, or (when it is gone) the folder of the paths.
+    root = nearest.parent if nearest else (_working_folder() or _common_folder(paths))
     project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
@@ -108,6 +130,7 @@ def gather(args: argparse.Namespace) -> LintInputs:
     from gpudoctor.lint.patterns import check as check_patterns
 
     paths, contents = _source_paths(args)
+    _check_working_folder(args, paths)
     # Checked here, before any file is walked: a bad pattern is a usage error (see config.py).
     check_patterns(getattr(args, "extend_exclude", None) or (), "--extend-exclude")
     settings = build_settings(args, paths)

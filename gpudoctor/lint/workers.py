@@ -19,6 +19,14 @@ A worker that dies (killed, out of memory) loses nothing: the files it had not r
 analysed in this process (see ``gpudoctor.lint.engine``). A worker outlives nothing either:
 each one watches this process and ends when it is gone, even when it was killed with
 SIGKILL, which no handler sees; SIGTERM and SIGHUP stop the workers as Ctrl-C does.
+
+Nor does it speak after this process is gone. A worker being started when this process
+was killed reads half its start-up data (``UnpicklingError``), one at work finds its queues
+closed, and the resource tracker warns of "leaked semaphore objects" as it removes the
+queues' locks: each prints to its standard error, which was this process's, the user's
+terminal, after the shell showed its prompt. So the processes launched here get a pipe as
+their standard error, which a thread of this process passes on to its own: what they say
+while it lives reaches the user, and what they say once it is gone reaches nobody.
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ def _clean_launch() -> Iterator[None]:
     from the working folder, ``PYTHONPATH`` or the main script: the environment their
     interpreter starts with, and the import path and main module each worker is told to
     take (read from this process as it starts them), are set for the launch and restored.
+    Their standard error is this process's through a relay (see the module's docstring),
+    and they start in a folder that exists.
     """
     from gpudoctor.safe_path import installed_path
 
@@ -83,7 +93,8 @@ def _clean_launch() -> Iterator[None]:
         sys.path[:] = installed_path()
         # No main module to import again in the worker (a script's, a console script's).
         sys.modules["__main__"] = types.ModuleType("__main__")
-        yield
+        with _stderr_relayed(), _from_a_folder_that_exists():
+            yield
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
@@ -93,6 +104,97 @@ def _clean_launch() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def _from_a_folder_that_exists() -> Iterator[None]:
+    """Launch from the root folder when the working folder was deleted under this process:
+    ``multiprocessing`` asks for it (``os.getcwd``) to start each process there, and cannot
+    start one otherwise. This process goes back to where it was (an open descriptor of the
+    deleted folder) afterwards; the analysis reads absolute paths only."""
+    try:
+        os.getcwd()
+    except OSError:
+        pass
+    else:
+        yield
+        return
+    try:
+        here: int | None = os.open(os.curdir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        here = None
+    os.chdir(os.sep)
+    try:
+        yield
+    finally:
+        if here is not None:
+            os.fchdir(here)
+            os.close(here)
+
+
+# The write end of the pipe the launched processes' standard error is, and the lock that
+# makes one per process (see _stderr_relayed).
+_relay: int | None = None
+_relay_lock = threading.Lock()
+_RELAY_CHUNK = 1 << 16
+# The signals the relay's thread leaves to the main thread.
+_TERMINATING = {signal.SIGINT, signal.SIGTERM, *(s for s in (getattr(signal, "SIGHUP", None),) if s is not None)}
+
+
+def _relay_pipe() -> int:
+    """The write end of this process's relay pipe, made (with the thread that passes what
+    comes through it on to this process's standard error) when first asked for."""
+    global _relay  # noqa: PLW0603 - one relay per process, as one fork server
+    with _relay_lock:
+        if _relay is None:
+            read, write = os.pipe()  # neither end is inherited by what this process execs
+            threading.Thread(target=_pass_on, args=(read,), name="gpudoctor-relay-stderr", daemon=True).start()
+            _relay = write
+        return _relay
+
+
+def _pass_on(read: int) -> None:
+    """Copy what comes through the relay pipe to this process's standard error, as it is
+    now (a test's capture included). A standard error that is closed: read on regardless,
+    so that no launched process blocks on a full pipe."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _TERMINATING)  # signals are the main thread's to act on
+    while chunk := os.read(read, _RELAY_CHUNK):
+        try:
+            while chunk:
+                chunk = chunk[os.write(2, chunk):]
+        except OSError:
+            continue
+
+
+@contextmanager
+def _stderr_relayed() -> Iterator[None]:
+    """Make the relay pipe this process's standard error (descriptor 2) while the block
+    launches processes, which inherit it as theirs; then put the real one back. Nothing of
+    this process's own output is lost meanwhile: it goes through the relay too. Only where
+    processes inherit descriptors (POSIX), and only when there is a standard error."""
+    if os.name != "posix":
+        yield
+        return
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error: nothing to relay to
+        yield
+        return
+    _flush_stderr()
+    os.dup2(_relay_pipe(), 2)
+    try:
+        yield
+    finally:
+        _flush_stderr()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _flush_stderr() -> None:
+    try:
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 @contextmanager
