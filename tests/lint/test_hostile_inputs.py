@@ -1,0 +1,313 @@
+"""The hostile-input suite for the lint side: every input or circumstance that once broke
+``gpudoctor lint`` (or the code it shares with the other faces), kept as a test. It grows
+with every finding.
+
+Each test asserts the same contract: one clear line (or a GD000 finding for a bad source
+file), the documented exit code (0 clean, 1 findings, 2 a usage or configuration error, a
+signal's 128 + N), nothing changed that the user did not ask to change, nothing left in
+the source tree or the process table, and never a traceback. Tests that need a process of
+their own (a deleted working folder, a signal) run the command line in one, and wait on
+what they observe, never on a fixed time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.cli import main
+from gpudoctor.errors import GpudoctorError
+from tests.lint.test_cli import BAD
+from tests.lint.test_jobs import _gone, _lint_in_background, _workers_seen
+
+FINDING = ":10:10: GD101 "  # where BAD's one finding is
+BIG_INTEGER = "9" * 5001  # past Python's limit on converting digits to an int (4300)
+SCRIPT = Path(sys.executable).with_name("gpudoctor")  # the console script, as a user runs it
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nrequires-python = ">=3.10"\n')
+    (tmp_path / "bad.py").write_text(BAD)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["lint", "--no-cache", *argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int, int, int]]:
+    """Every file under ``folder``: its bytes, mode, owner and group (what "nothing
+    changed" compares)."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            info = path.stat()
+            out[str(path.relative_to(folder))] = (path.read_bytes(), stat.S_IMODE(info.st_mode), info.st_uid,
+                                                  info.st_gid)
+    return out
+
+
+def _temporary_files(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*.tmp")]
+
+
+# -- a working folder deleted under gpudoctor -----------------------------------------------
+
+def _in_a_deleted_folder(tmp_path: Path) -> Callable[[], None]:
+    """For ``preexec_fn``: the child runs in a folder that no longer exists (as after
+    ``mkdir d && cd d && rmdir ../d``)."""
+    gone = tmp_path / "gone"
+
+    def enter() -> None:
+        os.mkdir(gone)
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    return enter
+
+
+def _run_in_a_deleted_folder(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*argv], capture_output=True, text=True, timeout=300,
+                          preexec_fn=_in_a_deleted_folder(tmp_path))
+
+
+def test_version_answers_in_a_deleted_working_folder(tmp_path: Path) -> None:
+    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "--version")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "gpudoctor 0.1.0\n", "")
+
+
+def test_absolute_paths_are_linted_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
+    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "lint", "--no-cache", str(project))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{project / 'bad.py'}{FINDING}" in done.stdout
+    assert done.stderr == "" and "Traceback" not in done.stdout
+
+
+def test_workers_start_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
+    """multiprocessing asks for the working folder to start each worker in: they are
+    started from one that exists, and analyse the same."""
+    for n in range(3):
+        (project / f"bad_{n}.py").write_text(BAD)
+    code = ("import sys; from gpudoctor.lint import engine; engine.PARALLEL_MIN_BYTES = 0; "
+            "from gpudoctor.cli import run; sys.exit(run())")
+    done = _run_in_a_deleted_folder(tmp_path, sys.executable, "-c", code, "lint", "--no-cache", "-v", "--jobs", "2",
+                                    str(project))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count(FINDING) == 4
+    assert "in 2 worker processes" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv", [["lint"], ["lint", "bad.py"], ["lint", "--force-exclude", "/x/bad.py"],
+                                  ["lint", "--cache-dir", "cache", "/x/bad.py"]])
+def test_a_relative_path_in_a_deleted_working_folder_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), *argv)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("gpudoctor: error: the working folder no longer exists")
+
+
+# -- numbers and nesting Python's readers refuse -------------------------------------------
+
+def _notebook(metadata: str) -> str:
+    return ('{"nbformat": 4, "nbformat_minor": 5, "metadata": ' + metadata + ', "cells": '
+            '[{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null, '
+            '"source": "import os\\n"}]}')
+
+
+@pytest.mark.parametrize("named", [["."], ["bad.py", "big.ipynb"], ["bad.py"]])
+def test_a_notebook_holding_a_5001_digit_integer_is_gd000_and_the_rest_is_linted(
+        project: Path, capsys: pytest.CaptureFixture[str], named: list[str]) -> None:
+    """Valid JSON, which Python's json cannot convert: a GD000 for that notebook when it is
+    linted, nothing when it is only the project around a named file."""
+    (project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
+    before = _snapshot(project)
+    code, out, err = _lint(capsys, *named)
+    assert code == 1 and f"bad.py{FINDING}" in out
+    gd000 = ("big.ipynb:1:1: GD000 not read: its JSON holds an integer of more than 4300 digits, "
+             "more than Python converts")
+    assert (gd000 in out) == (named != ["bad.py"])
+    assert err == ""
+    assert _snapshot(project) == before
+
+
+_DIGITS = "it holds an integer of more than 4300 digits, more than Python converts"
+_NESTED = "its arrays or tables are nested too deeply"
+# Valid TOML that Python's reader cannot hold, and the reason the one line gives.
+PYPROJECTS = {
+    "integer-in-the-table": (f"[tool.gpudoctor]\nselect = ['GD1']\nx = {BIG_INTEGER}\n", _DIGITS),
+    "integer-elsewhere": (f"[project]\nname = 'x'\n\n[tool.other]\nn = {BIG_INTEGER}\n\n[tool.gpudoctor]\n",
+                          _DIGITS),
+    "arrays-in-the-table": ("[tool.gpudoctor]\nselect = " + "[" * 5000 + "]" * 5000 + "\n", _NESTED),
+    "tables-elsewhere": ("[project]\nname = 'x'\nv = " + "{a = " * 5000 + "}" * 5000 + "\n", _NESTED),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PYPROJECTS))
+def test_a_pyproject_python_cannot_hold_is_one_line_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str], case: str) -> None:
+    text, why = PYPROJECTS[case]
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "bad.py").write_text(BAD)
+    monkeypatch.chdir(tmp_path)
+    before = _snapshot(tmp_path)
+    code = main(["lint", "bad.py"])  # with the cache: nothing may be written either
+    out, err = capsys.readouterr()
+    assert (code, out, err) == (2, "", f"gpudoctor: error: cannot read {tmp_path / 'pyproject.toml'}: {why}\n")
+    assert _snapshot(tmp_path) == before and not (tmp_path / ".gpudoctor_cache").exists()
+
+
+@pytest.mark.parametrize("case", ["integer-elsewhere", "tables-elsewhere"])
+def test_the_notebook_extension_reads_the_same_pyproject_and_says_it_in_one_line(tmp_path: Path, case: str) -> None:
+    """``%gpudoctor`` and its cell hooks read the configuration through the same reader:
+    a GpudoctorError, which they print as one line."""
+    from gpudoctor.ipython import executed_cells
+
+    (tmp_path / "pyproject.toml").write_text(PYPROJECTS[case][0])
+    with pytest.raises(GpudoctorError, match=f"cannot read {tmp_path / 'pyproject.toml'}: "):
+        executed_cells.settings(tmp_path / "kernel-1-executed-cells.ipynb")
+
+
+# -- the workers, when gpudoctor is killed ---------------------------------------------------
+
+@pytest.mark.parametrize("moment", ["as-workers-start", "while-analysing"])
+def test_workers_say_nothing_when_gpudoctor_is_killed(tmp_path: Path, moment: str) -> None:
+    """SIGKILL of ``gpudoctor lint -j2``: a worker being started reads half its start-up
+    data, one at work finds its queues closed, and the resource tracker warns of leaked
+    semaphores as it removes them. None of it may reach the terminal once the shell shows
+    its prompt again; and every process of the run ends."""
+    process = _lint_in_background(tmp_path, 200)
+    _, tree = _workers_seen(process, started=moment == "while-analysing")
+    os.kill(process.pid, signal.SIGKILL)
+    # Read to the end: the end comes when no process of the run holds the output any more.
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGKILL
+    assert not _gone(tree)  # the workers, the fork server and the resource tracker
+    assert (out, err) == ("", "")
+
+
+# -- what --fix writes ------------------------------------------------------------------------
+
+def test_fix_leaves_a_read_only_file_as_it_is_and_says_so(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "bad.py").chmod(0o444)
+    before = _snapshot(project)
+    code, out, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+    assert code == 1 and f"bad.py{FINDING}" in out  # the finding is still reported
+    assert err == "gpudoctor: not fixing bad.py: it is read-only\n"
+    assert _snapshot(project) == before and not _temporary_files(project)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+def test_fix_run_as_root_keeps_the_owner_group_and_mode(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = project / "bad.py"
+    os.chown(target, 12345, 12345)
+    target.chmod(0o640)
+    code, _, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+    assert code == 0 and err == "Fixed 1 finding in 1 file.\n"
+    info = target.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (12345, 12345, 0o640)
+    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(project)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
+def test_fix_writes_in_place_a_file_whose_owner_a_new_file_cannot_have(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A user who is not root fixes another user's file (in a folder both can write): a
+    new file renamed over it would be theirs, so the file itself is written. (Run as root,
+    with the refusal a user meets.)"""
+    target = project / "bad.py"
+    os.chown(target, 12345, 12345)
+    target.chmod(0o664)
+    before = target.stat()
+
+    def refuse(fd: int, uid: int, gid: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchown", refuse)
+    code, _, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+    assert code == 0 and err == "Fixed 1 finding in 1 file.\n"
+    after = target.stat()
+    assert (after.st_ino, after.st_uid, after.st_gid, after.st_mode) == (before.st_ino, 12345, 12345,
+                                                                         before.st_mode)
+    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(project)
+
+
+# A run whose file replacement is interrupted at the worst moment: the signal arrives after
+# the temporary file is written, before it is renamed over the file (a SIGTERM there once
+# left ``.bad.py.<random>.tmp`` in the user's folder).
+_SIGNAL_WHILE_WRITING = """
+import os, signal, sys
+real = os.replace
+def replace(source, target, *args, **kwargs):
+    if os.path.basename(target) == sys.argv[2]:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return real(source, target, *args, **kwargs)
+os.replace = replace
+from gpudoctor.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize(("signame", "status"), [("SIGTERM", -signal.SIGTERM), ("SIGINT", 130)])
+@pytest.mark.parametrize("written", ["fixed file", "report"])
+def test_a_signal_while_a_file_is_replaced_leaves_it_whole_and_no_temporary_file(
+        project: Path, signame: str, status: int, written: str) -> None:
+    old = (project / "bad.py").read_bytes()
+    (project / "report.txt").write_text("the last report\n")
+    name, argv = (("bad.py", ["--fix", "--unsafe-fixes", "bad.py"]) if written == "fixed file"
+                  else ("report.txt", ["-o", "report.txt", "bad.py"]))
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_WRITING, signame, name, "lint", "--no-cache", *argv],
+                          capture_output=True, text=True, timeout=300, cwd=project)
+    assert done.returncode == status, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert not _temporary_files(project)
+    # Held until the file was whole: the new text, never half of it.
+    if written == "fixed file":
+        assert (project / "bad.py").read_bytes() != old
+        assert 'get_context("spawn")' in (project / "bad.py").read_text()
+    else:
+        assert f"bad.py{FINDING}" in (project / "report.txt").read_text()
+    if signame == "SIGINT":
+        assert done.stderr.endswith("gpudoctor: interrupted\n")
+
+
+# -- the cache's folder ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("given", ["/", "/tmp/.."])
+def test_the_root_of_the_file_system_is_refused_as_cache_folder(project: Path, capsys: pytest.CaptureFixture[str],
+                                                                given: str) -> None:
+    existed = os.path.lexists("/.gpudoctor_cache")
+    before = _snapshot(project)
+    try:
+        code = main(["lint", "--cache-dir", given, "bad.py"])
+    finally:  # a regression must not leave its folder in the root for the next run
+        if not existed and (Path("/.gpudoctor_cache") / "CACHEDIR.TAG").is_file():
+            shutil.rmtree("/.gpudoctor_cache")
+            pytest.fail("--cache-dir / made /.gpudoctor_cache")
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (f"gpudoctor: error: --cache-dir {given}: the root of the file system is no place for a cache "
+                   "(name a folder of its own, e.g. ~/.cache/gpudoctor)\n")
+    assert os.path.lexists("/.gpudoctor_cache") == existed
+    assert _snapshot(project) == before
+
+
+def test_json_output_of_a_hostile_notebook_names_it(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
+    code, out, _ = _lint(capsys, "--output-format", "json", "big.ipynb")
+    assert code == 1
+    [finding] = json.loads(out)
+    assert (finding["code"], finding["filename"].endswith("big.ipynb")) == ("GD000", True)
