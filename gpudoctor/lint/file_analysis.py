@@ -67,6 +67,7 @@ def analyse(project: Project, path: Path, default_method: str,
                 # supersedes it fired, even when that one is not selected.
                 for rule in all_rules():
                     outcome.findings.extend(rule().check(ctx))
+                outcome.findings.extend(cut_short(path, builder.cuts()))
                 outcome.findings = attach(outcome.findings, flows, str(path),
                                           frozenset(r.code for r in all_rules() if r.shown_at_callers))
             # A module the analysis followed into and could not parse: reported in it, and at
@@ -106,6 +107,20 @@ def left_out_cells(path: Path) -> list[Finding]:
                                       f"cell {number} is not Python ({why}): it is left out, and the rest of the "
                                       "notebook is checked", severity=WARNING)
             for number, why, row, col in found.skipped]
+
+
+def cut_short(path: Path, cuts: list[str]) -> list[Finding]:
+    """A warning (GD000) where the analysis of ``path`` left out something a finding may be
+    in, for one of its bounds (limits.py): the findings it shows are right, and one may be
+    missing. Said, as the budget of the context is, so that a cut never hides one silently."""
+    from gpudoctor.lint.findings import WARNING
+    from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
+
+    if not cuts:
+        return []
+    return [UnparseableFile().finding(Site(str(path), 1, 0, 1, 0),
+                                      f"the analysis was cut short: {'; '.join(cuts)}; a finding may be missing",
+                                      severity=WARNING)]
 
 
 def site_of(failure: ParseFailure) -> Site:

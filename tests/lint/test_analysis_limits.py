@@ -234,6 +234,18 @@ def test_a_pool_at_the_end_of_a_chain_longer_than_the_calls_followed_is_found(
         "if __name__ == '__main__':\n    c0()\n")
     code, out = _lint(capsys, "--output-format", "concise", "chain.py")
     assert code == 1 and out.count(" GD101 ") == 1, out
+    # What ran before it in the chain is not known there: said.
+    assert "chain.py:1:1: GD000 the analysis was cut short: c985() is called more than 24 calls deep" in out
+
+
+def test_a_chain_that_goes_past_the_calls_followed_into_another_module_is_said(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chain = "".join(f"def h{i}():\n    return h{i + 1}()\n\n\n" for i in range(40))
+    (workdir / "helper.py").write_text(HEAD + chain + "def h40():\n    tf.constant(1)\n    Pool(2).map(work, [1])\n")
+    (workdir / "main.py").write_text("import helper\n\nif __name__ == '__main__':\n    helper.h0()\n")
+    code, out = _lint(capsys, "--output-format", "concise", "main.py")
+    assert code == 1 and "main.py:1:1: GD000 the analysis was cut short: h" in out, out
+    assert "helper.py" not in out  # (its own analysis reports what h40 does: see the chain above)
 
 
 def test_a_pool_inside_more_nested_functions_than_the_calls_followed_is_found(
@@ -317,7 +329,9 @@ def test_a_ring_of_modules_reading_each_other_is_analysed(workdir: Path, capsys:
     (workdir / "pkg" / "m0.py").write_text(HEAD + "import pkg.m1\nX = 1\nY = pkg.m1.X\n"
                                            "tf.constant(1)\nPool(2).map(work, [1])\n")
     code, out = _lint(capsys, ".")
-    assert code == 1 and "pkg/m0.py:13:1: GD101 " in out and "GD000" not in out
+    assert code == 1 and "pkg/m0.py:13:1: GD101 " in out and "cannot be parsed" not in out
+    # The walks nested past the meter are said, not hidden.
+    assert "pkg/m0.py:1:1: GD000 the analysis was cut short: code nested deeper" in out
 
 
 # -- integer literals --------------------------------------------------------------------

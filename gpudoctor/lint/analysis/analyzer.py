@@ -91,6 +91,7 @@ class Analyzer:
         self.linted_paths = frozenset(str(p) for p in self.linted)
         self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
         self.calls: dict[int, set[int]] = {}  # function node -> the function nodes it called
+        self.summaries_full = False  # a call was not followed: ``max_summaries`` calls were
         # Functions a chain of calls reached past ``max_call_depth``, not followed there: by
         # node, the first such call's function and values (see FlowBuilder.cut_flows).
         self.depth_cuts: dict[int, tuple[FuncRef, tuple[Value, ...], Value, dict[str, Value], Value]] = {}
@@ -364,7 +365,10 @@ class Analyzer:
         if cached is not None:
             return cached
         limits = self.limits
-        if key in self._stack or len(self._summaries) > limits.max_summaries:
+        if key in self._stack:
+            return [], UNKNOWN, device
+        if len(self._summaries) > limits.max_summaries:
+            self.summaries_full = True
             return [], UNKNOWN, device
         if len(self._stack) >= limits.max_call_depth:
             # Not followed from here; the flows may start again from it (FlowBuilder.cut_flows).

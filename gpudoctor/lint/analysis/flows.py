@@ -361,6 +361,10 @@ class FlowBuilder:
         self.preloads_main = preloads_main  # the target's forkserver runs the main script's top level
         self.max_child_depth = analyzer.limits.max_child_depth
         self.child_events_left = analyzer.limits.max_child_events
+        # What the flows left out for a bound, in words (see ``cuts``): functions reached
+        # past the calls followed. (The child flows' bounds are not said: a start replayed
+        # in a child's child is the same start, seldom another process.)
+        self.left_out: list[str] = []
 
     def resolve_method(self, method: str | None, state: State) -> tuple[str, bool]:
         """Return the start method in force and whether the code chose it explicitly."""
@@ -443,6 +447,21 @@ class FlowBuilder:
         flows.extend(self.cut_flows(state, rooted))
         return flows
 
+    def _leave_out(self, what: str) -> None:
+        if what not in self.left_out:
+            self.left_out.append(what)
+
+    def cuts(self) -> list[str]:
+        """What the analysis of the module left out for one of its bounds, where a finding
+        may be (nothing the module does is past a bound: none), in words."""
+        out = list(self.left_out)
+        if self.analyzer.meter.tripped:
+            out.append("code nested deeper than the analysis follows (imports, calls and expressions within one "
+                       f"another, {self.analyzer.limits.max_nesting:,} of its frames) is not analysed")
+        if self.analyzer.summaries_full:
+            out.append(f"calls past the first {self.analyzer.limits.max_summaries:,} analysed are not followed")
+        return out
+
     def _called_from(self, starts: set[int]) -> set[int]:
         """The function nodes ``starts`` are, and those they call, directly or not."""
         calls = self.analyzer.calls
@@ -474,11 +493,16 @@ class FlowBuilder:
                 return flows
             for key, (func, positional, rest, keywords, device) in todo:
                 seen.add(key)
-                if func.module != state.path or not state.parsed.entry_point(func.node):
-                    continue
+                if func.module == state.path and not state.parsed.entry_point(func.node):
+                    continue  # nothing to report on its own (the prescan's word)
                 events, _, _ = analyzer.call_in_thread(func, positional, rest, keywords, device, entry=True)
                 if not events:
                     continue
+                # What it does is seen here without what the calls before it did.
+                self._leave_out(f"{func.qualname}() is called more than {analyzer.limits.max_call_depth} calls deep, "
+                                "past what the analysis follows: it is analysed on its own, without what ran before it")
+                if func.module != state.path:
+                    continue  # another module's: its own analysis runs it
                 flow = Flow(FlowKind.FUNCTION, self._with_callbacks(events), State(), state)
                 self._expand(flow)
                 flows.append(flow)

@@ -25,6 +25,13 @@ class UnparseableFile(Rule):
     a cell and runs the others, so gpudoctor leaves it out and checks the rest. IPython's
     own syntax (magics, shell escapes, `%%bash` cells, Colab form lines) is not an error.
 
+    A warning at the first line of a file says where its analysis was cut short by one of
+    its bounds (calls followed 24 deep, code nested past the analysis's meter, 20,000
+    calls analysed), when something the file does lies past
+    it: the findings shown are right, and one there may be missing. A function reached
+    only past the calls followed is still analysed on its own; what ran before it is not
+    known there.
+
     ## Why is this bad?
     gpudoctor cannot see what such a file does before it forks, so it cannot vouch
     for it. The file would also fail at import time.
