@@ -83,7 +83,7 @@ def test_rules_read_the_analysis_through_the_check_context_only() -> None:
 # importing the analyzer.
 FRONTEND_LAYERS = (
     ("source text: reading a file, the text gate, the CPython prescan, libcst parsing and positions", (
-        "reading", "literals", "positions", "module_files", "text_facts", "prescan", "skeleton", "parsed",
+        "reading", "literals", "positions", "module_files", "text_facts", "prescan", "skeleton", "chunked", "parsed",
         "conditions", "project_gate")),
 )
 ANALYSIS_LAYERS = (

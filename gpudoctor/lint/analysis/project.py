@@ -240,7 +240,7 @@ class Project:
             else:
                 elide = scan.elidable() if scan is not None and len(text) >= self.limits.elide_min_chars else ()
                 self._parsed[path] = parse(str(path), text, scan.units if scan else (), elide,
-                                           scan.top_rows if scan else ())
+                                           scan.top_rows if scan else (), scan.cut_rows if scan else ())
         elif self._touched is not None:
             self._touched.files.add(path)
         return self._parsed[path]

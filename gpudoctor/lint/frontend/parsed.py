@@ -12,6 +12,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from gpudoctor.lint.findings import Site
+from gpudoctor.lint.frontend import chunked
 from gpudoctor.lint.frontend.positions import every_position, locate, locate_in_statement
 from gpudoctor.lint.frontend.reading import ParseFailure
 from gpudoctor.lint.frontend.skeleton import Lines, body_snippet, skeleton
@@ -323,6 +324,18 @@ def concrete(site: Site | LazySite) -> Site:
     return site.concrete() if isinstance(site, LazySite) else site
 
 
+def _skeleton_rows(rows: Sequence[int], shifts: Sequence[tuple[int, int]]) -> list[int]:
+    """The rows of a skeleton (skeleton.py) where the original ``rows`` are: each is the
+    first row of a top-level statement, never inside a body left out."""
+    out = []
+    index = 0
+    for row in rows:
+        while index + 1 < len(shifts) and shifts[index + 1][0] + shifts[index + 1][1] <= row:
+            index += 1
+        out.append(row - shifts[index][1])
+    return out
+
+
 def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
     """Locate the error with CPython's parser, whose positions and wording people know."""
     import ast
@@ -341,22 +354,23 @@ def _explain(path: str, text: str, exc: cst.ParserSyntaxError) -> ParseFailure:
 
 
 def parse(path: str, text: str, units: Sequence[Unit] = (), elide: Sequence[Unit] = (),
-          top_rows: Sequence[int] = ()) -> ParsedModule | ParseFailure:
+          top_rows: Sequence[int] = (), cut_rows: Sequence[int] = ()) -> ParsedModule | ParseFailure:
     """Parse ``text`` with libcst; syntax errors and parser limits become a ParseFailure.
 
     ``units`` are every function the prescan found, in order; the bodies of ``elide``
-    (some of them) are left out and parsed when first needed.
+    (some of them) are left out and parsed when first needed. ``cut_rows``: where a long
+    module may be cut to be parsed in pieces (chunked.py).
     """
     try:
         if elide:
             source, shifts = skeleton(text, elide)
-            module = cst.parse_module(source)
+            module = chunked.parse_module(source, _skeleton_rows(cut_rows, shifts))
             pairs = _pair(module, units, elide)
             if pairs is not None:
                 parsed = ParsedModule(path, module, text, pairs, shifts)
                 parsed._top_rows = list(top_rows) if top_rows else None
                 return parsed
-        parsed = ParsedModule(path, cst.parse_module(text), text)
+        parsed = ParsedModule(path, chunked.parse_module(text, cut_rows), text)
         parsed._top_rows = list(top_rows) if top_rows else None
         return parsed
     except cst.ParserSyntaxError as exc:

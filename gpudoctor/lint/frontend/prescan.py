@@ -245,9 +245,14 @@ class Prescan:
         # The first row of each top-level statement as libcst sees them: statements on one
         # line (``a = 1; b = 2``) are one libcst statement.
         self.top_rows: list[int] = []
+        # The rows where a long module may be cut into pieces to parse (chunked.py): the
+        # first row of each top-level statement, its decorators included.
+        self.cut_rows: list[int] = []
         for statement in tree.body:
             if not self.top_rows or statement.lineno != self.top_rows[-1]:
                 self.top_rows.append(statement.lineno)
+                decorators = getattr(statement, "decorator_list", ())
+                self.cut_rows.append(min([d.lineno for d in decorators], default=statement.lineno))
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.units.append(_unit(statement, lines, method=False, outside=self._outside))
                 self._bodies.append(statement.body)
