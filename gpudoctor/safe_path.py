@@ -107,11 +107,13 @@ def installed_path(path: Sequence[str] | None = None, environ: Mapping[str, str]
             installed.append(entry)
     kept = [*standard, *installed]
     # The working or script folder stays only if gpudoctor itself runs from it (``python -m
-    # gpudoctor`` in a clone); a PYTHONPATH entry, if a package gpudoctor needs is there only.
+    # gpudoctor`` in a clone, or a checkout on PYTHONPATH), and then before the installation,
+    # so that this gpudoctor, not an installed one, is what its workers import; a PYTHONPATH
+    # entry also stays, last, if a package gpudoctor needs is there only.
     own = _home_of("gpudoctor")
     for normal in left_out:
         if own is not None and normal == _normal(own, cwd):
-            kept.append(normal)
+            kept.insert(len(standard), normal)
         elif normal in pythonpath and any(not _found(name, kept) and _found(name, [normal], hooks=False)
                                              for name in REQUIRED):
             kept.append(normal)

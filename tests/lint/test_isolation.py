@@ -200,3 +200,15 @@ def test_a_pythonpath_entry_that_alone_holds_a_needed_package_is_kept_last(tmp_p
     stdlib = os.path.dirname(os.__file__)
     kept = installed_path([str(vendored), stdlib], environ={"PYTHONPATH": str(vendored)}, cwd=str(tmp_path))
     assert kept == [stdlib, os.path.realpath(vendored)]
+
+
+def test_the_checkout_gpudoctor_runs_from_comes_before_the_installation(tmp_path: Path) -> None:
+    """``PYTHONPATH=checkout python -m gpudoctor`` with another gpudoctor installed: the
+    workers import the checkout's, the one that runs, not the installed one."""
+    import gpudoctor
+
+    own = os.path.dirname(os.path.dirname(os.path.realpath(gpudoctor.__file__)))
+    stdlib = os.path.dirname(os.__file__)
+    site = str(tmp_path / "site-packages")
+    kept = installed_path([own, stdlib, site], environ={"PYTHONPATH": own}, cwd=str(tmp_path))
+    assert kept == [stdlib, own, site]

@@ -353,8 +353,9 @@ class Analyzer:
         (values.DEFAULT_DEVICE); also return the default device the call leaves."""
         if not entry:
             self.reached.add(id(func.node))
-            if self._stack:
-                self.calls.setdefault(id(self._stack[-1][0].node), set()).add(id(func.node))
+            caller = self._stack[-1][0] if self._stack else None
+            if isinstance(caller, FuncRef):
+                self.calls.setdefault(id(caller.node), set()).add(id(func.node))
         env = self._bind(func, (*func.bound, *positional), rest, keywords)
         for name, value in func.closure:
             env.setdefault(name, value)
