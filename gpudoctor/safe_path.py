@@ -36,10 +36,11 @@ def _normal(entry: str, cwd: str) -> str:
     return os.path.normcase(os.path.realpath(os.path.join(cwd, entry) if entry else cwd))
 
 
-def _working_folder() -> str | None:
+def working_folder() -> str | None:
     """The working folder, or None when it cannot be named (deleted under this process:
     ``os.getcwd`` raises). Nothing can be imported from a deleted folder, so the entries
-    relative to it are left out; they are no path to resolve."""
+    relative to it are left out; they are no path to resolve. (Everything that only shows
+    a path relative to the working folder asks here, and shows it whole when it is gone.)"""
     try:
         return os.getcwd()
     except OSError:
@@ -78,7 +79,7 @@ def installed_path(path: Sequence[str] | None = None, environ: Mapping[str, str]
     entries = list(sys.path if path is None else path)
     environ = os.environ if environ is None else environ
     if cwd is None:
-        cwd = _working_folder()
+        cwd = working_folder()
         if cwd is None:  # a deleted working folder: its relative entries name nothing
             entries = [e for e in entries if isinstance(e, str) and os.path.isabs(e)]
             cwd = os.sep

@@ -44,7 +44,10 @@ def history(shell: InteractiveShell) -> list[str]:
 
 def virtual_path() -> Path:
     """Where the kernel's history is said to be: its working directory, a name of its own."""
-    return Path.cwd() / f"kernel-{os.getpid()}-executed-cells.ipynb"
+    from gpudoctor.safe_path import working_folder
+
+    # (A kernel whose folder was deleted still has a name for its cells: under /.)
+    return Path(working_folder() or os.sep) / f"kernel-{os.getpid()}-executed-cells.ipynb"
 
 
 def as_notebook(cells: Sequence[str]) -> bytes:

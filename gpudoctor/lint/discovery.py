@@ -241,8 +241,10 @@ def _missing_message(raw: str, path: Path, exc: OSError) -> str:
 def in_default_excludes(path: Path, root: Path | None, is_dir: bool = False) -> bool:
     """Is ``path`` (a folder, or a file's folder) in a folder ruff excludes by default,
     counting the folders below ``root`` (or below the working folder) only?"""
+    from gpudoctor.safe_path import working_folder
+
     full = Path(os.path.abspath(path))
-    for base in (root, Path.cwd()):
+    for base in (root, working_folder()):
         if base is not None:
             try:
                 parts = full.relative_to(os.path.abspath(base)).parts

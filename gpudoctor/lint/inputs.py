@@ -68,7 +68,7 @@ def _check_working_folder(args: argparse.Namespace, paths: list[str]) -> None:
     if _working_folder() is not None:
         return
     named = [*paths, getattr(args, "cache_dir", None), getattr(args, "stdin_filename", None)]
-    if any(p and not os.path.isabs(os.path.expanduser(p)) for p in named) or getattr(args, "force_exclude", False):
+    if any(p and not os.path.isabs(os.path.expanduser(p)) for p in named):
         raise GpudoctorError("the working folder no longer exists (was it deleted?): change to a folder that "
                              "exists, or name the files to lint by their absolute paths")
 

@@ -180,7 +180,8 @@ def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View
     )
     started = time.monotonic()
     # The scenario's output is evidence for the diagnosis, not for the terminal.
-    supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None, view)
+    supervisor = Supervisor([sys.executable, str(scenario.path), variant], limits, None, None, view,
+                            own_program=True)
     run = supervisor.run()
     diagnosis = diagnose.diagnose(run)
     document = render_run.to_json(run, diagnosis)

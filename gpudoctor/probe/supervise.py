@@ -32,6 +32,7 @@ from gpudoctor.probe.stop_signals import Stop, routed
 from gpudoctor.probe.tree import TOKEN_VAR, Tree
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason
+from gpudoctor.safe_path import working_folder
 
 if TYPE_CHECKING:
     from gpudoctor.probe.live_view import View
@@ -55,8 +56,11 @@ class Supervisor:
     """One supervised run; ``run()`` returns its RunRecord."""
 
     def __init__(self, command: list[str], limits: Limits, echo_stdout: Any, echo_stderr: Any,
-                 view: View | None = None):
+                 view: View | None = None, own_program: bool = False):
         self.command = launch.resolve(command)
+        # gpudoctor's own program (a scenario) needs no working folder of the user's: with
+        # that folder deleted, it runs in the run's own folder (multiprocessing asks for one).
+        self._own_program = own_program
         self.limits = limits
         self._echo = (echo_stdout, echo_stderr)
         self._view = view  # the live view or progress lines (live_view), if any
@@ -135,6 +139,7 @@ class Supervisor:
         try:
             process = subprocess.Popen(
                 self.command,
+                cwd=self._workdir.root if self._own_program and working_folder() is None else None,
                 env=launch.child_environment(self._workdir, self._token),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

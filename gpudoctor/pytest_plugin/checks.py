@@ -35,7 +35,12 @@ class Failure:
 
 def _short(site: str | None) -> str | None:
     """Show a site under the current directory relative to it, as pytest shows test files."""
-    here = os.getcwd() + os.sep
+    from gpudoctor.safe_path import working_folder
+
+    folder = working_folder()
+    if folder is None:
+        return site
+    here = folder + os.sep
     return site[len(here):] if site and site.startswith(here) else site
 
 

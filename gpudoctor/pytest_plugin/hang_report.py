@@ -73,7 +73,10 @@ _BLOCKED_LINES = 3
 
 def _short_paths(frame: str) -> str:
     """Show a file under the current directory relative to it, as pytest shows test files."""
-    return frame.replace(os.getcwd() + os.sep, "")
+    from gpudoctor.safe_path import working_folder
+
+    here = working_folder()
+    return frame.replace(here + os.sep, "") if here else frame
 
 
 def _blocked_lines(processes: list[ProcessVerdict]) -> list[str]:

@@ -111,8 +111,14 @@ def test_workers_start_in_a_deleted_working_folder(project: Path, tmp_path: Path
     assert "in 2 worker processes" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("argv", [["lint"], ["lint", "bad.py"], ["lint", "--force-exclude", "/x/bad.py"],
-                                  ["lint", "--cache-dir", "cache", "/x/bad.py"]])
+def test_force_exclude_with_absolute_paths_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
+    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "lint", "--no-cache", "--force-exclude",
+                                    str(project / "bad.py"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{project / 'bad.py'}{FINDING}" in done.stdout and done.stderr == ""
+
+
+@pytest.mark.parametrize("argv", [["lint"], ["lint", "bad.py"], ["lint", "--cache-dir", "cache", "/x/bad.py"]])
 def test_a_relative_path_in_a_deleted_working_folder_is_one_line(tmp_path: Path, argv: list[str]) -> None:
     done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), *argv)
     assert done.returncode == 2 and done.stdout == ""

@@ -287,3 +287,22 @@ def test_attaching_honours_the_timeout() -> None:
     assert document["attached"]["watch"] == 1.0
     assert "--timeout 2 s cut the watch window from 3600 s to 1 s (half of it: the rest is for the stack dumps)." \
         in document["notes"]
+
+
+# -- a working folder deleted under gpudoctor -------------------------------------------
+
+def test_a_scenario_runs_as_expected_in_a_deleted_working_folder(tmp_path: Path) -> None:
+    """multiprocessing asks for the working folder to start a child: gpudoctor's own
+    scenario programs run in the run's folder when the user's is gone."""
+    gone = tmp_path / "gone"
+
+    def enter() -> None:
+        os.mkdir(gone)
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "probe", "--json", "--scenario", "fork-with-threads"],
+                          capture_output=True, text=True, timeout=300, preexec_fn=enter)
+    assert "Traceback" not in done.stderr, done.stderr
+    found = {(s["variant"], s["status"]) for s in json.loads(done.stdout)["scenarios"]}
+    assert ("safe", "ok") in found, done.stdout
