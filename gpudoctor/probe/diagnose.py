@@ -144,7 +144,9 @@ def diagnose(run: RunRecord) -> Diagnosis:
     entries: list[tuple[int, ProcessRun | None]] = [(p.pid, p) for p in run.processes]
     seen = {p.pid for p in run.processes}
     entries += [(pid, None) for pid in (set(origins) | {run.root_pid}) - seen]
-    entries.sort(key=lambda entry: entry[0])
+    # The root first, then by pid: pids wrap around (a fork can have a smaller pid than
+    # its parent), and a report reads from the process the user started.
+    entries.sort(key=lambda entry: (entry[0] != run.root_pid, entry[0]))
     judged: list[ProcessVerdict] = []
     root_done = False
     busy = explain.busy(run)
