@@ -52,10 +52,31 @@ def run() -> int:
     from gpudoctor import safe_path
 
     safe_path.apply()
+    _usable_streams()
     from gpudoctor.lint.gc_pause import process_ends_after_run
 
     process_ends_after_run()
     return main()
+
+
+def _writing_stdout_failed(exc: OSError) -> bool:
+    """Is ``exc`` the standard output refusing a write (a full disk, an I/O error)?"""
+    import errno
+
+    return exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EBADF)
+
+
+def _usable_streams() -> None:
+    """Standard streams gpudoctor can always use: one the shell closed (``>&-``) reads and
+    writes nothing, and text the terminal's encoding cannot show is escaped, not an error."""
+    import os
+
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, mode))  # noqa: SIM115 - it lives as long as the process
+        elif name != "stdin" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     try:
-        return int(handler(args))
+        code = int(handler(args))
+        sys.stdout.flush()  # (a full disk or a closed stream says so here, not at exit)
+        return code
     except GpudoctorError as exc:
         print(f"gpudoctor: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -95,4 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a pipe of gpudoctor's own broke: not the reader of its output leaving
         silence_stdout()  # no "Exception ignored" from the interpreter's last flush
         return EXIT_OK  # the reader of the output went away (``gpudoctor lint | head``)
+    except OSError as exc:
+        if exc.filename is not None or not _writing_stdout_failed(exc):
+            raise
+        silence_stdout()
+        print(f"gpudoctor: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_ERROR
 

@@ -19,8 +19,11 @@ from __future__ import annotations
 import re
 
 # C0 and C1 controls (newline, tab, escape, NEL), DEL, the Unicode line and paragraph
-# separators (str.splitlines and many editors break lines there), and lone surrogates.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# separators (str.splitlines and many editors break lines there), lone surrogates, and the
+# bidirectional controls (U+202A-202E, U+2066-2069, the marks U+200E/200F and U+061C):
+# a right-to-left override in a file name shows ``evil\u202etxt.py`` as ``evilyp.txt``.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069"
+                          "\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -54,7 +54,7 @@ def _patterns(table: dict[str, object], key: str, where: Callable[[str], str]) -
 def _codes(value: object, where: str, known: Sequence[str]) -> tuple[str, ...]:
     codes = tuple(v.strip().upper() for v in _strings(value, where))
     for code in codes:
-        if code != "ALL" and not any(k.startswith(code) for k in known):
+        if code != "ALL" and (not code.strip() or not any(k.startswith(code) for k in known)):
             raise GpudoctorError(f"unknown rule code or prefix {code!r} in {where}")
     return codes
 

@@ -121,7 +121,22 @@ def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes
     if len(paths) > 1 or args.fix or args.diff:
         raise GpudoctorError("- (stdin) is linted alone, without --fix or --diff")
     named = Path(args.stdin_filename or "stdin.py")
-    return [str(named)], {real_path(named): sys.stdin.buffer.read()}
+    return [str(named)], {real_path(named): _read_stdin()}
+
+
+def _read_stdin() -> bytes:
+    """Standard input, up to the size a file may have (an endless pipe is refused, not
+    held in memory)."""
+    from gpudoctor.input_file import DEFAULT_LIMIT
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise GpudoctorError("- (stdin) is not open: there is no source to read")
+    data = stream.read(DEFAULT_LIMIT + 1)
+    if len(data) > DEFAULT_LIMIT:
+        raise GpudoctorError(f"standard input holds more than {DEFAULT_LIMIT // (1024 * 1024)} MiB, the most a file to "
+                             "lint may hold")
+    return bytes(data)
 
 
 def gather(args: argparse.Namespace) -> LintInputs:

@@ -19,12 +19,19 @@ def forget_links() -> None:
     _resolved.cache_clear()
 
 
+# Folders resolved one by one (recursively, remembered) up to this depth; deeper paths are
+# resolved whole, so that no path, however deep, runs out of Python's recursion.
+_DEEPEST = 64
+
+
 @lru_cache(maxsize=16384)
 def _resolved(absolute: str) -> Path:
     """Resolve the folder (remembered: the files of one folder share it), then the last
     component: one ``lstat`` per file rather than one per component of its path."""
     head, tail = os.path.split(absolute)
     if not tail or head == absolute:
+        return _resolve(absolute)
+    if absolute.count(os.sep) > _DEEPEST:  # (a path of hundreds of folders: resolved at once)
         return _resolve(absolute)
     candidate = os.path.join(_resolved(head), tail)
     try:

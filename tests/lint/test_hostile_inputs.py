@@ -317,3 +317,75 @@ def test_json_output_of_a_hostile_notebook_names_it(project: Path, capsys: pytes
     assert code == 1
     [finding] = json.loads(out)
     assert (finding["code"], finding["filename"].endswith("big.ipynb")) == ("GD000", True)
+
+
+# -- a second round: codecs, deep paths, endless stdin, unusable output, empty codes, bidi ---
+
+@pytest.mark.parametrize("codec", ["undefined", "punycode"])
+def test_a_coding_cookie_naming_no_text_codec_is_gd000(project: Path, capsys: pytest.CaptureFixture[str],
+                                                       codec: str) -> None:
+    (project / "junk.py").write_text(f"# coding: {codec}\nx = 1\n")
+    code = main(["lint", "--no-cache", "--output-format", "concise", "."])
+    out, err = capsys.readouterr()
+    assert code == 1 and "Traceback" not in out + err
+    assert f"junk.py:1:1: GD000 cannot read file as '{codec}'" in out and f"bad.py{FINDING}" in out
+
+
+def test_a_path_hundreds_of_folders_deep_is_linted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = project.joinpath(*["a"] * 500)
+    deep.mkdir(parents=True)
+    (deep / "m.py").write_text(BAD)
+    code = main(["lint", "--no-cache", "--output-format", "concise", str(deep / "m.py")])
+    out, err = capsys.readouterr()
+    assert code == 1 and f"m.py{FINDING}" in out and "Traceback" not in out + err
+
+
+def test_endless_standard_input_is_refused_at_the_size_a_file_may_have(project: Path) -> None:
+    endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run([str(SCRIPT), "lint", "-"], stdin=endless.stdout, capture_output=True, text=True,
+                              timeout=300, cwd=project)
+    finally:
+        endless.kill()
+        endless.wait()
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "gpudoctor: error: standard input holds more than 16 MiB, the most a file to lint may hold\n"
+
+
+@pytest.mark.parametrize("argv", [["lint", "bad.py"], ["rule", "--all"], ["probe", "--no-scenarios", "--json"]])
+def test_a_full_or_closed_standard_output_is_one_line_or_silence(project: Path, argv: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([str(SCRIPT), *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
+                              cwd=project)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == "gpudoctor: error: cannot write the output: No space left on device"
+    assert "Traceback" not in done.stderr
+    closed = subprocess.run(f"{SCRIPT} {' '.join(argv)} >&-", shell=True, stderr=subprocess.PIPE, text=True,
+                            timeout=300, cwd=project)
+    assert "Traceback" not in closed.stderr and closed.returncode in (0, 1)
+
+
+def test_an_output_encoding_that_cannot_show_the_text_escapes_it(project: Path) -> None:
+    (project / "café.py").write_text(BAD)
+    done = subprocess.run([str(SCRIPT), "lint", "--no-cache", "--output-format", "full", "."], capture_output=True,
+                          timeout=300, cwd=project, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert b"caf\\xe9.py" in done.stdout
+
+
+@pytest.mark.parametrize("key", ["ignore", "select"])
+def test_an_empty_rule_code_in_the_configuration_names_the_file_and_key(
+        project: Path, capsys: pytest.CaptureFixture[str], key: str) -> None:
+    (project / "pyproject.toml").write_text(f'[project]\nname = "x"\n[tool.gpudoctor]\n{key} = [""]\n')
+    code = main(["lint", "--no-cache", "bad.py"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (f"gpudoctor: error: unknown rule code or prefix '' in key '{key}' of "
+                   f"{project / 'pyproject.toml'} [tool.gpudoctor]\n")
+
+
+def test_bidirectional_controls_in_a_file_name_are_escaped(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "evil\u202etxt.py").write_text(BAD)
+    main(["lint", "--no-cache", "--output-format", "concise", "."])
+    out, _ = capsys.readouterr()
+    assert "evil\\u202etxt.py" in out and "\u202e" not in out

@@ -85,6 +85,8 @@ def decode(path: Path, raw: bytes | ParseFailure) -> str | ParseFailure:
         return ParseFailure(str(path), f"file is not valid {encoding.upper()} ({exc.reason})", row, 0)
     except LookupError:
         return ParseFailure(str(path), f"unknown source encoding {encoding!r}", 1, 0)
+    except UnicodeError as exc:  # a codec that is no text encoding ("undefined", "punycode")
+        return ParseFailure(str(path), f"cannot read file as {encoding!r}: {exc}", 1, 0)
 
 
 def _notebook_program(path: Path, raw: bytes) -> str | ParseFailure:
