@@ -389,3 +389,14 @@ def test_bidirectional_controls_in_a_file_name_are_escaped(project: Path, capsys
     main(["lint", "--no-cache", "--output-format", "concise", "."])
     out, _ = capsys.readouterr()
     assert "evil\\u202etxt.py" in out and "\u202e" not in out
+
+
+def test_an_and_chain_libcst_cannot_take_is_gd000_and_the_run_goes_on(project: Path) -> None:
+    """20,000 terms: valid Python that crashed libcst's parser (a segfault: no output, no
+    findings for any file of the run)."""
+    (project / "chain.py").write_text("import multiprocessing as mp\nx = 1" + " and 1" * 20_000 + "\nmp.Pool(2)\n")
+    done = subprocess.run([str(SCRIPT), "lint", "--no-cache", "--output-format", "concise", "."],
+                          capture_output=True, text=True, timeout=300, cwd=project)
+    assert done.returncode == 1, done.stderr
+    assert "chain.py:2:5: GD000 cannot parse: an 'and' chain of 20,001 terms" in done.stdout
+    assert f"bad.py{FINDING}" in done.stdout

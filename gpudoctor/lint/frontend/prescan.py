@@ -494,7 +494,25 @@ def prescan(text: str) -> Prescan | None:
         return None
     except ValueError:
         return None
+    _check_chains(text, tree)
     return Prescan(text, tree)
+
+
+# libcst nests an ``and``/``or`` chain one level per term, where CPython keeps it flat:
+# a chain of 20,000 terms (valid Python, 120 kB) crashed libcst's parser with a segfault,
+# taking the whole run with it. Past this many terms the file is refused as too deep.
+MAX_CHAIN_TERMS = 2_000
+
+
+def _check_chains(text: str, tree: ast.Module) -> None:
+    """Raise TooDeep for an ``and``/``or`` chain longer than libcst's parser takes."""
+    if text.count(" and ") + text.count(" or ") < MAX_CHAIN_TERMS:  # the usual case: no walk
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BoolOp) and len(node.values) > MAX_CHAIN_TERMS:
+            raise TooDeep(f"cannot parse: an '{'and' if isinstance(node.op, ast.And) else 'or'}' chain of "
+                          f"{len(node.values):,} terms, more than gpudoctor's parser takes ({MAX_CHAIN_TERMS:,})",
+                          node.lineno, node.col_offset)
 
 
 def _applied(node: ast.stmt) -> set[str]:
