@@ -97,12 +97,13 @@ def installed_path(path: Sequence[str] | None = None, environ: Mapping[str, str]
         if not isinstance(entry, str):
             continue
         normal = _normal(entry, cwd)
-        if normal in seen:
-            continue
+        standard_folder = _is_standard(normal, stdlib, zipped)
+        if normal in seen or (entry == "" and standard_folder):
+            continue  # (run from a folder of the standard library: that is kept by its own entry)
         seen.add(normal)
-        if entry == "" or normal in left_out_folders:
+        if entry == "" or (normal in left_out_folders and not standard_folder):
             left_out.append(normal)
-        elif _is_standard(normal, stdlib, zipped):
+        elif standard_folder:
             standard.append(entry)
         else:
             installed.append(entry)

@@ -20,12 +20,13 @@ the named files (save those re-homed: see rehoming.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project
+    from gpudoctor.lint.frontend.prescan import Prescan
 
 
 
@@ -97,10 +98,14 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
     """For each of ``targets``, the names ``importers`` (analysed files) use from it.
 
     The analysis of an importer follows its uses with the values it passes, so the
-    functions and classes they name are not analysed on their own with nothing known."""
+    functions and classes they name are not analysed on their own with nothing known;
+    except those only functions in a ring of such uses call (``run()`` of one module calls
+    ``run()`` of another, which calls the first): none of their callers is analysed but as
+    called by another, so each is left to its own module (see _unreached)."""
     from gpudoctor.lint.frontend.text_facts import attributes_read
 
     out: dict[Path, set[str]] = {path: set() for path in targets}
+    uses: dict[Path, list[_Use]] = {path: [] for path in targets}
     stems: dict[str, int] = {}  # module name -> how many targets have it
     for path in targets:
         stem = _stem(path)
@@ -130,11 +135,13 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
                 if member is not None else None
             if part is not None and part in out and part != importer:
                 out[part] |= used  # ``from package import module``: any name it uses
+                uses[part].extend(_users(importer, scan, bound, None))
                 continue
             if whole is None or whole == importer:
                 continue
             if whole in out:
                 out[whole] |= used if member is None else {member}
+                uses[whole].extend(_users(importer, scan, bound, member))
             if whole.name != "__init__.py":
                 continue
             # A package that hands on a function of one of its modules: the use is of that one.
@@ -143,7 +150,57 @@ def used_names(project: Project, targets: list[Path], importers: list[Path]) -> 
                 found = project.gate.source_of(whole, name)
                 if found is not None and found[0] in out and found[0] != importer:
                     out[found[0]].add(found[1])
-    return {path: frozenset(names) for path, names in out.items()}
+                    uses[found[0]].append((importer, None, frozenset({found[1]})))
+    return _unreached(out, uses)
+
+
+# A use of names of a module: (the file using them, the top-level function or class whose
+# code does (None: the file's top level, or not known), the names it may use).
+_Use = tuple[Path, str | None, Set[str]]
+
+
+def _users(importer: Path, scan: Prescan, bound: str, member: str | None) -> list[_Use]:
+    """The uses of what ``bound`` names in ``importer``: one per function (or class, by
+    its methods) of the file whose code reads it, one for the top level; ``member``: the
+    one name it is (None: a module, whose names any it reads may be)."""
+    found: list[_Use] = []
+    if bound in scan.top_used:
+        found.append((importer, None, scan.top_used if member is None else {member}))
+    for unit in scan.units:
+        if bound in unit.refs:
+            found.append((importer, unit.owner or unit.name, unit.refs if member is None else {member}))
+    return found or [(importer, None, scan.used if member is None else {member})]
+
+
+def _unreached(out: dict[Path, set[str]], uses: dict[Path, list[_Use]]) -> dict[Path, frozenset[str]]:
+    """``out`` less the names only functions that are themselves such names use.
+
+    A function used by name elsewhere is not run on its own: its callers' analyses run it.
+    That holds when some caller is run: by its file's top level, on its own (a function
+    of it no other file uses) or, in turn, by a caller of its own. Callers known only by a
+    ring of such uses are run by none: the ring's names stay with their own modules, which
+    run them on their own (as a module runs the first of its own functions that only call
+    one another)."""
+    covered: dict[Path, set[str]] = {}
+    waiting: dict[tuple[Path, str], list[tuple[Path, str]]] = {}  # caller -> the uses it would cover
+    for path, names in out.items():
+        reached = covered[path] = set()
+        for importer, caller, read in uses[path]:
+            run = caller is None or importer not in out or caller not in out[importer]
+            for name in names.intersection(read):
+                if run:
+                    reached.add(name)
+                else:
+                    assert caller is not None
+                    waiting.setdefault((importer, caller), []).append((path, name))
+    todo = [(path, name) for path, names in covered.items() for name in names]
+    while todo:
+        key = todo.pop()
+        for path, name in waiting.pop(key, ()):
+            if name not in covered[path]:
+                covered[path].add(name)
+                todo.append((path, name))
+    return {path: frozenset(covered[path]) for path in out}
 
 
 def _stem(path: Path) -> str:

@@ -269,6 +269,35 @@ def test_functions_that_only_call_one_another_are_analysed(workdir: Path, capsys
     assert code == 1 and out.count(" GD101 ") == 1, out
 
 
+
+def _ring(workdir: Path, modules: int) -> None:
+    """``modules`` modules each importing all the others and calling their ``run()`` from
+    its own, each ``run()`` initializing TensorFlow and starting a pool: no code outside the
+    ring calls one."""
+    (workdir / "ring").mkdir()
+    (workdir / "ring" / "__init__.py").write_text("")
+    for i in range(modules):
+        others = [j for j in range(modules) if j != i]
+        (workdir / "ring" / f"m{i}.py").write_text(
+            HEAD + "".join(f"from ring import m{j}\n" for j in others) + "\n\ndef run():\n    tf.constant(1)\n"
+            + "".join(f"    m{j}.run()\n" for j in others) + "    Pool(2).map(work, [1])\n")
+
+
+@pytest.mark.parametrize("modules", [2, 12])
+def test_functions_of_modules_that_only_call_one_another_are_analysed(
+        workdir: Path, capsys: pytest.CaptureFixture[str], modules: int) -> None:
+    # Each run() is used by another module, whose analysis was left to run it; none of
+    # those was run itself, so no module's pool was seen. With 12, each run() also does
+    # more than a summary keeps (400 events): its own pool start is kept first.
+    _ring(workdir, modules)
+    code, out = _lint(capsys, "--output-format", "concise", ".")
+    pool_row = len(HEAD.splitlines()) + modules + 3 + modules
+    assert code == 1 and out.count(" GD101 ") == modules, out
+    assert all(f"ring/m{i}.py:{pool_row}:5: GD101 " in out for i in range(modules)), out
+    if modules > 2:
+        assert "GD000 the analysis was cut short: a function or module import that does more than 400 things" in out
+
+
 # -- nesting past what the analysis follows ----------------------------------------------
 
 @pytest.mark.timeout(60)

@@ -154,6 +154,25 @@ def test_an_import_or_a_re_export_is_not_a_use(tmp_path: Path) -> None:
     assert used[init] == {"run"}
 
 
+
+def test_uses_only_from_a_ring_of_functions_are_not_uses(tmp_path: Path) -> None:
+    """a.run and b.run call each other and nothing else calls them: no analysis would run
+    them as called, so each stays with its own module. c.run is called by d.run, which
+    main.py calls at its top level: both are run by main's analysis."""
+    _write(tmp_path, {
+        "a.py": "import b\n\n\ndef run():\n    b.run()\n",
+        "b.py": "import a\n\n\ndef run():\n    a.run()\n",
+        "c.py": "import d\n\n\ndef run():\n    d.run()\n",
+        "d.py": "import c\n\n\ndef run():\n    c.run()\n",
+        "main.py": "import d\n\nd.run()\n",
+    })
+    project = Project(tmp_path)
+    files = [project.real(tmp_path / f"{n}.py") for n in ("a", "b", "c", "d", "main")]
+    used = callers.used_names(project, files, files)
+    a, b, c, d, _ = (used[f] for f in files)
+    assert "run" not in a | b and "run" in c and "run" in d  # (any name d reads counts: c is one)
+
+
 def test_a_function_no_file_calls_is_analysed_on_its_own(tmp_path: Path) -> None:
     """A library function: the target's default start method (fork on Linux up to 3.13)."""
     _write(tmp_path, {"pkg/__init__.py": "", "pkg/work.py": WORK.replace("  # noqa: GD101", "")})

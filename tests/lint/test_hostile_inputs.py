@@ -26,27 +26,12 @@ import pytest
 
 from gpudoctor.cli import main
 from gpudoctor.errors import GpudoctorError
+from tests.lint.cli_run import FINDING, lint_main
 from tests.lint.test_cli import BAD
 from tests.lint.test_jobs import _gone, _lint_in_background, _workers_seen
 
-FINDING = ":10:10: GD101 "  # where BAD's one finding is
 BIG_INTEGER = "9" * 5001  # past Python's limit on converting digits to an int (4300)
 SCRIPT = Path(sys.executable).with_name("gpudoctor")  # the console script, as a user runs it
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nrequires-python = ">=3.10"\n')
-    (tmp_path / "bad.py").write_text(BAD)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def _lint(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["lint", "--no-cache", *argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int, int, int]]:
@@ -90,32 +75,32 @@ def test_version_answers_in_a_deleted_working_folder(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "gpudoctor 0.1.0\n", "")
 
 
-def test_absolute_paths_are_linted_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
-    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "lint", "--no-cache", str(project))
+def test_absolute_paths_are_linted_in_a_deleted_working_folder(bad_project: Path, tmp_path: Path) -> None:
+    done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "lint", "--no-cache", str(bad_project))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"{project / 'bad.py'}{FINDING}" in done.stdout
+    assert f"{bad_project / 'bad.py'}{FINDING}" in done.stdout
     assert done.stderr == "" and "Traceback" not in done.stdout
 
 
-def test_workers_start_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
+def test_workers_start_in_a_deleted_working_folder(bad_project: Path, tmp_path: Path) -> None:
     """multiprocessing asks for the working folder to start each worker in: they are
     started from one that exists, and analyse the same."""
     for n in range(3):
-        (project / f"bad_{n}.py").write_text(BAD)
+        (bad_project / f"bad_{n}.py").write_text(BAD)
     code = ("import sys; from gpudoctor.lint import engine; engine.PARALLEL_MIN_BYTES = 0; "
             "from gpudoctor.cli import run; sys.exit(run())")
     done = _run_in_a_deleted_folder(tmp_path, sys.executable, "-c", code, "lint", "--no-cache", "-v", "--jobs", "2",
-                                    str(project))
+                                    str(bad_project))
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.count(FINDING) == 4
     assert "in 2 worker processes" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_force_exclude_with_absolute_paths_in_a_deleted_working_folder(project: Path, tmp_path: Path) -> None:
+def test_force_exclude_with_absolute_paths_in_a_deleted_working_folder(bad_project: Path, tmp_path: Path) -> None:
     done = _run_in_a_deleted_folder(tmp_path, str(SCRIPT), "lint", "--no-cache", "--force-exclude",
-                                    str(project / "bad.py"))
+                                    str(bad_project / "bad.py"))
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"{project / 'bad.py'}{FINDING}" in done.stdout and done.stderr == ""
+    assert f"{bad_project / 'bad.py'}{FINDING}" in done.stdout and done.stderr == ""
 
 
 @pytest.mark.parametrize("argv", [["lint"], ["lint", "bad.py"], ["lint", "--cache-dir", "cache", "/x/bad.py"]])
@@ -136,18 +121,18 @@ def _notebook(metadata: str) -> str:
 
 @pytest.mark.parametrize("named", [["."], ["bad.py", "big.ipynb"], ["bad.py"]])
 def test_a_notebook_holding_a_5001_digit_integer_is_gd000_and_the_rest_is_linted(
-        project: Path, capsys: pytest.CaptureFixture[str], named: list[str]) -> None:
+        bad_project: Path, capsys: pytest.CaptureFixture[str], named: list[str]) -> None:
     """Valid JSON, which Python's json cannot convert: a GD000 for that notebook when it is
     linted, nothing when it is only the project around a named file."""
-    (project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
-    before = _snapshot(project)
-    code, out, err = _lint(capsys, *named)
+    (bad_project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
+    before = _snapshot(bad_project)
+    code, out, err = lint_main(capsys, *named)
     assert code == 1 and f"bad.py{FINDING}" in out
     gd000 = ("big.ipynb:1:1: GD000 not read: its JSON holds an integer of more than 4300 digits, "
              "more than Python converts")
     assert (gd000 in out) == (named != ["bad.py"])
     assert err == ""
-    assert _snapshot(project) == before
+    assert _snapshot(bad_project) == before
 
 
 _DIGITS = "it holds an integer of more than 4300 digits, more than Python converts"
@@ -207,34 +192,36 @@ def test_workers_say_nothing_when_gpudoctor_is_killed(tmp_path: Path, moment: st
 
 # -- what --fix writes ------------------------------------------------------------------------
 
-def test_fix_leaves_a_read_only_file_as_it_is_and_says_so(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "bad.py").chmod(0o444)
-    before = _snapshot(project)
-    code, out, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+def test_fix_leaves_a_read_only_file_as_it_is_and_says_so(bad_project: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    (bad_project / "bad.py").chmod(0o444)
+    before = _snapshot(bad_project)
+    code, out, err = lint_main(capsys, "--fix", "--unsafe-fixes", "bad.py")
     assert code == 1 and f"bad.py{FINDING}" in out  # the finding is still reported
     assert err == "gpudoctor: not fixing bad.py: it is read-only\n"
-    assert _snapshot(project) == before and not _temporary_files(project)
+    assert _snapshot(bad_project) == before and not _temporary_files(bad_project)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
-def test_fix_run_as_root_keeps_the_owner_group_and_mode(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = project / "bad.py"
+def test_fix_run_as_root_keeps_the_owner_group_and_mode(bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = bad_project / "bad.py"
     os.chown(target, 12345, 12345)
     target.chmod(0o640)
-    code, _, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+    code, _, err = lint_main(capsys, "--fix", "--unsafe-fixes", "bad.py")
     assert code == 0 and err == "Fixed 1 finding in 1 file.\n"
     info = target.stat()
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (12345, 12345, 0o640)
-    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(project)
+    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(bad_project)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user takes root")
-def test_fix_writes_in_place_a_file_whose_owner_a_new_file_cannot_have(project: Path, monkeypatch: pytest.MonkeyPatch,
+def test_fix_writes_in_place_a_file_whose_owner_a_new_file_cannot_have(bad_project: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A user who is not root fixes another user's file (in a folder both can write): a
     new file renamed over it would be theirs, so the file itself is written. (Run as root,
     with the refusal a user meets.)"""
-    target = project / "bad.py"
+    target = bad_project / "bad.py"
     os.chown(target, 12345, 12345)
     target.chmod(0o664)
     before = target.stat()
@@ -243,12 +230,12 @@ def test_fix_writes_in_place_a_file_whose_owner_a_new_file_cannot_have(project: 
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "fchown", refuse)
-    code, _, err = _lint(capsys, "--fix", "--unsafe-fixes", "bad.py")
+    code, _, err = lint_main(capsys, "--fix", "--unsafe-fixes", "bad.py")
     assert code == 0 and err == "Fixed 1 finding in 1 file.\n"
     after = target.stat()
     assert (after.st_ino, after.st_uid, after.st_gid, after.st_mode) == (before.st_ino, 12345, 12345,
                                                                          before.st_mode)
-    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(project)
+    assert 'get_context("spawn")' in target.read_text() and not _temporary_files(bad_project)
 
 
 # A run whose file replacement is interrupted at the worst moment: the signal arrives after
@@ -270,22 +257,22 @@ sys.exit(main(sys.argv[3:]))
 @pytest.mark.parametrize(("signame", "status"), [("SIGTERM", -signal.SIGTERM), ("SIGINT", 130)])
 @pytest.mark.parametrize("written", ["fixed file", "report"])
 def test_a_signal_while_a_file_is_replaced_leaves_it_whole_and_no_temporary_file(
-        project: Path, signame: str, status: int, written: str) -> None:
-    old = (project / "bad.py").read_bytes()
-    (project / "report.txt").write_text("the last report\n")
+        bad_project: Path, signame: str, status: int, written: str) -> None:
+    old = (bad_project / "bad.py").read_bytes()
+    (bad_project / "report.txt").write_text("the last report\n")
     name, argv = (("bad.py", ["--fix", "--unsafe-fixes", "bad.py"]) if written == "fixed file"
                   else ("report.txt", ["-o", "report.txt", "bad.py"]))
     done = subprocess.run([sys.executable, "-c", _SIGNAL_WHILE_WRITING, signame, name, "lint", "--no-cache", *argv],
-                          capture_output=True, text=True, timeout=300, cwd=project)
+                          capture_output=True, text=True, timeout=300, cwd=bad_project)
     assert done.returncode == status, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert not _temporary_files(project)
+    assert not _temporary_files(bad_project)
     # Held until the file was whole: the new text, never half of it.
     if written == "fixed file":
-        assert (project / "bad.py").read_bytes() != old
-        assert 'get_context("spawn")' in (project / "bad.py").read_text()
+        assert (bad_project / "bad.py").read_bytes() != old
+        assert 'get_context("spawn")' in (bad_project / "bad.py").read_text()
     else:
-        assert f"bad.py{FINDING}" in (project / "report.txt").read_text()
+        assert f"bad.py{FINDING}" in (bad_project / "report.txt").read_text()
     if signame == "SIGINT":
         assert done.stderr.endswith("gpudoctor: interrupted\n")
 
@@ -293,10 +280,10 @@ def test_a_signal_while_a_file_is_replaced_leaves_it_whole_and_no_temporary_file
 # -- the cache's folder ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("given", ["/", "/tmp/.."])
-def test_the_root_of_the_file_system_is_refused_as_cache_folder(project: Path, capsys: pytest.CaptureFixture[str],
+def test_the_root_of_the_file_system_is_refused_as_cache_folder(bad_project: Path, capsys: pytest.CaptureFixture[str],
                                                                 given: str) -> None:
     existed = os.path.lexists("/.gpudoctor_cache")
-    before = _snapshot(project)
+    before = _snapshot(bad_project)
     try:
         code = main(["lint", "--cache-dir", given, "bad.py"])
     finally:  # a regression must not leave its folder in the root for the next run
@@ -308,12 +295,12 @@ def test_the_root_of_the_file_system_is_refused_as_cache_folder(project: Path, c
     assert err == (f"gpudoctor: error: --cache-dir {given}: the root of the file system is no place for a cache "
                    "(name a folder of its own, e.g. ~/.cache/gpudoctor)\n")
     assert os.path.lexists("/.gpudoctor_cache") == existed
-    assert _snapshot(project) == before
+    assert _snapshot(bad_project) == before
 
 
-def test_json_output_of_a_hostile_notebook_names_it(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
-    code, out, _ = _lint(capsys, "--output-format", "json", "big.ipynb")
+def test_json_output_of_a_hostile_notebook_names_it(bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (bad_project / "big.ipynb").write_text(_notebook('{"n": ' + BIG_INTEGER + "}"))
+    code, out, _ = lint_main(capsys, "--output-format", "json", "big.ipynb")
     assert code == 1
     [finding] = json.loads(out)
     assert (finding["code"], finding["filename"].endswith("big.ipynb")) == ("GD000", True)
@@ -322,17 +309,17 @@ def test_json_output_of_a_hostile_notebook_names_it(project: Path, capsys: pytes
 # -- a second round: codecs, deep paths, endless stdin, unusable output, empty codes, bidi ---
 
 @pytest.mark.parametrize("codec", ["undefined", "punycode"])
-def test_a_coding_cookie_naming_no_text_codec_is_gd000(project: Path, capsys: pytest.CaptureFixture[str],
+def test_a_coding_cookie_naming_no_text_codec_is_gd000(bad_project: Path, capsys: pytest.CaptureFixture[str],
                                                        codec: str) -> None:
-    (project / "junk.py").write_text(f"# coding: {codec}\nx = 1\n")
+    (bad_project / "junk.py").write_text(f"# coding: {codec}\nx = 1\n")
     code = main(["lint", "--no-cache", "--output-format", "concise", "."])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     assert f"junk.py:1:1: GD000 cannot read file as '{codec}'" in out and f"bad.py{FINDING}" in out
 
 
-def test_a_path_hundreds_of_folders_deep_is_linted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    deep = project.joinpath(*["a"] * 500)
+def test_a_path_hundreds_of_folders_deep_is_linted(bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = bad_project.joinpath(*["a"] * 500)
     deep.mkdir(parents=True)
     (deep / "m.py").write_text(BAD)
     code = main(["lint", "--no-cache", "--output-format", "concise", str(deep / "m.py")])
@@ -340,11 +327,11 @@ def test_a_path_hundreds_of_folders_deep_is_linted(project: Path, capsys: pytest
     assert code == 1 and f"m.py{FINDING}" in out and "Traceback" not in out + err
 
 
-def test_endless_standard_input_is_refused_at_the_size_a_file_may_have(project: Path) -> None:
+def test_endless_standard_input_is_refused_at_the_size_a_file_may_have(bad_project: Path) -> None:
     endless = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
     try:
         done = subprocess.run([str(SCRIPT), "lint", "-"], stdin=endless.stdout, capture_output=True, text=True,
-                              timeout=300, cwd=project)
+                              timeout=300, cwd=bad_project)
     finally:
         endless.kill()
         endless.wait()
@@ -353,50 +340,51 @@ def test_endless_standard_input_is_refused_at_the_size_a_file_may_have(project: 
 
 
 @pytest.mark.parametrize("argv", [["lint", "bad.py"], ["rule", "--all"], ["probe", "--no-scenarios", "--json"]])
-def test_a_full_or_closed_standard_output_is_one_line_or_silence(project: Path, argv: list[str]) -> None:
+def test_a_full_or_closed_standard_output_is_one_line_or_silence(bad_project: Path, argv: list[str]) -> None:
     with open("/dev/full", "w") as full:
         done = subprocess.run([str(SCRIPT), *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
-                              cwd=project)
+                              cwd=bad_project)
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == "gpudoctor: error: cannot write the output: No space left on device"
     assert "Traceback" not in done.stderr
     closed = subprocess.run(f"{SCRIPT} {' '.join(argv)} >&-", shell=True, stderr=subprocess.PIPE, text=True,
-                            timeout=300, cwd=project)
+                            timeout=300, cwd=bad_project)
     assert "Traceback" not in closed.stderr and closed.returncode in (0, 1)
 
 
-def test_an_output_encoding_that_cannot_show_the_text_escapes_it(project: Path) -> None:
-    (project / "café.py").write_text(BAD)
+def test_an_output_encoding_that_cannot_show_the_text_escapes_it(bad_project: Path) -> None:
+    (bad_project / "café.py").write_text(BAD)
     done = subprocess.run([str(SCRIPT), "lint", "--no-cache", "--output-format", "full", "."], capture_output=True,
-                          timeout=300, cwd=project, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+                          timeout=300, cwd=bad_project, env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert done.returncode == 1 and b"Traceback" not in done.stderr
     assert b"caf\\xe9.py" in done.stdout
 
 
 @pytest.mark.parametrize("key", ["ignore", "select"])
 def test_an_empty_rule_code_in_the_configuration_names_the_file_and_key(
-        project: Path, capsys: pytest.CaptureFixture[str], key: str) -> None:
-    (project / "pyproject.toml").write_text(f'[project]\nname = "x"\n[tool.gpudoctor]\n{key} = [""]\n')
+        bad_project: Path, capsys: pytest.CaptureFixture[str], key: str) -> None:
+    (bad_project / "pyproject.toml").write_text(f'[project]\nname = "x"\n[tool.gpudoctor]\n{key} = [""]\n')
     code = main(["lint", "--no-cache", "bad.py"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err == (f"gpudoctor: error: unknown rule code or prefix '' in key '{key}' of "
-                   f"{project / 'pyproject.toml'} [tool.gpudoctor]\n")
+                   f"{bad_project / 'pyproject.toml'} [tool.gpudoctor]\n")
 
 
-def test_bidirectional_controls_in_a_file_name_are_escaped(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / "evil\u202etxt.py").write_text(BAD)
+def test_bidirectional_controls_in_a_file_name_are_escaped(bad_project: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (bad_project / "evil\u202etxt.py").write_text(BAD)
     main(["lint", "--no-cache", "--output-format", "concise", "."])
     out, _ = capsys.readouterr()
     assert "evil\\u202etxt.py" in out and "\u202e" not in out
 
 
-def test_an_and_chain_libcst_cannot_take_is_gd000_and_the_run_goes_on(project: Path) -> None:
+def test_an_and_chain_libcst_cannot_take_is_gd000_and_the_run_goes_on(bad_project: Path) -> None:
     """20,000 terms: valid Python that crashed libcst's parser (a segfault: no output, no
     findings for any file of the run)."""
-    (project / "chain.py").write_text("import multiprocessing as mp\nx = 1" + " and 1" * 20_000 + "\nmp.Pool(2)\n")
+    (bad_project / "chain.py").write_text("import multiprocessing as mp\nx = 1" + " and 1" * 20_000 + "\nmp.Pool(2)\n")
     done = subprocess.run([str(SCRIPT), "lint", "--no-cache", "--output-format", "concise", "."],
-                          capture_output=True, text=True, timeout=300, cwd=project)
+                          capture_output=True, text=True, timeout=300, cwd=bad_project)
     assert done.returncode == 1, done.stderr
     assert "chain.py:2:5: GD000 cannot parse: an 'and' chain of 20,001 terms" in done.stdout
     assert f"bad.py{FINDING}" in done.stdout

@@ -39,6 +39,7 @@ class Snippets:
         self.meter = Meter(DEFAULT_LIMITS.max_nesting, DEFAULT_LIMITS.max_cut_walks)
         self.classes = ClassModel(self)
         self.linted_paths = frozenset({"main.py"})
+        self.events_cut = False
         self._texts = {name: textwrap.dedent(text) for name, text in modules.items()}
         self.states: dict[str, ModuleState] = {}
 

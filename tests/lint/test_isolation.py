@@ -191,6 +191,18 @@ def test_the_installed_path_leaves_out_the_working_folder_and_pythonpath(tmp_pat
     assert site in kept
 
 
+
+def test_run_from_the_standard_librarys_own_folder_the_standard_library_stays(tmp_path: Path) -> None:
+    # ``cd /usr/lib/python3.11 && gpudoctor lint .`` ended in "No module named 'argparse'".
+    stdlib = os.path.dirname(os.__file__)
+    site = str(tmp_path / "site-packages")
+    kept = installed_path(["", stdlib, site], environ={}, cwd=stdlib)
+    assert kept == [stdlib, site]
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "--version"], cwd=stdlib,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
 def test_a_pythonpath_entry_that_alone_holds_a_needed_package_is_kept_last(tmp_path: Path) -> None:
     """A launcher that installs through PYTHONPATH (as some build tools do) keeps working;
     the standard library still comes first."""

@@ -92,6 +92,7 @@ class Analyzer:
         self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
         self.calls: dict[int, set[int]] = {}  # function node -> the function nodes it called
         self.summaries_full = False  # a call was not followed: ``max_summaries`` calls were
+        self.events_cut = False  # a call did more than ``max_events`` things (module_state.compress)
         # Functions a chain of calls reached past ``max_call_depth``, not followed there: by
         # node, the first such call's function and values (see FlowBuilder.cut_flows).
         self.depth_cuts: dict[int, tuple[FuncRef, tuple[Value, ...], Value, dict[str, Value], Value]] = {}
@@ -167,6 +168,12 @@ class Analyzer:
                         frozenset(analyzer.reached), frozenset(analyzer.reached_at),
                         dict(analyzer.classes.class_bases), meter.peak, meter.height, meter.work, meter.tripped)
         return walked, entry
+
+    def cut_events(self) -> bool:
+        """Did a call, or the import of a module, do more than ``max_events`` things (some
+        of them left out: module_state.compress)?"""
+        return self.events_cut or any(isinstance(state, ModuleState) and state.events_cut
+                                      for state in self._modules.values())
 
     def is_reached(self, func: FuncRef) -> bool:
         """Does some caller or pool of this analysis reach ``func``?"""
@@ -385,6 +392,7 @@ class Analyzer:
             return [], UNKNOWN, device
         executor = Executor(self, state, dict(env), module_level=False, ctx=Context())
         executor.function = func
+        executor.capped = True  # its events are compressed below
         self._stack.append(key)
         meter.depth += CALL
         try:
@@ -404,8 +412,9 @@ class Analyzer:
         finally:
             self._stack.pop()
             meter.depth -= CALL
-        result = (compress(executor.events, limits.max_events), executor.result(),
-                  executor.env.get(DEFAULT_DEVICE, UNKNOWN))
+        events, cut = compress(executor.events, limits.max_events)
+        self.events_cut = self.events_cut or cut
+        result = (events, executor.result(), executor.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
 

@@ -458,6 +458,10 @@ class FlowBuilder:
         if self.analyzer.meter.tripped:
             out.append("code nested deeper than the analysis follows (imports, calls and expressions within one "
                        f"another, {self.analyzer.limits.max_nesting:,} of its frames) is not analysed")
+        if self.analyzer.cut_events():
+            most = self.analyzer.limits.max_events
+            out.append(f"a function or module import that does more than {most:,} things (process starts, inits, "
+                       f"and calls that lead to them) is followed for {most:,} of them, its own before its calls'")
         if self.analyzer.summaries_full:
             out.append(f"calls past the first {self.analyzer.limits.max_summaries:,} analysed are not followed")
         return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.events import Context, Effect, Event, splice
+from gpudoctor.lint.analysis.events import Branch, Context, Effect, Event, Init, Merge, splice
 from gpudoctor.lint.analysis.values import ITEM_PREFIX, UNKNOWN, Atom, JoblibConfig, ModRef, Value, join, one
 
 if TYPE_CHECKING:
@@ -40,6 +40,11 @@ class Frame:
         self.module_level = module_level
         self.ctx = ctx
         self.events: list[Event] = []
+        # A call's summary keeps at most ``Limits.max_events`` of what the calls it makes did
+        # (module_state.compress): set where ``events`` become one (Analyzer.call_in_thread).
+        self.capped = False
+        # (length of ``events`` when counted, its last event then, events from calls among them)
+        self._taken: tuple[int, Event | None, int] = (0, None, 0)
         self.returns: set[Atom] = set()
         self.returns_unknown = False  # some way out of the function returns an unknown value
         self.swallowing = 0  # depth of enclosing try blocks whose handlers only log/pass
@@ -71,9 +76,37 @@ class Frame:
         self.events.append(Event(effect, self.ctx))
 
     def take(self, events: list[Event], node: cst.CSTNode) -> None:
-        """Splice in, at ``node``, the events of code it ran: a call, a thread's target."""
+        """Splice in, at ``node``, the events of code it ran: a call, a thread's target.
+
+        In a call's summary, once the events from its calls are as many as it keeps of them,
+        what further calls did would be left out of it (module_state.compress): it is left
+        out here already (save the marks of ``if`` chains, kept whole), and said so. A
+        function that calls a hundred others that each do a hundred things costs what
+        it keeps, not what they do."""
+        if self.capped and events:
+            most = self.interpreter.limits.max_events
+            if self._from_calls() >= most:
+                kept = [event for event in events if isinstance(event.effect, (Branch, Merge))]
+                if len(kept) < len(events):
+                    self.interpreter.events_cut = True
+                events = kept
+                if not events:
+                    return
         self.events.extend(splice(events, self.ctx, self.site(node),
                                   self.module.path in self.interpreter.linted_paths))
+
+    def _from_calls(self) -> int:
+        """How many of ``events`` came from calls and are kept whatever came before them
+        (all but the inits: compress keeps the first of each only)."""
+        length, last, count = self._taken
+        events = self.events
+        if len(events) < length or (length and events[length - 1] is not last):
+            length, count = 0, 0  # some were taken back since (Executor.eval_quiet)
+        for event in events[length:]:
+            if event.ctx.via is not None and not isinstance(event.effect, (Init, Branch, Merge)):
+                count += 1
+        self._taken = (len(events), events[-1] if events else None, count)
+        return count
 
     def give_back(self, value: Value) -> None:
         """A way out of the function returns ``value`` (``return``, or None falling off

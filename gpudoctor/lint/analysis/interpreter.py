@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 class Interpreter(Protocol):
     """The analysis a frame runs in."""
 
+    events_cut: bool  # a call did more than ``Limits.max_events`` things (some left out)
+
     @property
     def limits(self) -> Limits:
         """The run's budgets (long strings and integers are unknown past them)."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.events import Event, Init, Start
+from gpudoctor.lint.analysis.events import Branch, Event, Init, Merge, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
 from gpudoctor.lint.frontend.conditions import is_main_guard
 from gpudoctor.lint.knowledge.processes import OS_FORK
@@ -36,6 +36,7 @@ class ModuleState:
     functions: list[FuncRef] = field(default_factory=list)
     classes: list[ClassRef] = field(default_factory=list)
     walking: bool = True
+    events_cut: bool = False  # its import events were more than ``max_events`` (see compress)
 
     _import_events: list[Event] | None = None
     _main_guard: bool | None = None
@@ -75,14 +76,19 @@ class ModuleState:
                 if event.ctx.import_time and id(event.effect) not in seen:
                     seen.add(id(event.effect))
                     events.append(event)
-            self._import_events = compress(events, self.limits.max_events)
+            self._import_events, cut = compress(events, self.limits.max_events)
+            self.events_cut = self.events_cut or cut
         return self._import_events
 
 
 
-def compress(events: list[Event], most: int) -> list[Event]:
+def compress(events: list[Event], most: int) -> tuple[list[Event], bool]:
     """Keep the first init of each framework and level per fork side (of those that happen
-    whatever the environment); keep at most ``most`` events."""
+    whatever the environment), and at most ``most`` events; say whether some were left out.
+
+    Past ``most``, the body's own events are kept before what its calls did (a function
+    that calls many others still has its own pool start after them), then its calls' in
+    order, and the marks of ``if`` chains (which pair up)."""
     seen: set[tuple[object, ...]] = set()
     out: list[Event] = []
     for event in events:
@@ -100,4 +106,19 @@ def compress(events: list[Event], most: int) -> list[Event]:
                 continue
             seen.add(key)
         out.append(event)
-    return out[:most]
+    if len(out) <= most:
+        return out, False
+    room = most - sum(1 for event in out if _own(event))
+    kept = []
+    for event in out:
+        if _own(event):
+            kept.append(event)
+        elif room > 0:
+            kept.append(event)
+            room -= 1
+    return kept[:most], True
+
+
+def _own(event: Event) -> bool:
+    """Is ``event`` the body's own (not inside a call it makes), or a mark of an ``if`` chain?"""
+    return event.ctx.via is None or isinstance(event.effect, (Branch, Merge))

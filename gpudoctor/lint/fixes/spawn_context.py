@@ -95,10 +95,19 @@ def _rewrite(call: cst.Call, start: Start, state: ModuleState,
 
 
 def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState],
-              import_time_sites: set[object]) -> Fix | None:
-    """Return the fix that makes this start use spawn, or None where it must not be offered."""
+              import_time_sites: set[object], made: dict[int, Fix | None] | None = None) -> Fix | None:
+    """Return the fix that makes this start use spawn, or None where it must not be offered.
+
+    ``made``: the fixes already made for starts of the same analysis, by start (a start
+    reached by many paths is checked once per path; its rewrite is the same)."""
     start = event.effect
     assert isinstance(start, Start)
+    if made is not None:
+        if not _loadable(child):
+            return None
+        if id(start) not in made:
+            made[id(start)] = spawn_fix(event, None, state_of, import_time_sites)
+        return made[id(start)]
     target = start.site if start.kind in (P.POOL, P.EXECUTOR) else start.started
     if not isinstance(target, LazySite) or start.site in import_time_sites:
         return None

@@ -274,6 +274,7 @@ class Prescan:
         self._acts: bool | None = None
         self._names: set[str] = set()
         self._used: set[str] = set()
+        self._top_used: set[str] = set()  # what the code outside the units reads
         self._sites = False
         self._top_calls: set[str] = set()  # called by the top level (decorators included)
         self._top_sites = False
@@ -310,6 +311,13 @@ class Prescan:
         return self._used
 
     @property
+    def top_used(self) -> set[str]:
+        """The identifiers the code outside the units reads (the top level, class bodies,
+        decorators and bases): what importing the file runs, as ``used`` is for the file."""
+        self._scan()
+        return self._top_used
+
+    @property
     def names(self) -> set[str]:
         """Every name the file's code refers to."""
         self._scan()
@@ -335,6 +343,7 @@ class Prescan:
             self._class_bases[name] = base_scan.loads
             scan.merge(base_scan)
         used = set(scan.loads)
+        self._top_used = set(used)
         sites = scan.sites
         for unit, body in zip(self.units, self._bodies, strict=True):
             inner = Scan(self._imports)

@@ -58,6 +58,7 @@ class CheckContext:
     _joins: dict[int, dict[tuple[object, object, bool], int]] = field(default_factory=dict)
     _import_time: frozenset[object] | None = None
     _starts: list[StartSite] | None = None
+    _fixes: dict[int, Fix | None] = field(default_factory=dict)  # start -> its spawn fix (spawn_context)
 
     def joined_later(self, flow: Flow, index: int, started: object, loop: object,
                      threads: bool | None = None) -> bool:
@@ -124,7 +125,7 @@ class CheckContext:
         path = where.path if where is not None else None
         state = self._state(path) if path else None
         states = {path: state} if path and state is not None else {}
-        return spawn_fix(site.event, site.child, states, set(self._import_time))
+        return spawn_fix(site.event, site.child, states, set(self._import_time), self._fixes)
 
     def frameworks_of(self, path: str) -> set[str]:
         state = self._state(path)
