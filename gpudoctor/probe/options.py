@@ -18,6 +18,9 @@ HANG_AFTER_SCENARIO = 3.0
 # kept (in memory, in the JSON and in the HTML chart). A tree that made no CPU progress
 # for an hour is as idle as one watched for a day; a typo (--watch 1e20) would never end.
 MAX_WATCH = 3600.0
+# The longest --grace: a process that has not ended an hour after SIGTERM will not end on
+# its own; a typo (--grace 1e308) would make every stop wait for ever. 0: SIGKILL at once.
+MAX_GRACE = 3600.0
 # The smallest --memory-limit: one Python interpreter alone takes about 10 MiB, so a
 # smaller budget would stop any tree at its first look, whatever it does.
 MIN_MEMORY_LIMIT = 1 << 20
@@ -44,6 +47,20 @@ def _seconds_at_most(most: float) -> Callable[[str], float]:
         return value
 
     return seconds
+
+
+def _grace(text: str) -> float:
+    """Seconds from SIGTERM to SIGKILL: 0 (SIGKILL right after SIGTERM) to ``MAX_GRACE``."""
+    allowed = f"0 to {MAX_GRACE:g} seconds"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r} (allowed: {allowed})") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds: {text!r} (allowed: {allowed})")
+    if not 0 <= value <= MAX_GRACE:
+        raise argparse.ArgumentTypeError(f"must be {allowed}: {text!r}")
+    return value
 
 
 def _count(text: str) -> int:
@@ -195,8 +212,9 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
                      help="call a process hung after S seconds waiting with no CPU progress; "
                      f"when the whole tree is hung, stop it (default: {HANG_AFTER_COMMAND:g} for a "
                      f"command, {HANG_AFTER_SCENARIO:g} for scenarios)")
-    run.add_argument("--grace", type=_seconds, default=3.0, metavar="S",
-                     help="seconds between SIGTERM and SIGKILL when stopping the tree (default: 3)")
+    run.add_argument("--grace", type=_grace, default=3.0, metavar="S",
+                     help="seconds between SIGTERM and SIGKILL when stopping the tree, "
+                     f"0 to {MAX_GRACE:g} (0: SIGKILL at once; default: 3)")
     run.add_argument("--memory-limit", action=_Size, minimum=MIN_MEMORY_LIMIT, metavar="SIZE",
                      help="stop the command when its processes' resident memory together "
                      "exceeds SIZE, e.g. 8GiB or 8 GB (default: no limit for a command; for a scenario "

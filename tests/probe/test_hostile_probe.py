@@ -289,6 +289,33 @@ def test_attaching_honours_the_timeout() -> None:
         in document["notes"]
 
 
+# -- --grace has a range ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-1", "-0.5", "nan", "inf", "-inf", "1e308", "3601", "lots", ""])
+def test_an_absurd_grace_is_one_clear_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1e308 was taken: every stop of the tree then waited for ever on a process ignoring SIGTERM.
+    assert main(["probe", f"--grace={value}", "--", "true"]) == 2  # "=": argparse takes "-inf" for an option
+    err = capsys.readouterr().err
+    _one_error_line(err)
+    assert "argument --grace:" in err and "0 to 3600 seconds" in err, err
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", 0.0), ("0.25", 0.25), ("3600", 3600.0)])
+def test_a_grace_from_0_to_an_hour_is_taken(value: str, expected: float) -> None:
+    assert build_parser().parse_args(["probe", "--grace", value, "--", "true"]).grace == expected
+
+
+def test_a_grace_of_0_kills_a_tree_that_ignores_sigterm_at_once(no_leftovers: str) -> None:
+    # --timeout stops it; with no grace, SIGKILL follows SIGTERM (a 600 s sleep shows it did).
+    done = gpudoctor(["probe", "--json", "--quiet", "--grace", "0", "--timeout", "1", "--no-native-stacks", "--",
+                      "sh", "-c", "trap '' TERM; sleep 600"])
+    assert (done.returncode, "Traceback" in done.stderr) == (1, False), done.stderr
+    document = json.loads(done.stdout)
+    assert (document["verdict"], document["stop_reason"]) == ("killed", "timeout")
+    assert _left(no_leftovers) == []
+
+
 # -- a working folder deleted under gpudoctor -------------------------------------------
 
 def test_a_scenario_runs_as_expected_in_a_deleted_working_folder(tmp_path: Path) -> None:
