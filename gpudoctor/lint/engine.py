@@ -302,6 +302,7 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     if unused_noqa:
         out.extend(_unused_noqa({p: d for p, d in directives.items() if p not in broken}, used, settings,
                                 frozenset(suppressed_by), text_of))
+    out.extend(_malformed_noqa(directives, settings))  # whatever was analysed: it is in the comment alone
     return sorted((_relabel(f, display, notebooks or {}) for f in out), key=lambda f: f.sort_key)
 
 
@@ -309,6 +310,17 @@ def _selected(code: str, path: Path, settings: Settings) -> bool:
     if code not in settings.selection:
         return False
     return not any(code.startswith(prefix) for prefix in settings.ignored_codes(path))
+
+
+def _malformed_noqa(directives: dict[Path, FileDirectives], settings: Settings) -> list[Finding]:
+    """GD001 for each ``# noqa:`` that names no code (``# noqa: XYZ``): it suppresses
+    nothing, and says so (see gpudoctor.lint.noqa)."""
+    from gpudoctor.lint.rules.gd001_unused_noqa import MALFORMED, UnusedNoqa
+
+    rule = UnusedNoqa()
+    return [rule.finding(Site(str(path), row, directive.col, row, directive.end_col), MALFORMED)
+            for path, found in directives.items() if not found.whole_file and _selected(rule.code, path, settings)
+            for row, directive in found.lines.items() if directive.malformed]
 
 
 def _unused_noqa(directives: dict[Path, FileDirectives], used: set[tuple[Path, int, str]],

@@ -30,9 +30,14 @@ class Execution:
 
 
 def prepare(inputs: LintInputs, jobs: int | None, no_cache: bool, cache_dir: str | None) -> Execution:
-    """Choose the workers and the cache (never for stdin: its source is no file's)."""
+    """Choose the workers and the cache (never for stdin: its source is no file's).
+
+    Never more workers than the CPUs this process may use (``--jobs 10000`` would start
+    hundreds of processes that share them, each paying its start-up), nor, later, than
+    the files to analyse (the engine's ``_analyse``)."""
     cache = None if no_cache or inputs.from_stdin else _cache(inputs.settings, cache_dir)
-    return Execution(jobs or _cpus(), cache)
+    cpus = _cpus()
+    return Execution(min(jobs, cpus) if jobs else cpus, cache)
 
 
 def lint(inputs: LintInputs, execution: Execution) -> LintResult:

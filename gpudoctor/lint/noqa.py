@@ -4,6 +4,16 @@ Compatible with ruff and flake8: ``# noqa`` alone suppresses everything on its l
 ``# noqa: GD101, GD201`` only those codes; ``# gpudoctor: noqa`` anywhere in a file
 suppresses the whole file. Comments are found with the tokenizer, so a "# noqa" inside a
 string does not count.
+
+What counts as a code list after ``# noqa:``: codes as flake8 and ruff read them, letters
+then digits (``GD101``, ``E501``, ``gd101``; any case), separated by commas or spaces; the
+list ends at the first word that is not one, so a reason may follow (``# noqa: GD101
+kept for X``). Codes of other tools are theirs, never judged here. A ``# noqa:`` whose
+colon is followed by no code at all (``# noqa: XYZ``, ``# noqa: fork``, a bare ``# noqa:``)
+is malformed: ruff warns of it and suppresses nothing with it, and so does gpudoctor
+(GD001 reports it). Read as a bare ``# noqa``, as it once was, it hid every finding of
+its line without a word. (A well-formed code gpudoctor has no rule for, such as a
+truncated ``GD10``, suppresses nothing either, and GD001 calls it unknown.)
 """
 
 from __future__ import annotations
@@ -15,19 +25,27 @@ from typing import Any
 from gpudoctor.lint.findings import Edit, Fix
 from gpudoctor.lint.frontend.reading import split_lines
 
-NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+_CODE = r"[A-Za-z]+[0-9]+"
+# ``codes``: the code list; ``bad``: what follows a colon that no code follows ('' if nothing).
+NOQA = re.compile(rf"#\s*noqa(?::\s*(?:(?P<codes>{_CODE}(?:[\s,]+{_CODE})*)|(?P<bad>[^\s#]*)))?", re.I)
 FILE_NOQA = re.compile(r"#\s*gpudoctor:\s*noqa\b", re.I)
 _MENTION = re.compile("noqa", re.I)
 
 
 @dataclass(frozen=True)
 class Directive:
-    """One ``# noqa`` comment: its position and codes (None for a bare ``# noqa``)."""
+    """One ``# noqa`` comment: its position and codes (None for a bare ``# noqa``, none at
+    all for a malformed ``# noqa: XYZ``, which suppresses nothing)."""
 
     row: int
     col: int
     end_col: int
     codes: frozenset[str] | None
+
+    @property
+    def malformed(self) -> bool:
+        """A ``# noqa:`` that names no code (see the module's docstring)."""
+        return self.codes is not None and not self.codes
 
 
 @dataclass(frozen=True)
@@ -74,7 +92,10 @@ def parse(text: str) -> FileDirectives:
             if match is None:
                 continue
             raw = match.group("codes")
-            codes = frozenset(c.upper() for c in re.split(r"[\s,]+", raw) if c) if raw else None
+            if raw:
+                codes: frozenset[str] | None = frozenset(c.upper() for c in re.split(r"[\s,]+", raw) if c)
+            else:  # a bare ``# noqa``; or a colon no code follows: malformed, the empty set
+                codes = None if match.group("bad") is None else frozenset()
             row, col = token.start
             lines[row] = Directive(row, col + match.start(), col + match.end(), codes)
     except (tokenize.TokenError, SyntaxError, IndentationError):

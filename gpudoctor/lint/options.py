@@ -59,8 +59,16 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
         "--output-format", choices=OUTPUT_FORMATS, default="concise",
         help="how findings are printed (default: concise)",
     )
-    parser.add_argument("-o", "--output-file", metavar="FILE", help="write the report to FILE instead of stdout")
-    parser.add_argument("--statistics", action="store_true", help="print the number of findings per rule code")
+    parser.add_argument(
+        "-o", "--output-file", metavar="FILE",
+        help="write the report to FILE instead of stdout; refused (exit 2, nothing written) when FILE is a "
+        "file being linted or an existing .py, .pyi or .ipynb file",
+    )
+    parser.add_argument(
+        "--statistics", action="store_true",
+        help="print the number of findings per rule code instead of the findings (as JSON with "
+        "--output-format json; refused with sarif, whose document has no place for them)",
+    )
     parser.add_argument(
         "--force-exclude", action="store_true",
         help="apply the configured exclude patterns to files named on the command line too",
@@ -88,7 +96,8 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "-j", "--jobs", type=_jobs, default=None, metavar="N",
-        help="worker processes for large runs (default: the number of CPUs; 1: no workers)",
+        help="worker processes for large runs (default: the number of CPUs; 1: no workers); never more "
+        "than the CPUs this process may use, nor than the files to analyse",
     )
     parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings",

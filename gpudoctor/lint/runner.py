@@ -41,7 +41,12 @@ def exit_code(findings: bool, errors: bool = False, exit_zero: bool = False) -> 
 def run_lint(args: argparse.Namespace) -> int:
     """Run ``gpudoctor lint`` and return its exit code."""
     started = time.perf_counter()
+    if args.statistics and args.output_format == "sarif":
+        # Counts in text would leave no SARIF document to parse, and SARIF has no place for them.
+        raise GpudoctorError("--statistics cannot be combined with --output-format sarif (a SARIF "
+                             "document has no place for counts; use --output-format json to get them as JSON)")
     inputs = gather(args)
+    _check_output_file(args.output_file, inputs)
     _say_input_problems(inputs, silent=args.silent)
     if args.show_settings or args.show_files:
         from gpudoctor.lint.reporters.printable import printable
@@ -93,6 +98,44 @@ def report_options(args: argparse.Namespace, inputs: LintInputs, result: LintRes
         fixing=args.fix,
         unsafe_fixes=args.unsafe_fixes,
     )
+
+
+# A report is never source code: an existing file with one of these suffixes is not -o's.
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
+
+
+def _check_output_file(output_file: str | None, inputs: LintInputs) -> None:
+    """Refuse an ``-o`` that would write the report over source code, before anything is
+    written: a file being linted (named by its own path, or through a link, or as
+    ``--stdin-filename``), or any existing ``.py``, ``.pyi`` or ``.ipynb`` file."""
+    import os
+
+    if output_file is None:
+        return
+    from gpudoctor.lint.reporters.printable import printable
+
+    try:
+        # Resolved as the writer goes: folders made as needed (``new/../m.py`` is ``m.py``).
+        named = _with_real_folder(output_file)
+        linted = {way for path in [*inputs.files, *inputs.contents]
+                  for way in (os.path.realpath(path), _with_real_folder(str(path)))}
+        if {named, os.path.realpath(output_file)} & linted:
+            raise GpudoctorError(f"--output-file {printable(output_file)}: refusing to write the report over a "
+                                 "file being linted")
+    except OSError:  # no working folder to resolve a relative path from: the write says why
+        return
+    if os.path.isfile(named) and os.path.splitext(named)[1].lower() in SOURCE_SUFFIXES:
+        raise GpudoctorError(f"--output-file {printable(output_file)}: refusing to write the report over an "
+                             "existing Python source file (.py, .pyi, .ipynb)")
+
+
+def _with_real_folder(path: str) -> str:
+    """``path`` with its folder resolved and its own name kept (a link there is replaced
+    by the report, not written through: see gpudoctor.output_file)."""
+    import os
+
+    absolute = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
 
 
 def _say_input_problems(inputs: LintInputs, silent: bool) -> None:

@@ -388,3 +388,129 @@ def test_an_and_chain_libcst_cannot_take_is_gd000_and_the_run_goes_on(bad_projec
     assert done.returncode == 1, done.stderr
     assert "chain.py:2:5: GD000 cannot parse: an 'and' chain of 20,001 terms" in done.stdout
     assert f"bad.py{FINDING}" in done.stdout
+
+
+# -- a third round: SARIF URIs, --statistics in a machine format, malformed noqa, --jobs, -o ---
+
+def _sarif_uris(document: str) -> list[str]:
+    runs = json.loads(document)["runs"]
+    return [location["physicalLocation"]["artifactLocation"]["uri"]
+            for result in runs[0]["results"] for location in result["locations"]]
+
+
+def test_sarif_writes_file_names_as_uri_references(bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Written raw, ``my file#1%.py`` is no URI (a space, a fragment, a broken escape)."""
+    (bad_project / "bad.py").rename(bad_project / "my file#1%.py")
+    (bad_project / "café?.py").write_text(BAD)
+    code, out, err = lint_main(capsys, "--output-format", "sarif", ".")
+    assert (code, err) == (1, "")
+    assert sorted(_sarif_uris(out)) == ["caf%C3%A9%3F.py", "my%20file%231%25.py"]
+    code, out, _ = lint_main(capsys, "--output-format", "sarif", str(bad_project / "my file#1%.py"))
+    assert code == 1
+    assert _sarif_uris(out) == [(bad_project / "my file#1%.py").as_uri()]
+    assert _sarif_uris(out)[0].endswith("/my%20file%231%25.py")
+
+
+def test_sarif_with_statistics_is_one_line_and_json_statistics_parse(
+        bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The counts as text would leave no SARIF document to parse: the combination is
+    refused before anything is linted. With json they are JSON; with the text formats
+    (and github's, whose log shows plain lines as they are) text."""
+    code, out, err = lint_main(capsys, "--output-format", "sarif", "--statistics", "bad.py")
+    assert (code, out) == (2, "")
+    assert err == ("gpudoctor: error: --statistics cannot be combined with --output-format sarif (a SARIF "
+                   "document has no place for counts; use --output-format json to get them as JSON)\n")
+    code, out, err = lint_main(capsys, "--output-format", "json", "--statistics", "bad.py")
+    assert (code, err) == (1, "")
+    assert json.loads(out) == [{"code": "GD101", "name": "fork-after-gpu-init", "count": 1, "fixable": True}]
+    for fmt in ("concise", "full", "github"):
+        assert lint_main(capsys, "--output-format", fmt, "--statistics", "bad.py")[1:] == (
+            "    1\tGD101\tfork-after-gpu-init\n", "")
+
+
+_MALFORMED = ("GD001 invalid noqa directive: expected a comma-separated list of rule codes after `# noqa:` "
+              "(e.g. `# noqa: GD101`), so it suppresses nothing")
+
+
+@pytest.mark.parametrize("comment", ["# noqa: XYZ", "# noqa: fork", "# NOQA:xyz", "# noqa:", "# noqa: # why"])
+def test_a_noqa_naming_no_code_suppresses_nothing_and_is_reported(
+        bad_project: Path, capsys: pytest.CaptureFixture[str], comment: str) -> None:
+    """Read as a bare ``# noqa``, it once hid every finding of its line without a word."""
+    source = BAD.replace("as pool:", f"as pool:  {comment}")
+    (bad_project / "bad.py").write_text(source)
+    code, out, err = lint_main(capsys, "--output-format", "concise", "-q", "bad.py")
+    assert (code, err) == (1, "")
+    gd101, gd001 = out.splitlines()
+    assert gd101.startswith(f"bad.py{FINDING}") and gd001 == f"bad.py:10:31: {_MALFORMED}"
+
+
+@pytest.mark.parametrize(("comment", "reported"), [
+    ("# noqa", []),
+    ("# noqa: GD101", []),
+    ("# noqa:GD101", []),
+    ("# noqa: gd101 kept for a reason", []),
+    ("# noqa: GD101, GD102", ["GD001 unused noqa directive for GD102"]),
+    ("# noqa: E501", ["GD101 "]),  # another tool's code: its own, not malformed, suppresses no GD101
+    ("# noqa: E501, W291", ["GD101 "]),
+    # Well formed, but no rule of gpudoctor's: called unknown, and it suppresses nothing either.
+    ("# noqa:GD10", ["GD101 ", "GD001 unknown rule code GD10 in noqa directive"]),
+])
+def test_valid_noqa_forms_keep_working(bad_project: Path, capsys: pytest.CaptureFixture[str], comment: str,
+                                       reported: list[str]) -> None:
+    (bad_project / "bad.py").write_text(BAD.replace("as pool:", f"as pool:  {comment}"))
+    code, out, err = lint_main(capsys, "--output-format", "concise", "-q", "bad.py")
+    assert (code, err) == (1 if reported else 0, "")
+    lines = out.splitlines()
+    assert len(lines) == len(reported) and all(text in line for text, line in zip(reported, lines, strict=True))
+
+
+def test_jobs_beyond_the_files_and_cpus_starts_no_more_workers_than_either(
+        bad_project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--jobs 10000`` started hundreds of worker processes. Recorded where they are
+    started (the stand-in hands every file back unanalysed, as a lost worker does, so they
+    are analysed in this process and no process is started)."""
+    from gpudoctor.lint import engine, execution, workers
+
+    for n in range(2):
+        (bad_project / f"bad_{n}.py").write_text(BAD)
+    alone = lint_main(capsys, "--jobs", "1", ".")
+    assert alone[0] == 1 and alone[1].count(FINDING) == 3
+    started: list[int] = []
+
+    def run_files(root: str, paths: list[str], processes: int, *args: object,
+                  **kwargs: object) -> tuple[list[object], list[str]]:
+        started.append(processes)
+        return [], paths
+
+    monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(workers, "run_files", run_files)
+    for cpus, expected in ((64, 3), (2, 2)):  # capped by the files, then by the CPUs
+        monkeypatch.setattr(execution, "_cpus", lambda cpus=cpus: cpus)
+        code, out, err = lint_main(capsys, "-v", "--jobs", "10000", ".")
+        assert (code, out) == alone[:2]
+        assert started.pop() == expected and not started
+        assert f"3 analysed in {expected} worker processes" in err
+
+
+def test_an_output_file_that_is_a_linted_file_is_refused_and_left_whole(
+        bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-o m.py m.py`` wrote the report over the source it was about."""
+    (bad_project / "m.py").write_text(BAD)
+    (bad_project / "other.py").write_text("x = 1\n")
+    (bad_project / "report.txt").symlink_to("m.py")
+    before = _snapshot(bad_project)
+    linted = "gpudoctor: error: --output-file {}: refusing to write the report over a file being linted\n"
+    source = ("gpudoctor: error: --output-file {}: refusing to write the report over an existing Python source "
+              "file (.py, .pyi, .ipynb)\n")
+    for argv, said in [(["-o", "m.py", "m.py"], linted.format("m.py")),
+                       (["--output-file", "./new/../m.py", "--fix", "--unsafe-fixes", "m.py"],
+                        linted.format("./new/../m.py")),
+                       (["-o", "report.txt", "m.py"], linted.format("report.txt")),  # a link to it
+                       (["-o", str(bad_project / "m.py"), "."], linted.format(bad_project / "m.py")),
+                       (["-o", "m.py", "--show-files", "m.py"], linted.format("m.py")),
+                       (["-o", "other.py", "m.py"], source.format("other.py"))]:
+        code, out, err = lint_main(capsys, *argv)
+        assert (code, out, err) == (2, "", said), argv
+    assert _snapshot(bad_project) == before and not (bad_project / "new").exists()
+    assert main(["lint", "--no-cache", "-o", "fresh.py", "m.py"]) == 1  # a new file is the report's
+    assert f"m.py{FINDING}" in (bad_project / "fresh.py").read_text()

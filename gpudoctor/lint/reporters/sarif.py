@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import PurePath
+from urllib.parse import quote
 
 from gpudoctor import __version__
 from gpudoctor.lint.findings import Finding, Site
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def artifact_uri(path: str) -> str:
+    """The path as a URI reference, as SARIF requires: a relative path percent-encoded
+    (RFC 3986: a space, ``#``, ``%``, ``?``, ``:`` and every byte outside ASCII, from the
+    name's own bytes, so a name that is not UTF-8 is carried exactly), an absolute one as a
+    ``file://`` URI. Written raw, ``my file#1.py`` read as ``my file`` with a fragment."""
+    native = PurePath(path)
+    if native.is_absolute():
+        return native.as_uri()
+    return quote(os.fsencode(native.as_posix()), safe="/")
 
 
 def _location(site: Site) -> dict[str, object]:
@@ -18,7 +31,7 @@ def _location(site: Site) -> dict[str, object]:
     return {
         **notebook,
         "physicalLocation": {
-            "artifactLocation": {"uri": PurePath(site.path).as_posix()},
+            "artifactLocation": {"uri": artifact_uri(site.path)},
             "region": {
                 "startLine": site.row,
                 "startColumn": site.col + 1,

@@ -7,12 +7,20 @@ from collections.abc import Iterator
 from gpudoctor.lint.findings import WARNING, Finding
 from gpudoctor.lint.rules._base import CheckContext, Rule
 
+# A noqa directive whose colon no rule code follows (XYZ, say): see gpudoctor.lint.noqa.
+MALFORMED = ("invalid noqa directive: expected a comma-separated list of rule codes after `# noqa:` "
+             "(e.g. `# noqa: GD101`), so it suppresses nothing")
+
 
 class UnusedNoqa(Rule):
     """## What it does
     Reports a `# noqa: GD101` (or any other gpudoctor code) on a line where gpudoctor
     reports no finding with that code. Codes of other tools (`E501`, `F401`) and bare
     `# noqa` comments are left alone.
+
+    Also reports a `# noqa:` that names no rule code at all (`# noqa: XYZ`,
+    `# noqa: fork`, a `# noqa:` with nothing after the colon). Such a comment suppresses
+    nothing, as in ruff; write `# noqa` alone to suppress every finding on the line.
 
     ## Why is this bad?
     A stale suppression hides the next real problem on that line: after the code
@@ -58,6 +66,19 @@ class UnusedNoqa(Rule):
         |     # ruleid: GD001
         |     with mp.get_context("spawn").Pool(2) as pool:  # noqa: GD101
         |         pool.map(work, [1])
+        """,
+        """\
+        | import multiprocessing as mp
+        | import cupy as cp
+        |
+        | def work(x):
+        |     return float(cp.sum(cp.asarray(x)))
+        |
+        | if __name__ == "__main__":
+        |     cp.ones(3)
+        |     # ruleid: GD001, GD101
+        |     with mp.Pool(2) as pool:  # noqa: fork
+        |         pool.map(work, [[1]])
         """,
     )
     VALID = (
