@@ -21,6 +21,7 @@ import pytest
 from gpudoctor.cli import main
 from gpudoctor.lint.analysis import analyzer as analyzer_module
 from gpudoctor.lint.analysis.executor import Executor
+from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.module_state import ModuleState
 from gpudoctor.lint.frontend import prescan as prescan_module
 from gpudoctor.lint.frontend.prescan import Scan
@@ -296,6 +297,17 @@ def test_functions_of_modules_that_only_call_one_another_are_analysed(
     assert all(f"ring/m{i}.py:{pool_row}:5: GD101 " in out for i in range(modules)), out
     if modules > 2:
         assert "GD000 the analysis was cut short: a function or module import that does more than 400 things" in out
+
+
+
+def test_leaving_out_a_calls_events_early_changes_no_finding(workdir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # A summary stops taking in what its calls did once it has as many of their events as
+    # it keeps (Frame.take): what it would have left out anyway, so the findings are the same.
+    _ring(workdir, 12)
+    early = _lint(capsys, "--output-format", "concise", ".")
+    monkeypatch.setattr(Frame, "_from_calls", lambda self: 0)
+    assert _lint(capsys, "--output-format", "concise", ".") == early
 
 
 # -- nesting past what the analysis follows ----------------------------------------------

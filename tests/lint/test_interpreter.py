@@ -10,11 +10,13 @@ import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import (
+    Branch,
     Context,
     EnvWrite,
     Event,
     Imported,
     Init,
+    Merge,
     Send,
     SetMethod,
     Start,
@@ -42,6 +44,9 @@ class Snippets:
         self.events_cut = False
         self._texts = {name: textwrap.dedent(text) for name, text in modules.items()}
         self.states: dict[str, ModuleState] = {}
+
+    def marks_in(self, events: list[Event]) -> list[Event]:
+        return [e for e in events if isinstance(e.effect, (Branch, Merge))]
 
     def run(self, name: str) -> ModuleState:
         if name in self.states:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.lint.analysis.classes import ClassModel
-from gpudoctor.lint.analysis.events import Context, Event
+from gpudoctor.lint.analysis.events import Branch, Context, Event, Merge
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
 from gpudoctor.lint.analysis.shared_walks import IN_DENSE_CYCLE, Active, Walked
@@ -93,6 +93,8 @@ class Analyzer:
         self.calls: dict[int, set[int]] = {}  # function node -> the function nodes it called
         self.summaries_full = False  # a call was not followed: ``max_summaries`` calls were
         self.events_cut = False  # a call did more than ``max_events`` things (module_state.compress)
+        # Event lists (a call's summary, handed to many callers) -> the marks of ``if`` chains in them.
+        self._marks: dict[int, tuple[list[Event], list[Event]]] = {}
         # Functions a chain of calls reached past ``max_call_depth``, not followed there: by
         # node, the first such call's function and values (see FlowBuilder.cut_flows).
         self.depth_cuts: dict[int, tuple[FuncRef, tuple[Value, ...], Value, dict[str, Value], Value]] = {}
@@ -168,6 +170,14 @@ class Analyzer:
                         frozenset(analyzer.reached), frozenset(analyzer.reached_at),
                         dict(analyzer.classes.class_bases), meter.peak, meter.height, meter.work, meter.tripped)
         return walked, entry
+
+    def marks_in(self, events: list[Event]) -> list[Event]:
+        """The marks of ``if`` chains among ``events`` (Branch, Merge), found once per list
+        (a summary is taken in by every call of the function: Frame.take)."""
+        found = self._marks.get(id(events))
+        if found is None or found[0] is not events:
+            found = self._marks[id(events)] = (events, [e for e in events if isinstance(e.effect, (Branch, Merge))])
+        return found[1]
 
     def cut_events(self) -> bool:
         """Did a call, or the import of a module, do more than ``max_events`` things (some

@@ -656,7 +656,8 @@ class FlowBuilder:
             for task in _effects(flow.tasks_of(event), Task):
                 children.extend(task.children)
                 sent.append(task.sent)
-        child = self._child(flow, event, self.parent_state(flow, index), tuple(children),
+        # (the same task handed to the pool again, or reached by other paths, runs the same)
+        child = self._child(flow, event, self.parent_state(flow, index), tuple(dict.fromkeys(children)),
                             effect.method, effect.daemonic)
         child.sent = frozenset().union(*sent)
         return child

@@ -43,6 +43,9 @@ class Interpreter(Protocol):
     def linted_paths(self) -> frozenset[str]:
         """The files being linted: a call or import made in one is an entry of its flows."""
 
+    def marks_in(self, events: list[Event]) -> list[Event]:
+        """The marks of ``if`` chains among ``events`` (events.Branch, events.Merge)."""
+
     def call(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
              keywords: dict[str, Value], entry: bool = False) -> tuple[list[Event], Value]:
         """The events and the return value of a call of ``func``, in a thread of its own."""

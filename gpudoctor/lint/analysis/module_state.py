@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.events import Branch, Event, Init, Merge, Start
+from gpudoctor.lint.analysis.events import Branch, Callback, Event, Init, Merge, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
 from gpudoctor.lint.frontend.conditions import is_main_guard
 from gpudoctor.lint.knowledge.processes import OS_FORK
@@ -84,15 +84,22 @@ class ModuleState:
 
 def compress(events: list[Event], most: int) -> tuple[list[Event], bool]:
     """Keep the first init of each framework and level per fork side (of those that happen
-    whatever the environment), and at most ``most`` events; say whether some were left out.
+    whatever the environment), the first hand-over of each callback (a flow runs each once,
+    where it was first handed over: FlowBuilder._with_callbacks), and at most ``most``
+    events; say whether some were left out.
 
     Past ``most``, the body's own events are kept before what its calls did (a function
     that calls many others still has its own pool start after them), then its calls' in
     order, and the marks of ``if`` chains (which pair up)."""
     seen: set[tuple[object, ...]] = set()
+    callbacks: set[FuncRef] = set()
     out: list[Event] = []
     for event in events:
         effect = event.effect
+        if isinstance(effect, Callback):
+            if callbacks.issuperset(effect.funcs):
+                continue
+            callbacks.update(effect.funcs)
         if isinstance(effect, Start) and effect.kind == OS_FORK and event.ctx.via is None:
             # A fork in this body: what follows (unless on the parent side, a context of its
             # own) also runs in the child, whose first init is its own. A fork inside a
