@@ -81,12 +81,26 @@ def _with_outer_deadline(item: pytest.Item, plan: Plan) -> Plan:
     return dataclasses.replace(plan, hang=dataclasses.replace(plan.hang, seconds=outer))
 
 
+def _plan(item: pytest.Item) -> Plan | None:
+    """Return the test's plan; fail the test with one line naming the test and the marker
+    when a marker was given arguments it cannot take."""
+    try:
+        return item_plan(item)
+    except MarkerError as error:
+        message = f"invalid marker on {item.name}: {error}"
+    pytest.fail(message, pytrace=False)  # outside the except: no "During handling of ..." chain
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # As pytest-timeout does with timeout(...): a marker's bad argument is an error of the
+    # test's setup, before its fixtures run, not a failure of the test itself.
+    _plan(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    try:
-        plan = item_plan(item)
-    except MarkerError as error:
-        pytest.fail(f"invalid marker: {error}", pytrace=False)
+    plan = _plan(item)
     if plan is None and _WATCH not in item.stash:
         return (yield)
     plan = _with_outer_deadline(item, plan or Plan())

@@ -6,11 +6,13 @@ pytest startup, so it must cost nothing.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gpudoctor.probe.units import parse_size
+from gpudoctor.probe.units import MAX_SIZE, parse_size
 
 FORK_SAFE = "fork_safe"
 HANG_TIMEOUT = "hang_timeout"
@@ -30,9 +32,9 @@ DOCS = (
     "diagnosis), kill the children and fail the test; the session goes on. hang_timeout(0) "
     "exempts a test from --gpudoctor-hang-timeout.",
     f"{MEMORY_LIMIT}(size): fail the test if the GPU memory its processes hold together "
-    '(NVML, sampled) exceeds SIZE, e.g. "2 GiB"; not checked without NVML.',
+    '(NVML, sampled) exceeds SIZE, e.g. "2 GiB", "512MiB" or a number of bytes; not checked without NVML.',
     f"{LEAK_LIMIT}(size): fail the test if its processes hold more than SIZE more GPU memory "
-    'at its end than at its start, e.g. "64 MiB"; not checked without NVML.',
+    'at its end than at its start, e.g. "64 MiB" or a number of bytes; not checked without NVML.',
 )
 
 
@@ -114,45 +116,79 @@ def _bind(marker: _Marker, names: tuple[str, ...], required: int) -> dict[str, A
     return bound
 
 
+def _shown(value: Any) -> str:
+    """``value`` as the message shows it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _size(marker: _Marker) -> int:
+    """Read a size: "2 GiB", "512MiB", "1.5GB", or a number of bytes; at least 1 byte, at most 1 EiB."""
     value = _bind(marker, ("size",), 1)["size"]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    wrong = MarkerError(f"{marker.name}: expected a size such as '512 MiB', '2GiB' or a number of bytes "
+                        f"> 0, got {_shown(value)}")
+    too_large = MarkerError(f"{marker.name}: expected a size of at most 1 EiB, got {_shown(value)}")
+    if isinstance(value, bool):  # an int to Python, no size to anyone
+        raise wrong
+    if isinstance(value, numbers.Real):
+        try:
+            size = int(value) if isinstance(value, numbers.Integral) else float(value)
+        except (OverflowError, ValueError):
+            raise too_large from None
+        if (isinstance(size, float) and not math.isfinite(size)) or size < 1:
+            raise wrong
+        if size > MAX_SIZE:
+            raise too_large
+        return int(size)
+    if not isinstance(value, str):
+        raise wrong
     try:
-        return parse_size(str(value))
+        size = parse_size(value)
     except ValueError as error:
-        raise MarkerError(f"{marker.name}: {error}") from None
+        raise (too_large if str(error).startswith("not a possible size") else wrong) from None
+    if size < 1:
+        raise wrong
+    return size
 
 
 def _seconds(marker: _Marker, value: Any, what: str, none: bool = False) -> float:
-    """Read a number of seconds; 0 is allowed (meaning none) only where ``none`` says so."""
+    """Read a finite number of seconds, more than 0; 0 too (meaning none) where ``none`` says so."""
+    least = "0 (none) or more" if none else "more than 0"
+    wrong = MarkerError(f"{marker.name}: {what} must be a finite number of seconds, {least}, got {_shown(value)}")
+    if isinstance(value, bool):  # hang_timeout(True) is no deadline of 1 s
+        raise wrong
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
-        raise MarkerError(f"{marker.name}: {what} must be a number of seconds, got {value!r}") from None
-    if none and seconds == 0:
-        return seconds
-    if not seconds > 0:  # also refuses nan, which compares false with everything
-        least = "0 (none) or more" if none else "more than 0 seconds"
-        raise MarkerError(f"{marker.name}: {what} must be {least}, got {value!r}")
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int of 400 digits
+        raise wrong from None
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not none):
+        raise wrong
     return seconds
+
+
+def _flag(marker: _Marker, bound: Mapping[str, Any], what: str, default: bool) -> bool:
+    """Read a True/False argument: a string such as "no" would be true, and is refused."""
+    value = bound.get(what, default)
+    if not isinstance(value, bool):
+        raise MarkerError(f"{marker.name}: {what} must be True or False, got {_shown(value)}")
+    return value
 
 
 def _hang(marker: _Marker) -> HangTimeout | None:
     bound = _bind(marker, ("seconds", "hang_after", "native_stacks"), 1)
     seconds = _seconds(marker, bound["seconds"], "seconds", none=True)
+    after = bound.get("hang_after")
+    stall = None if after is None else _seconds(marker, after, "hang_after")
+    native_stacks = _flag(marker, bound, "native_stacks", True)
     if seconds == 0:  # as pytest-timeout's timeout(0): no deadline for this test
         return None
-    after = bound.get("hang_after")
-    return HangTimeout(seconds, None if after is None else _seconds(marker, after, "hang_after"),
-                       bool(bound.get("native_stacks", True)))
+    return HangTimeout(seconds, stall, native_stacks)
 
 
 def _fork_safe(marker: _Marker) -> ForkSafe | None:
     bound = _bind(marker, ("check", "threads"), 0)
-    if not bound.get("check", True):
-        return None
-    return ForkSafe(bool(bound.get("threads", False)))
+    check, threads = _flag(marker, bound, "check", True), _flag(marker, bound, "threads", False)
+    return ForkSafe(threads) if check else None
 
 
 def plan_for(item: _Item, hang_timeout: float | None = None, fork_safe: bool = False) -> Plan | None:

@@ -27,7 +27,7 @@ OUTER_TIMEOUT = pytest.StashKey[float]()
 def _has_deadline(item: pytest.Item) -> bool:
     try:
         plan = item_plan(item)
-    except MarkerError:  # the test fails at its call, saying why; pytest-timeout keeps its timer
+    except MarkerError:  # the test errors at its setup, saying why; pytest-timeout keeps its timer
         return False
     return plan is not None and plan.hang is not None
 
