@@ -117,5 +117,5 @@ def _cache(settings: Settings, folder: str | None) -> Cache | None:
     from gpudoctor.lint.cache import Cache
 
     key = f"py3{settings.target_minor}|{settings.platform}|{settings.project_root.resolve()}"
-    cache = Cache(settings.project_root, key, Path(folder) if folder else None)
+    cache = Cache(settings.cache_root or settings.project_root, key, Path(folder) if folder else None)
     return cache if cache.usable else None

@@ -52,6 +52,21 @@ def _common_folder(paths: list[str]) -> Path:
     return Path(os.path.commonpath(folders))
 
 
+# Besides pyproject.toml (settings.find_config), what marks the root of a project.
+PROJECT_MARKERS = ("setup.cfg", "setup.py", ".git")
+
+
+def _marked_project(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding one of PROJECT_MARKERS (a ``.git``
+    may be a file: a worktree's), or None."""
+    import os
+
+    for folder in (start, *start.parents):
+        if any(os.path.lexists(folder / marker) for marker in PROJECT_MARKERS):
+            return folder
+    return None
+
+
 def _working_folder() -> Path | None:
     """The working folder, or None when it is gone (deleted under this process)."""
     try:
@@ -82,10 +97,17 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     known = [r.code for r in rules]
     pyproject, document, nearest, nearest_document = S.find_config(_common_folder(paths))
     config = parse_table(document, pyproject, known) if pyproject else FileConfig()
-    # The project (imports, the cache) is the nearest pyproject.toml's; a package of a
-    # monorepo keeps its own root and requires-python under the repository's configuration.
-    # No pyproject.toml: the working folder, or (when it is gone) the folder of the paths.
-    root = nearest.parent if nearest else (_working_folder() or _common_folder(paths))
+    # The project (imports, the callers searched, the cache) is the nearest pyproject.toml's;
+    # a package of a monorepo keeps its own root and requires-python under the repository's
+    # configuration. No pyproject.toml: the nearest folder above the paths that marks a
+    # project otherwise (setup.cfg, setup.py, .git), else the folder of the paths, never
+    # the working folder: what a run finds depends on the paths it is given, not on where
+    # it is started from. The cache of a folder that is no project stays where the run
+    # starts, as ruff's does (the folder linted may be one nobody should write into).
+    common = _common_folder(paths)
+    marked = nearest.parent if nearest else _marked_project(common)
+    root = marked or common
+    cache_root = marked or _working_folder() or common
     project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
@@ -104,7 +126,7 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
                       exclude=config.exclude + tuple(getattr(args, "extend_exclude", None) or ()),
                       per_file_ignores=config.per_file_ignores,
                       config_file=pyproject if config.path is not None else None,
-                      config_root=pyproject.parent if pyproject else None)
+                      config_root=pyproject.parent if pyproject else None, cache_root=cache_root)
 
 
 def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:

@@ -38,6 +38,7 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     config_file: Path | None = None  # the pyproject.toml these came from (None: defaults)
     config_root: Path | None = None  # where exclude and per-file-ignores patterns start (else project_root)
+    cache_root: Path | None = None  # where the cache folder goes by default (else project_root)
 
     def _relative(self, path: Path) -> str | None:
         try:

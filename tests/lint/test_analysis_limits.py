@@ -13,6 +13,7 @@ internal error or a false "cannot be parsed".
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -298,6 +299,24 @@ def test_functions_of_modules_that_only_call_one_another_are_analysed(
     if modules > 2:
         assert "GD000 the analysis was cut short: a function or module import that does more than 400 things" in out
 
+
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sixty_modules_that_all_call_one_another_finish_under_300_mb(workdir: Path) -> None:
+    # It took 103 s and ended in a MemoryError at 3.9 GB (issue 36); the peak is read from
+    # the child's own accounting once it has ended, not timed.
+    import resource
+
+    _ring(workdir, 60)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "1",
+                           "--output-format", "concise", "."], capture_output=True, text=True, timeout=600)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert done.returncode == 1 and done.stdout.count(" GD101 ") == 60, done.stdout[-2000:] + done.stderr
+    assert "Traceback" not in done.stderr
+    assert peak_kib > before and peak_kib < 300 * 1024, peak_kib
 
 
 def test_leaving_out_a_calls_events_early_changes_no_finding(workdir: Path, monkeypatch: pytest.MonkeyPatch,

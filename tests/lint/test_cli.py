@@ -543,3 +543,48 @@ def test_a_broken_pipe_of_its_own_is_not_taken_for_that(monkeypatch: pytest.Monk
     monkeypatch.setattr(runner, "run_lint", broken)
     with pytest.raises(BrokenPipeError):
         main(["lint", "anything.py"])
+
+
+# -- the project comes from the paths -----------------------------------------------------
+
+HELPER_CALLS_POOL = "import multiprocessing as mp\n\ndef run(work):\n    with mp.Pool(2) as pool:\n        pool.map(work, [1])\n"
+
+
+@pytest.mark.parametrize("marker", [".git", "setup.cfg", None])
+def test_the_project_is_found_from_the_paths_not_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], marker: str | None) -> None:
+    # With no pyproject.toml above the linted path, the working folder was the project: run
+    # from a large folder, the search for callers walked all of it (47 s for keras).
+    import os
+
+    project = tmp_path / "work" / "proj"
+    (project / "pkg").mkdir(parents=True)
+    if marker == ".git":
+        (project / ".git").mkdir()
+    elif marker is not None:
+        (project / marker).write_text("")
+    (project / "pkg" / "pools.py").write_text(HELPER_CALLS_POOL)
+    (project / "main.py").write_text(BAD)
+    unrelated = tmp_path / "elsewhere"
+    for i in range(30):
+        (unrelated / f"d{i}").mkdir(parents=True)
+        (unrelated / f"d{i}" / "user.py").write_text("from pkg.pools import run\n")
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def recorded(path: object = ".") -> object:
+        listed.append(os.path.abspath(os.fspath(path)))  # type: ignore[arg-type]
+        return scandir(path)  # type: ignore[arg-type]
+
+    found = []
+    for here in (unrelated, Path("/"), project / "pkg"):
+        monkeypatch.chdir(here)
+        monkeypatch.setattr(os, "scandir", recorded)
+        listed.clear()
+        code = main(["lint", "--no-cache", "--output-format", "concise", str(project / "main.py")])
+        monkeypatch.setattr(os, "scandir", scandir)
+        out, _ = capsys.readouterr()
+        found.append((code, out))
+        outside = [p for p in listed if not (p + os.sep).startswith(str(project) + os.sep)]
+        assert outside == [], outside[:5]
+    assert found[0] == found[1] == found[2] and found[0][0] == 1, found
