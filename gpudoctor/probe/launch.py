@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,105 @@ class Workdir:
     def members(self) -> Path:
         """The tree's processes as the supervisor found them, for the watchdog."""
         return self.root / "members"
+
+
+# A run's scratch folder is named gpudoctor-PID.TICKS.NS-RANDOM in the temporary folder:
+# the PID and start time (clock ticks since boot) of the gpudoctor that made it, and the
+# inode of that gpudoctor's PID namespace. A gpudoctor killed with SIGKILL cannot delete it;
+# its watchdog does (``--remove``), and should the watchdog be gone too, the next gpudoctor
+# that starts deletes it, once neither of them runs.
+_OWNED = re.compile(r"gpudoctor-(\d+)\.(\d+)\.(\d+)-[a-z0-9_]+")
+# In the folder: "PID TICKS" of the run's watchdog, which reads the folder until it ends.
+_WATCHDOG = "watchdog"
+_swept = False  # stale folders are looked for once per process
+
+
+def _pid_namespace() -> int | None:
+    """The inode of this process's PID namespace (a PID means nothing outside it), or None."""
+    try:
+        found = re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def make_workdir() -> Workdir:
+    """Create the run's scratch folder, named after this process (see ``_OWNED``), after
+    deleting the stale ones of gpudoctors that were killed (once per process)."""
+    global _swept
+    if not _swept:
+        _swept = True
+        remove_stale_workdirs()
+    ticks, namespace = watchdog.start_ticks(os.getpid()), _pid_namespace()
+    owner = f"{os.getpid()}.{ticks}.{namespace}-" if ticks is not None and namespace is not None else ""
+    # Resolved: stack files are recognized by comparing /proc/<pid>/fd links to it.
+    workdir = Workdir(Path(tempfile.mkdtemp(prefix=f"gpudoctor-{owner}")).resolve())
+    workdir.stacks.mkdir()
+    return workdir
+
+
+def name_watchdog(workdir: Workdir, pid: int) -> None:
+    """Write down the run's watchdog: while it runs, its folder is not stale."""
+    ticks = watchdog.start_ticks(pid)
+    if ticks is None:  # gone already: then it has nothing left to read
+        return
+    partial = workdir.root / f"{_WATCHDOG}.partial"
+    try:
+        partial.write_text(f"{pid} {ticks}\n")
+        partial.replace(workdir.root / _WATCHDOG)  # whole or absent, for a gpudoctor starting now
+    except OSError:
+        pass
+
+
+def _running_watchdog(folder: str) -> bool:
+    """Tell whether the watchdog named in ``folder`` still runs."""
+    try:
+        fd = os.open(os.path.join(folder, _WATCHDOG), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        pid, ticks = os.read(fd, 64).split()
+        return watchdog.is_running(int(pid), int(ticks))
+    except (OSError, ValueError):
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_stale_workdirs(folder: Path | None = None) -> list[Path]:
+    """Delete the scratch folders of gpudoctors killed before they could, in ``folder``
+    (default: the temporary folder); return those deleted.
+
+    Only a real folder (never a symbolic link, and nothing is followed inside it) of this
+    user, named by a gpudoctor of this PID namespace that no longer runs (its PID, if
+    taken again, belongs to a process with another start time), and whose watchdog does
+    not run either. A gpudoctor starting meanwhile names its folder after itself, a
+    running process: it is never taken for a stale one.
+    """
+    namespace = _pid_namespace()
+    if namespace is None or not shutil.rmtree.avoids_symlink_attacks:
+        return []
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder if folder is not None else tempfile.gettempdir()))
+    except OSError:
+        return removed
+    for entry in entries:
+        owner = _OWNED.fullmatch(entry.name)
+        if owner is None or int(owner.group(3)) != namespace:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        if watchdog.is_running(int(owner.group(1)), int(owner.group(2))) or _running_watchdog(entry.path):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)  # another gpudoctor may be deleting it too
+        if not os.path.lexists(entry.path):
+            removed.append(Path(entry.path))
+    return removed
 
 
 def resolve(command: list[str]) -> list[str]:

@@ -12,7 +12,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -65,9 +64,7 @@ class Supervisor:
         self._echo = (echo_stdout, echo_stderr)
         self._view = view  # the live view or progress lines (live_view), if any
         self._snapshots: TreeSnapshots | None = None
-        # Resolved: stack files are recognized by comparing /proc/<pid>/fd links to it.
-        self._workdir = launch.Workdir(Path(tempfile.mkdtemp(prefix="gpudoctor-")).resolve())
-        self._workdir.stacks.mkdir()
+        self._workdir = launch.make_workdir()
         self._token = secrets.token_hex(8)
         self._tools: set[int] = set()
         self._notes: list[str] = []
@@ -90,9 +87,11 @@ class Supervisor:
         else:
             self._tracking = "subreaper"
         try:
+            # If gpudoctor is killed (SIGKILL), the watchdog also deletes the run's folder.
             watchdog = launch.start_watchdog(self._token, self.limits.grace, self._workdir.members,
-                                              events=self._workdir.events)
+                                              events=self._workdir.events, remove=self._workdir.root)
             self._tools.add(watchdog.pid)
+            launch.name_watchdog(self._workdir, watchdog.pid)
             try:
                 self._stop.member = self._in_tree
                 with routed(self._stop) as child_mask:

@@ -15,16 +15,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from gpudoctor.cli import build_parser, main
-from gpudoctor.probe import live_render
+from gpudoctor.probe import launch, live_render
 from gpudoctor.probe.live_snapshot import ProcessLine, Snapshot
-from tests.probe.helpers import gpudoctor, marked, script, wait_gone
+from gpudoctor.probe.watchdog import start_ticks
+from tests.probe.helpers import gpudoctor, marked, running, script, unused_pid, wait_gone
 
 PY = sys.executable
 # What a hostile command line or output holds: set the terminal's title, clear the screen.
@@ -333,3 +334,140 @@ def test_a_scenario_runs_as_expected_in_a_deleted_working_folder(tmp_path: Path)
     assert "Traceback" not in done.stderr, done.stderr
     found = {(s["variant"], s["status"]) for s in json.loads(done.stdout)["scenarios"]}
     assert ("safe", "ok") in found, done.stdout
+
+
+# -- a gpudoctor killed with SIGKILL leaves no working folder behind ---------------------
+
+# Says it is ready, then waits on its standard input, a pipe the test holds.
+WAITS_ON_A_PIPE = "import sys; open(sys.argv[1], 'w').close(); sys.stdin.read()"
+
+
+def _wait_until(ready: Callable[[], bool], what: str, process: subprocess.Popen[str] | None = None) -> None:
+    deadline = time.monotonic() + 60
+    while not ready():
+        assert process is None or process.poll() is None, process.communicate() if process else ""
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.01)
+
+
+def _folders(scratch: Path) -> list[Path]:
+    return sorted(scratch.glob("gpudoctor-*"))
+
+
+@pytest.fixture
+def waiting_probe(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, dict[str, str]]]:
+    """A gpudoctor supervising a command that waits on a pipe, once its working folder (in a
+    temporary folder of the test's own) names the run's watchdog; the folder and the
+    environment that puts it there."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch))
+    ready = tmp_path / "ready"
+    # (--hang-after: waiting on a pipe for 30 s is a hang, which gpudoctor would stop itself)
+    probe = subprocess.Popen([PY, "-m", "gpudoctor", "probe", "--quiet", "--hang-after", "3600", "--",
+                              PY, "-c", WAITS_ON_A_PIPE, str(ready)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
+    try:
+        _wait_until(lambda: ready.exists() and any((f / "watchdog").exists() for f in _folders(scratch)),
+                    "the command ready and the folder naming the watchdog", probe)
+        yield probe, scratch, env
+    finally:
+        if probe.poll() is None:
+            probe.kill()
+        probe.communicate()  # closes the pipe: the command, wherever it was left, reads its end
+
+
+def test_the_watchdog_removes_the_folder_of_a_gpudoctor_killed_with_sigkill(
+        waiting_probe: tuple[subprocess.Popen[str], Path, dict[str, str]], no_leftovers: str) -> None:
+    probe, scratch, _ = waiting_probe
+    probe.kill()
+    probe.wait()
+    _wait_until(lambda: not _folders(scratch), "the folder removed by the watchdog")
+    assert _left(no_leftovers) == []  # the watchdog killed the command too
+
+
+def test_the_next_gpudoctor_removes_the_folder_of_one_killed_with_its_watchdog(
+        waiting_probe: tuple[subprocess.Popen[str], Path, dict[str, str]], no_leftovers: str) -> None:
+    probe, scratch, env = waiting_probe
+    (stale,) = _folders(scratch)
+    watchdog_pid = int((stale / "watchdog").read_text().split()[0])
+    tree = psutil.Process(probe.pid).children(recursive=True)
+    assert watchdog_pid in {p.pid for p in tree}
+    os.kill(watchdog_pid, signal.SIGKILL)  # first: nothing is left to clean up after gpudoctor
+    _wait_until(lambda: not running([watchdog_pid]), "the watchdog dead")  # a zombie until gpudoctor's end
+    assert probe.poll() is None, probe.communicate()
+    probe.kill()
+    probe.wait()
+    for process in tree:  # the command, orphaned: the test ends it itself
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    assert wait_gone(p.pid for p in tree) == []
+    assert _folders(scratch) == [stale]  # nothing could remove it
+    done = gpudoctor(["probe", "--quiet", "--", "true"], env=env)
+    assert (done.returncode, "Traceback" in done.stderr) == (0, False), done.stderr
+    assert _folders(scratch) == []  # the stale folder, and the second run's own
+    assert _left(no_leftovers) == []
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGINT", "SIGTERM"])
+def test_a_normal_end_ctrl_c_or_sigterm_still_removes_the_folder(
+        how: str, waiting_probe: tuple[subprocess.Popen[str], Path, dict[str, str]], no_leftovers: str) -> None:
+    probe, scratch, _ = waiting_probe
+    if how == "exit":
+        probe.communicate(timeout=120)  # closes the pipe: the command reads its end and exits
+    else:
+        probe.send_signal(getattr(signal, how))
+        probe.wait(timeout=120)
+    assert _folders(scratch) == []
+    assert _left(no_leftovers) == []
+
+
+def _owned(pid: int, ticks: int, namespace: int, name: str) -> str:
+    return f"gpudoctor-{pid}.{ticks}.{namespace}-{name}"
+
+
+def test_only_folders_of_gpudoctors_that_are_gone_are_removed(tmp_path: Path) -> None:
+    namespace = int(os.readlink("/proc/self/ns/pid").split("[")[1].rstrip("]"))
+    me, ticks, dead = os.getpid(), start_ticks(os.getpid()), unused_pid()
+    assert ticks is not None
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("not gpudoctor's")
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+
+    def made(name: str, watchdog: str | None = None) -> Path:
+        path = folder / name
+        path.mkdir()
+        (path / "stacks").mkdir()
+        (path / "stacks" / "link").symlink_to(outside)  # never followed when the folder is removed
+        if watchdog is not None:
+            (path / "watchdog").write_text(watchdog)
+        return path
+
+    stale = made(_owned(dead, 1, namespace, "stale"))
+    pid_taken_again = made(_owned(me, ticks + 1, namespace, "again"))
+    stale_watchdog_gone = made(_owned(dead, 1, namespace, "wgone"), f"{dead} 1\n")
+    kept = [
+        made(_owned(me, ticks, namespace, "alive")),  # its gpudoctor runs
+        made(_owned(dead, 1, namespace, "wdog"), f"{me} {ticks}\n"),  # its watchdog still runs
+        made(_owned(dead, 1, namespace + 1, "ns")),  # a PID of another namespace: unknown here
+        made("gpudoctor-abcd1234"),  # no owner in its name
+    ]
+    link = folder / _owned(dead, 1, namespace, "link")
+    link.symlink_to(outside)
+    kept.append(link)
+    plain_file = folder / _owned(dead, 1, namespace, "file")
+    plain_file.write_text("")
+    kept.append(plain_file)
+    if os.getuid() == 0:  # another user's folder: never ours to remove
+        theirs = made(_owned(dead, 1, namespace, "theirs"))
+        os.chown(theirs, 65534, 65534)
+        kept.append(theirs)
+    removed = launch.remove_stale_workdirs(folder)
+    assert sorted(removed) == sorted([stale, pid_taken_again, stale_watchdog_gone])
+    assert sorted(folder.iterdir()) == sorted(kept)
+    assert (outside / "keep").read_text() == "not gpudoctor's"
