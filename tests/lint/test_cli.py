@@ -547,12 +547,14 @@ def test_a_broken_pipe_of_its_own_is_not_taken_for_that(monkeypatch: pytest.Monk
 
 # -- the project comes from the paths -----------------------------------------------------
 
-HELPER_CALLS_POOL = "import multiprocessing as mp\n\ndef run(work):\n    with mp.Pool(2) as pool:\n        pool.map(work, [1])\n"
+HELPER_CALLS_POOL = ("import multiprocessing as mp\n\ndef run(work):\n"
+                     "    with mp.Pool(2) as pool:\n        pool.map(work, [1])\n")
 
 
 @pytest.mark.parametrize("marker", [".git", "setup.cfg", None])
 def test_the_project_is_found_from_the_paths_not_the_working_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], marker: str | None) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        marker: str | None) -> None:
     # With no pyproject.toml above the linted path, the working folder was the project: run
     # from a large folder, the search for callers walked all of it (47 s for keras).
     import os
