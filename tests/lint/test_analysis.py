@@ -611,3 +611,45 @@ def test_branches_of_one_run_of_a_chain_exclude_each_other_not_of_two_runs() -> 
     again, _ = run(after)
     # The next run's branch 1: the first run's thread may still run, its own may not.
     assert len(again.threads_at(again.branches)) == 1
+
+
+_THREAD_SUBCLASS = """
+    import os
+    import threading
+
+
+    class Client(threading.Thread):
+        def run(self):
+            pass
+
+
+    class Other(threading.Thread):
+        def run(self):
+            pass
+
+
+    def main(n):
+        for _ in range(n):
+            clients = [Client() for _ in range(3)]
+            for c in clients:
+                c.start()
+            {join}
+            if os.fork() == 0:
+                os._exit(0)
+
+
+    main(3)
+"""
+
+
+@pytest.mark.parametrize(("join", "found"), [
+    ("for c in clients:\n                c.join()", False),  # each Client thread joined before the fork
+    ("pass", True),  # never joined: the next turn of the loop forks while they may run
+    ("Other().join()", True),  # another class's threads joined, not these
+])
+def test_threads_of_a_thread_subclass_are_joined_by_join(lint_source, join: str,  # type: ignore[no-untyped-def]
+                                                         found: bool) -> None:
+    # bert-as-service's benchmark joins its client threads (a Thread subclass) before the
+    # next server forks: the join was not seen, and GD102 said they may still run.
+    findings = lint_source(_THREAD_SUBCLASS.replace("{join}", join))
+    assert any(f.code == "GD102" for f in findings) is found, [(f.code, f.site.row, f.message) for f in findings]

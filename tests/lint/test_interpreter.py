@@ -45,6 +45,9 @@ class Snippets:
         self._texts = {name: textwrap.dedent(text) for name, text in modules.items()}
         self.states: dict[str, ModuleState] = {}
 
+    def class_site(self, cls: ClassRef) -> None:
+        return None
+
     def marks_in(self, events: list[Event]) -> list[Event]:
         return [e for e in events if isinstance(e.effect, (Branch, Merge))]
 

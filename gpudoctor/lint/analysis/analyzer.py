@@ -179,6 +179,16 @@ class Analyzer:
             found = self._marks[id(events)] = (events, [e for e in events if isinstance(e.effect, (Branch, Merge))])
         return found[1]
 
+    def class_site(self, cls: ClassRef) -> LazySite | None:
+        """Where ``cls`` is defined (its ``class`` statement), or None if its module cannot
+        be parsed: what stands for the threads of a Thread subclass (a start and a join of
+        its instances, which the analysis knows by class only)."""
+        state = self.module(self.project.path_of(cls.module), direct=True)
+        if not isinstance(state, ModuleState):
+            return None
+        home = state.parsed.home_of(cls.node)
+        return home.site(cls.node, state.parsed.anchor_of(cls.node) if home is state.parsed else None)
+
     def cut_events(self) -> bool:
         """Did a call, or the import of a module, do more than ``max_events`` things (some
         of them left out: module_state.compress)?"""

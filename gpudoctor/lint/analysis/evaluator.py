@@ -512,6 +512,9 @@ class Evaluator(Frame):
                 # Not a Process or Thread subclass: its own ``start`` method, if it has one.
                 out |= started if started is not None else \
                     self.call_value(self.attribute(one(atom), "start", node), Args(), node)
+            elif isinstance(atom, Instance) and name == "join" and \
+                    (joined := process_calls.join_instance(self, atom, node)) is not None:
+                out |= joined
             elif isinstance(atom, (Instance, ClassRef, Super)):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
             elif isinstance(atom, Container):

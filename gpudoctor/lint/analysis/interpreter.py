@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from gpudoctor.lint.analysis.classes import ClassModel
     from gpudoctor.lint.analysis.events import Event
     from gpudoctor.lint.analysis.module_state import ModuleState
-    from gpudoctor.lint.analysis.values import Atom, FuncRef, Value
+    from gpudoctor.lint.analysis.values import Atom, ClassRef, FuncRef, Value
     from gpudoctor.lint.frontend.parsed import LazySite
     from gpudoctor.lint.limits import Limits
     from gpudoctor.lint.nesting import Meter
@@ -42,6 +42,9 @@ class Interpreter(Protocol):
     @property
     def linted_paths(self) -> frozenset[str]:
         """The files being linted: a call or import made in one is an entry of its flows."""
+
+    def class_site(self, cls: ClassRef) -> LazySite | None:
+        """Where a project class is defined (None: its module cannot be parsed)."""
 
     def marks_in(self, events: list[Event]) -> list[Event]:
         """The marks of ``if`` chains among ``events`` (events.Branch, events.Merge)."""

@@ -507,13 +507,28 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
         frame.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
     elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
         bases = frame.interpreter.classes.framework_bases(atom.cls)
-        frame.emit(ThreadStart(site, next((b for b in bases if b in P.THREAD_BASES), "threading.Thread")))
+        frame.emit(ThreadStart(site, next((b for b in bases if b in P.THREAD_BASES), "threading.Thread"),
+                               frame.interpreter.class_site(atom.cls)))
         for func in run:
             _run_here(frame, Child(func, (), UNKNOWN, "thread"), node, site)
     else:
         return None
     return UNKNOWN
 
+
+
+def join_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None:
+    """``.join()`` on an instance of a project class that subclasses Thread and keeps its
+    ``join``: the threads of that class are joined (instances are known by their class
+    only, so this joins each of them). None: the class is no such subclass."""
+    classes = frame.interpreter.classes
+    if not classes.subclass_of(atom.cls, P.THREAD_BASES) or _funcs(classes.member(atom, "join")):
+        return None
+    started = frame.interpreter.class_site(atom.cls)
+    if started is None:
+        return None
+    frame.emit(Join(started, frame.site(node), threads=True))
+    return UNKNOWN
 
 def _run_here(frame: Frame, child: Child, node: cst.CSTNode, thread: LazySite) -> None:
     """Run a callable in this process, in the thread started at ``thread`` (a thread's
