@@ -514,3 +514,13 @@ def test_an_output_file_that_is_a_linted_file_is_refused_and_left_whole(
     assert _snapshot(bad_project) == before and not (bad_project / "new").exists()
     assert main(["lint", "--no-cache", "-o", "fresh.py", "m.py"]) == 1  # a new file is the report's
     assert f"m.py{FINDING}" in (bad_project / "fresh.py").read_text()
+
+
+def test_lambdas_nested_past_what_libcst_takes_are_gd000_and_the_run_goes_on(
+        bad_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """2,900 nested lambdas (valid Python, 23 kB): libcst's tree of them took 1.6 GB."""
+    (bad_project / "lambdas.py").write_text("import multiprocessing as mp\nf = " + "lambda: " * 2_900
+                                           + "1\nmp.Pool(2)\n")
+    code, out, _ = lint_main(capsys, "--output-format", "concise", ".")
+    assert code == 1 and "lambdas.py:2:" in out and "GD000 cannot parse: lambdas nested more than 500 deep" in out
+    assert f"bad.py{FINDING}" in out

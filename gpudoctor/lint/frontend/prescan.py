@@ -504,6 +504,7 @@ def prescan(text: str) -> Prescan | None:
     except ValueError:
         return None
     _check_chains(text, tree)
+    _check_lambdas(text, tree)
     return Prescan(text, tree)
 
 
@@ -523,6 +524,26 @@ def _check_chains(text: str, tree: ast.Module) -> None:
                           f"{len(node.values):,} terms, more than gpudoctor's parser takes ({MAX_CHAIN_TERMS:,})",
                           node.lineno, node.col_offset)
 
+
+
+# libcst's tree of lambdas nested in one another grows as the square of their depth (1,000
+# took 216 MB, 2,900 took 1.6 GB) where CPython's stays small; real code nests a few.
+MAX_LAMBDA_NESTING = 500
+
+
+def _check_lambdas(text: str, tree: ast.Module) -> None:
+    """Raise TooDeep for lambdas nested deeper than libcst's parser takes."""
+    if text.count("lambda") < MAX_LAMBDA_NESTING:  # the usual case: no walk
+        return
+    todo: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, ast.Lambda):
+            depth += 1
+            if depth > MAX_LAMBDA_NESTING:
+                raise TooDeep(f"cannot parse: lambdas nested more than {MAX_LAMBDA_NESTING} deep, more than "
+                              "gpudoctor's parser takes", node.lineno, node.col_offset)
+        todo.extend((child, depth) for child in ast.iter_child_nodes(node))
 
 def _applied(node: ast.stmt) -> set[str]:
     """The names of the decorators given by name (applied: called when the def runs)."""
