@@ -112,6 +112,11 @@ def pattern_bomb(folder: Path, stars: int) -> Path:
     return project
 
 
+
+def _numbers(text: str) -> list[int]:
+    """A comma-separated list of whole numbers (empty: none)."""
+    return [int(part) for part in text.split(",") if part.strip()]
+
 def exponent(sizes: list[float], times: list[float]) -> str:
     """The least-squares slope of log(time) against log(size), as text ("-" if undefined)."""
     points = [(math.log(x), math.log(y)) for x, y in zip(sizes, times, strict=True) if x > 0 and y > 0]
@@ -195,7 +200,7 @@ def main() -> int:
 
         print("nested loops (a pool started inside them)")
         print(f"{'depth':>6} {'time s':>8} {'over start-up s':>16} {'peak MiB':>9}  status")
-        for depth in (int(d) for d in args.depths.split(",")):
+        for depth in _numbers(args.depths):
             path = folder / f"loops_{depth}.py"
             path.write_text(nested_loops(depth))
             elapsed, memory, code = lint(path, folder, args.repeat, timeout)
@@ -205,7 +210,7 @@ def main() -> int:
         print(f"{'kB':>6} {'time s':>8} {'s/100 kB':>9} {'peak MiB':>9} {'MiB/100 kB':>11}"
               f" {'libcst parse s':>15} {'libcst MiB':>11}  status")
         long_sizes, long_times = [], []
-        for kilobytes in (int(s) for s in args.sizes.split(",")):
+        for kilobytes in _numbers(args.sizes):
             path = folder / f"long_{kilobytes}.py"
             path.write_text(long_module(kilobytes * 1000))
             elapsed, memory, code = lint(path, folder, args.repeat, timeout)
@@ -236,7 +241,7 @@ def main() -> int:
             print("\ndense import cycles (every module imports and calls all the others)")
             print(f"{'modules':>8} {'lines':>7} {'time s':>8} {'peak MiB':>9}  status")
             lines_of, times = [], []
-            for modules in (int(m) for m in args.dense.split(",")):
+            for modules in _numbers(args.dense):
                 package = dense_cycle(folder, modules)
                 elapsed, memory, code = lint(package, folder, args.repeat, timeout)
                 size = sum(len(p.read_text().splitlines()) for p in package.glob("*.py"))
@@ -248,7 +253,7 @@ def main() -> int:
         if args.stars:
             print("\na .gitignore line of stars and an 'a', 30 files it does not match")
             print(f"{'stars':>8} {'time s':>8} {'over start-up s':>16}  status")
-            for stars in (int(n) for n in args.stars.split(",")):
+            for stars in _numbers(args.stars):
                 project = pattern_bomb(folder, stars)
                 elapsed, _, code = lint(project, project, args.repeat, timeout)
                 print(f"{stars:>8} {elapsed:>8.2f} {elapsed - base:>16.2f}  {status(code, timeout)}")
