@@ -183,9 +183,9 @@ def lint_report(result: LintResult, cells: int) -> str:
     what = f"{cells} executed cell{'s' if cells != 1 else ''}, read in the order the kernel ran them"
     count = len(result.findings)
     if count:
-        lines.append(f"Found {count} problem{'s' if count != 1 else ''} in the {what}.")
+        lines.append(f"Found {count} finding{'s' if count != 1 else ''} in the {what}.")
     elif not result.internal_errors:
-        lines.append(f"No problems in the {what}.")
+        lines.append(f"No findings in the {what}.")
     lines += [f"gpudoctor: warning: {message}" for message in result.warnings]
     lines += [f"gpudoctor: error: {message}" for message in result.internal_errors]
     return "\n".join(lines) + "\n"

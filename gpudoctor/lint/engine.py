@@ -194,6 +194,8 @@ def _plan(project: Project, files: list[Path], settings: Settings, project_files
             return planned
         if prestart:
             _prestart()
+    if project_files is None and not settings.search_callers:
+        project_files = list(files)
     if project_files is None:  # (discovered once the plan kept is known not to hold)
         project_files = _project_files(settings, folders)
     with project.tracking() as touched:

@@ -47,8 +47,12 @@ def _common_folder(paths: list[str]) -> Path:
 
     if not paths:
         return Path.cwd()
-    resolved = [str(real_path(Path(p))) for p in paths]
-    folders = [p if os.path.isdir(p) else os.path.dirname(p) for p in resolved]
+    # The folder a file is in, links in it resolved: a file that is a link to another
+    # project's file is still linted in the project it lies in (its folder's settings).
+    folders = []
+    for path in paths:
+        absolute = os.path.abspath(path)
+        folders.append(str(real_path(absolute if os.path.isdir(absolute) else os.path.dirname(absolute))))
     return Path(os.path.commonpath(folders))
 
 
@@ -90,6 +94,8 @@ def _check_working_folder(args: argparse.Namespace, paths: list[str]) -> None:
 
 def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     """Resolve settings: command line first, then the nearest pyproject.toml, then defaults."""
+    import os
+
     from gpudoctor.lint.config import FileConfig, parse_table
     from gpudoctor.lint.rules._registry import all_rules
 
@@ -108,6 +114,9 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     marked = nearest.parent if nearest else _marked_project(common)
     root = marked or common
     cache_root = marked or _working_folder() or common
+    # Paths of no project are a project of their own: a folder named is walked for the
+    # callers of its files, the folder around named files is not (they may lie far apart).
+    search_callers = marked is not None or any(_common_folder([p]) == common and os.path.isdir(p) for p in paths)
     project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
@@ -126,7 +135,8 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
                       exclude=config.exclude + tuple(getattr(args, "extend_exclude", None) or ()),
                       per_file_ignores=config.per_file_ignores,
                       config_file=pyproject if config.path is not None else None,
-                      config_root=pyproject.parent if pyproject else None, cache_root=cache_root)
+                      config_root=pyproject.parent if pyproject else None, cache_root=cache_root,
+                      search_callers=search_callers)
 
 
 def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:

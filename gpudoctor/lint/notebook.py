@@ -155,6 +155,7 @@ def read(raw: bytes) -> Notebook:
     out: list[Cell] = []
     codes: list[list[str]] = []
     skipped: list[tuple[int, str, int, int]] = []
+    rows_so_far = 0  # the program's rows the cells before this one hold (summed again per cell: quadratic)
     for number, cell in enumerate(cells, 1):
         if not isinstance(cell, dict):
             raise NotANotebook(f"cell {number} cannot be read: not a JSON object")
@@ -166,7 +167,7 @@ def read(raw: bytes) -> Notebook:
         if not isinstance(source, str):
             raise NotANotebook(f"cell {number} cannot be read: its source is not text")
         lines = tuple(_LINE_BREAK.split(source))
-        first_row = sum(len(code) for code in codes) + 1
+        first_row = rows_so_far + 1
         code, left_open = _neutralise(list(lines))
         if left_open is not None:
             code = [""] * len(code)
@@ -174,6 +175,7 @@ def read(raw: bytes) -> Notebook:
                             len(lines[-1])))
         out.append(Cell(number, first_row, lines))
         codes.append(code)
+        rows_so_far += len(code)
     rows = [row for code in codes for row in code]
     program = "\n".join(rows) + "\n" if rows else ""
     if _syntax_error(program) is not None:  # (checked cell by cell only when the whole fails)

@@ -39,6 +39,7 @@ class Settings:
     config_file: Path | None = None  # the pyproject.toml these came from (None: defaults)
     config_root: Path | None = None  # where exclude and per-file-ignores patterns start (else project_root)
     cache_root: Path | None = None  # where the cache folder goes by default (else project_root)
+    search_callers: bool = True  # False: the project is only the named files (no folder walked for callers)
 
     def _relative(self, path: Path) -> str | None:
         try:

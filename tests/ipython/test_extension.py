@@ -139,7 +139,7 @@ def test_lint_reads_the_cells_in_the_order_the_kernel_ran_them(
     run(shell, POOL)  # [4]: before any TensorFlow op in this kernel
     run(shell, "x = tf.ones((2, 2))")  # [5]
     out, err = _magic(shell, capsys, "lint")
-    assert (err, out) == ("", "No problems in the 6 executed cells, read in the order the kernel ran them.\n")
+    assert (err, out) == ("", "No findings in the 6 executed cells, read in the order the kernel ran them.\n")
     run(shell, POOL)  # [7]: the same cell again, now after the op of cell [5]
     out, _ = _magic(shell, capsys, "lint")
     assert out.startswith("cell [7] line 2: GD101 [error] the Pool forks its worker processes after TensorFlow "
@@ -148,9 +148,9 @@ def test_lint_reads_the_cells_in_the_order_the_kernel_ran_them(
     # `work` is defined in a cell: spawn alone would not reach it, so the help moves it first
     assert ("    help: Move `work` into a module next to the notebook (e.g. `workers.py`) and import it from "
             'there; then use the spawn start method: multiprocessing.get_context("spawn")\n') in out
-    assert out.endswith("Found 1 problem in the 8 executed cells, read in the order the kernel ran them.\n")
+    assert out.endswith("Found 1 finding in the 8 executed cells, read in the order the kernel ran them.\n")
     out, _ = _magic(shell, capsys, "lint --ignore GD101")
-    assert out.startswith("No problems in the 9 executed cells")
+    assert out.startswith("No findings in the 9 executed cells")
 
 
 def test_a_cell_that_would_fork_a_poisoned_kernel_is_warned_about_before_it_runs(

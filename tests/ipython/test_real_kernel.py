@@ -227,7 +227,7 @@ def test_a_fork_after_a_tensorflow_op_hangs_and_gpudoctor_names_the_cell(kernel_
            "TensorFlow will hang" in report
     lint = _text(cells[6], "stdout")
     assert lint.startswith("cell [5] line 1: GD101 [error]")
-    assert lint.endswith("Found 1 problem in the 7 executed cells, read in the order the kernel ran them.\n")
+    assert lint.endswith("Found 1 finding in the 7 executed cells, read in the order the kernel ran them.\n")
     # Loaded again after the fact: the executed cells show which one did it.
     again = _text(cells[8], "stdout")
     assert "TensorFlow: initialized in cell [3] (its eager context exists)\n      before gpudoctor was loaded " \

@@ -590,3 +590,32 @@ def test_the_project_is_found_from_the_paths_not_the_working_folder(
         outside = [p for p in listed if not (p + os.sep).startswith(str(project) + os.sep)]
         assert outside == [], outside[:5]
     assert found[0] == found[1] == found[2] and found[0][0] == 1, found
+
+
+def test_files_of_no_project_named_far_apart_are_linted_without_walking_around_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Their common folder (here tmp_path, in life / or a home folder) is no project: it is
+    # not walked for callers; a folder named is.
+    import os
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "main.py").write_text(BAD)
+    (tmp_path / "big").mkdir()
+    for i in range(30):
+        (tmp_path / "big" / f"m{i}.py").write_text("import multiprocessing\n")
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def recorded(path: object = ".") -> object:
+        listed.append(os.path.abspath(os.fspath(path)))  # type: ignore[arg-type]
+        return scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.setattr(os, "scandir", recorded)
+    code = main(["lint", "--no-cache", "--output-format", "concise", "main.py", str(tmp_path / "b" / "main.py")])
+    monkeypatch.setattr(os, "scandir", scandir)
+    out, _ = capsys.readouterr()
+    assert code == 1 and out.count(" GD101 ") == 2, out
+    assert not any(p.startswith(str(tmp_path / "big")) for p in listed), listed
+    assert main(["lint", "--no-cache", str(tmp_path / "big")]) == 0  # a folder named is linted whole
