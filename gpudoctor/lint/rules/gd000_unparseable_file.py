@@ -27,7 +27,7 @@ class UnparseableFile(Rule):
 
     A warning at the first line of a file says where its analysis was cut short by one of
     its bounds (calls followed 24 deep, code nested past the analysis's meter, 20,000
-    calls analysed), when something the file does lies past
+    calls analysed, 400 events kept of what one call does), when something the file does lies past
     it: the findings shown are right, and one there may be missing. A function reached
     only past the calls followed is still analysed on its own; what ran before it is not
     known there.
