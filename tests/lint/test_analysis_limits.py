@@ -237,7 +237,7 @@ def test_a_pool_at_the_end_of_a_chain_longer_than_the_calls_followed_is_found(
     code, out = _lint(capsys, "--output-format", "concise", "chain.py")
     assert code == 1 and out.count(" GD101 ") == 1, out
     # What ran before it in the chain is not known there: said.
-    assert "chain.py:1:1: GD000 the analysis was cut short: c985() is called more than 24 calls deep" in out
+    assert "chain.py:1:1: GD000 [warning] the analysis was cut short: c985() is called more than 24 calls deep" in out
 
 
 def test_a_chain_that_goes_past_the_calls_followed_into_another_module_is_said(
@@ -246,7 +246,7 @@ def test_a_chain_that_goes_past_the_calls_followed_into_another_module_is_said(
     (workdir / "helper.py").write_text(HEAD + chain + "def h40():\n    tf.constant(1)\n    Pool(2).map(work, [1])\n")
     (workdir / "main.py").write_text("import helper\n\nif __name__ == '__main__':\n    helper.h0()\n")
     code, out = _lint(capsys, "--output-format", "concise", "main.py")
-    assert code == 1 and "main.py:1:1: GD000 the analysis was cut short: h" in out, out
+    assert code == 1 and "main.py:1:1: GD000 [warning] the analysis was cut short: h" in out, out
     assert "helper.py" not in out  # (its own analysis reports what h40 does: see the chain above)
 
 
@@ -297,7 +297,7 @@ def test_functions_of_modules_that_only_call_one_another_are_analysed(
     assert code == 1 and out.count(" GD101 ") == modules, out
     assert all(f"ring/m{i}.py:{pool_row}:5: GD101 " in out for i in range(modules)), out
     if modules > 2:
-        assert "GD000 the analysis was cut short: a function or module import that does more than 400 things" in out
+        assert "GD000 [warning] the analysis was cut short: a function or module import that does more than 400 things" in out
 
 
 
@@ -394,7 +394,7 @@ def test_a_ring_of_modules_reading_each_other_is_analysed(workdir: Path, capsys:
     code, out = _lint(capsys, ".")
     assert code == 1 and "pkg/m0.py:13:1: GD101 " in out and "cannot be parsed" not in out
     # The walks nested past the meter are said, not hidden.
-    assert "pkg/m0.py:1:1: GD000 the analysis was cut short: code nested deeper" in out
+    assert "pkg/m0.py:1:1: GD000 [warning] the analysis was cut short: code nested deeper" in out
 
 
 # -- integer literals --------------------------------------------------------------------
@@ -411,4 +411,4 @@ def test_an_integer_literal_too_long_to_print_is_an_unknown_count(workdir: Path,
         "        pool.map(work, range(8))\n"
         f"    for i in range({workers}):\n        mp.get_context('spawn').Pool(processes={workers}).map(work, [i])\n")
     code, out = _lint(capsys, "hex.py")
-    assert code == 1 and "hex.py:10:10: GD401 several workers run at once" in out
+    assert code == 1 and "hex.py:10:10: GD401 [warning] several workers run at once" in out

@@ -241,7 +241,7 @@ def test_the_readme_example_is_what_gpudoctor_prints(capsys: pytest.CaptureFixtu
 def test_an_unused_noqa_in_a_cell_is_reported_at_the_cell(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "nb.ipynb").write_text(_notebook("import os\n", "print(os.getpid())  # noqa: GD101\n"))
     assert main(["lint", "--no-cache", "--extend-select", "GD001", "nb.ipynb"]) == 1
-    assert capsys.readouterr().out.startswith("nb.ipynb:cell 2:1:21: GD001 unused noqa directive for GD101")
+    assert capsys.readouterr().out.startswith("nb.ipynb:cell 2:1:21: GD001 [warning] unused noqa directive for GD101")
 
 
 def test_fix_never_writes_a_notebook(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -306,7 +306,7 @@ def test_a_cell_left_open_is_left_out_and_the_others_checked(project: Path,
         "cp.ones(3)\nwith mp.Pool(2) as pool:\n    pool.map(work, [1])\n"))
     assert main(["lint", "--no-cache", "nb.ipynb"]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("nb.ipynb:cell 2:2:1: GD000 cell 2 is not Python (a bracket left open at "
+    assert out[0].startswith("nb.ipynb:cell 2:2:1: GD000 [warning] cell 2 is not Python (a bracket left open at "
                              "the end of the cell): it is left out, and the rest of the notebook is checked")
     assert out[1].startswith("nb.ipynb:cell 4:2:6: GD101 ")
 

@@ -31,10 +31,23 @@ def test_every_output_format_renders() -> None:
 def test_concise_is_one_line_per_finding_then_the_summary() -> None:
     text = render([FORK, THREADS], ReportOptions("concise"))
     assert text == ("app.py:3:8: GD101 the Pool forks after CuPy initialized CUDA\n"
-                    "b.py:5:1: GD102 forked while a thread runs\n"
-                    "Found 2 findings.\n")
+                    "b.py:5:1: GD102 [warning] forked while a thread runs\n"
+                    "Found 2 findings (1 error, 1 warning).\n")
     assert render([], ReportOptions("concise")) == "All checks passed!\n"
     assert render([FORK], ReportOptions("concise", summary=False)).count("\n") == 1
+
+
+def test_a_warning_is_marked_after_its_code_and_counted_in_the_summary() -> None:
+    # The code stays the first word after the position (matchers written for ruff's lines
+    # read it); "[warning]" follows it, and the summary says how the findings split.
+    line = render([THREADS], ReportOptions("concise")).splitlines()
+    assert line == ["b.py:5:1: GD102 [warning] forked while a thread runs", "Found 1 finding (a warning)."]
+    assert render([THREADS, THREADS], ReportOptions("concise")).endswith("Found 2 findings (all warnings).\n")
+    assert render([FORK, FORK], ReportOptions("concise")).endswith("Found 2 findings.\n")
+    assert render([FORK, FORK, THREADS], ReportOptions("concise")).endswith(
+        "Found 3 findings (2 errors, 1 warning).\n")
+    colored = render([FORK, THREADS], ReportOptions("concise", color=True)).splitlines()
+    assert "\x1b[1;31mGD101\x1b[0m" in colored[0] and "\x1b[1;33mGD102 [warning]\x1b[0m" in colored[1]
 
 
 def test_full_shows_the_frame_the_related_line_and_the_help() -> None:
