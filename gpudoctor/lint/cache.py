@@ -541,4 +541,5 @@ def finding_from_json(data: dict[str, Any]) -> Finding:
             Edit(e["content"], tuple(e["start"]), tuple(e["end"])) for e in fix["edits"])),
         reached=None if (reached := data.get("reached")) is None else
         Related(Site(**reached["site"]), reached["message"]),
+        no_fix=data.get("no_fix"),
     )

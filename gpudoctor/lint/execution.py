@@ -102,6 +102,16 @@ def say_refused(refused: list[tuple[str, str]]) -> None:
         print(f"gpudoctor: not fixing {printable(path)}: {reason}", file=sys.stderr)
 
 
+def say_no_fix(findings: list[Finding]) -> None:
+    """One line per finding whose rule has a fix but offers none here, and why."""
+    from gpudoctor.lint.reporters.printable import printable
+
+    for finding in findings:
+        if finding.fix is None and finding.no_fix:
+            print(f"gpudoctor: no fix for {finding.code} at {printable(finding.site.path)}:{finding.site.position()}: "
+                  f"{printable(finding.no_fix)}", file=sys.stderr)
+
+
 def _cpus() -> int:
     import os
 

@@ -59,6 +59,13 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class NoFix:
+    """Why a rule that can fix a finding offers no fix for this one (``--diff`` says it)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """One problem at one place, with the places that caused it."""
 
@@ -73,6 +80,7 @@ class Finding:
     # For a finding in a module the linted file's analysis reached: the call or import in
     # the linted file that reaches it (message: "call" or "import"); see rehoming.py.
     reached: Related | None = None
+    no_fix: str | None = None  # why no fix is offered, where the rule has one (NoFix)
 
     @property
     def sort_key(self) -> tuple[str, int, int, int, str]:

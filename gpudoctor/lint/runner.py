@@ -163,13 +163,14 @@ def _stdin_source(inputs: LintInputs) -> dict[str, str]:
 def _show_diff(findings: list[Finding], args: argparse.Namespace, root: Path | None) -> int:
     """Print the fixes as a diff, or write it to -o's file (-q: and nothing else; -s:
     nothing); exit 1 if a file would change."""
-    from gpudoctor.lint.execution import preview, say_refused
+    from gpudoctor.lint.execution import preview, say_no_fix, say_refused
 
     shown = preview(findings, args.unsafe_fixes, root)
     if not args.silent or args.output_file is not None:
         _write(shown.diff, args.output_file)
     say_refused(shown.refused)
     if not (args.quiet or args.silent):
+        say_no_fix(findings)
         print(shown.summary, file=sys.stderr)
     return exit_code(findings=shown.changes)
 

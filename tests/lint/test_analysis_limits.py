@@ -297,7 +297,8 @@ def test_functions_of_modules_that_only_call_one_another_are_analysed(
     assert code == 1 and out.count(" GD101 ") == modules, out
     assert all(f"ring/m{i}.py:{pool_row}:5: GD101 " in out for i in range(modules)), out
     if modules > 2:
-        assert "GD000 [warning] the analysis was cut short: a function or module import that does more than 400 things" in out
+        assert ("GD000 [warning] the analysis was cut short: a function or module import that does more than "
+                "400 things") in out
 
 
 

@@ -138,3 +138,86 @@ def test_a_fix_keeps_the_files_encoding_and_line_endings(repo: Path, name: str, 
     (repo / "train.py").write_bytes(encode(SOURCE))
     assert main(["lint", "--fix", "--unsafe-fixes", "--no-cache", "train.py"]) == 1
     assert (repo / "train.py").read_bytes() == encode(fixed_plain), name
+
+
+CONTEXT_HELD = '''\
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+
+import cupy as cp
+
+ctx = mp.get_context("fork")
+
+
+def work(x):
+    return float(cp.arange(x).sum())
+
+
+def main():
+    cp.zeros(3)
+    results = ctx.Queue()
+    with ctx.Pool(2) as pool:
+        results.put(pool.map(work, range(4)))
+    worker = ctx.Process(target=work, args=(3,))
+    worker.start()
+    worker.join()
+    with ProcessPoolExecutor(2, mp_context=ctx) as ex:
+        list(ex.map(work, range(4)))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_fork_context_held_in_a_variable_is_switched_where_it_is_made(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ctx.Queue() must switch with the pool: a queue of a fork context cannot be sent to a
+    # spawned child. So the context itself becomes spawn, once, for every use of it.
+    (repo / "held.py").write_text(CONTEXT_HELD)
+    assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "held.py"]) == 1
+    captured = capsys.readouterr()
+    assert '-ctx = mp.get_context("fork")\n+ctx = mp.get_context("spawn")\n' in captured.out
+    added = [line for line in captured.out.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(added) == 1 and "no fix for" not in captured.err
+    assert captured.err == "Would fix 3 findings (1 file) with the fixes above.\n"
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "held.py"]) == 0
+    assert (repo / "held.py").read_text() == CONTEXT_HELD.replace('"fork"', '"spawn"')
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (("    cp.zeros(3)\n", '    cp.zeros(3)\n    print(ctx.get_start_method())\n'),
+     "`ctx` is also used at line 15 (`ctx.get_start_method()`, which the fix cannot judge)"),
+    (("ctx.Process(target=work,", "ctx.Process(target=lambda: work(3),"),
+     "`ctx` is also used at line 18 (a start that cannot switch to spawn: its child runs a lambda, "
+     "which spawned workers cannot load (GD108))"),
+    (('ctx = mp.get_context("fork")\n', 'ctx = mp.get_context("fork")\nctx = mp.get_context("fork")\n'),
+     "`ctx` is set in more than one place"),
+    (('mp.get_context("fork")', 'mp.get_context(METHOD)'),
+     "`ctx` is chosen with a start method that is not a plain string"),
+])
+def test_a_context_in_a_variable_is_left_alone_when_a_use_of_it_could_break(
+        repo: Path, capsys: pytest.CaptureFixture[str], change: tuple[str, str], reason: str) -> None:
+    source = CONTEXT_HELD.replace(*change)
+    if "METHOD" in source:
+        source = source.replace("ctx = mp", 'METHOD = "fork"\nctx = mp')
+    (repo / "held.py").write_text(source)
+    assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "held.py"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("gpudoctor: no fix for GD101 at held.py:")
+    assert any(line.endswith(reason) for line in lines), lines
+    assert lines[-1] == "No fix to show."
+
+
+def test_diff_says_why_a_start_gets_no_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "train.py"]) == 1
+    err = capsys.readouterr().err
+    assert ("gpudoctor: no fix for GD101 at train.py:25:10: its child runs a lambda, which spawned workers "
+            "cannot load (GD108)\n") in err
+    (repo / "script.py").write_text(
+        "import multiprocessing as mp\nimport cupy as cp\n\ndef work(i):\n    return cp.arange(i)\n\n"
+        "cp.ones(2)\nwith mp.Pool(2) as pool:\n    pool.map(work, range(2))\n")
+    assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "script.py"]) == 0
+    assert "script.py:8:6: the start runs while the module is imported" in capsys.readouterr().err

@@ -10,25 +10,39 @@ GD108).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import libcst as cst
+from libcst.metadata import Assignment, CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from gpudoctor.lint.analysis.events import Event, Start
 from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.module_state import ModuleState
-from gpudoctor.lint.analysis.pickling import unloadable
+from gpudoctor.lint.analysis.pickling import LAMBDA, LOCAL, MAIN_BLOCK, NOTEBOOK, shown_name, unloadable
 from gpudoctor.lint.analysis.values import ModRef
-from gpudoctor.lint.findings import Edit, Fix
-from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule
+from gpudoctor.lint.findings import Edit, Fix, NoFix, Site
+from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule, StoredSite
 from gpudoctor.lint.knowledge import processes as P
+from gpudoctor.lint.notebook import is_notebook
 
 # multiprocessing and its drop-in replacements (``torch.multiprocessing``, ``multiprocess``).
 MP_MODULES = frozenset({"multiprocessing", *(prefix.rstrip(".") for prefix, _ in P.ALIASES)})
 TITLE = 'Use the spawn start method: multiprocessing.get_context("spawn")'
 
 
-def _loadable(flow: Flow | None) -> bool:
-    """Can spawned workers load every function the child runs (see analysis.pickling)?"""
-    return flow is None or all(unloadable(spec.func) is None for spec in flow.specs)
+def unloadable_child(flow: Flow | None) -> str | None:
+    """Why spawned workers cannot load a function the child runs (see analysis.pickling),
+    or None when they can load every one."""
+    for spec in () if flow is None else flow.specs:
+        why = unloadable(spec.func)
+        if why is not None:
+            if why == LAMBDA:
+                return "its child runs a lambda, which spawned workers cannot load (GD108)"
+            where = {LOCAL: "inside a function", NOTEBOOK: "in a notebook cell",
+                     MAIN_BLOCK: 'in the `if __name__ == "__main__":` block'}.get(why, "where workers cannot find it")
+            return (f"its child runs `{shown_name(spec.func)}`, defined {where}, which spawned workers cannot "
+                    "load (GD108)")
+    return None
 
 
 def _is_mp_module(expr: cst.BaseExpression, state: ModuleState) -> bool:
@@ -68,58 +82,183 @@ def _import_edit(parsed: ParsedModule, state: ModuleState) -> tuple[Edit, ...]:
     return (Edit("import multiprocessing\n", (anchor, 0), (anchor, 0)),)
 
 
-def _rewrite(call: cst.Call, start: Start, state: ModuleState,
-             parsed: ParsedModule) -> tuple[cst.Call, tuple[Edit, ...]] | None:
+IMPORT_TIME = ('the start runs while the module is imported: under spawn every child would run it again '
+               '(GD104); move it under `if __name__ == "__main__":` first')
+# What a context creates that works the same under spawn (its objects are made for the
+# context's start method, so they must all switch with it).
+CONTEXT_OBJECTS = frozenset({
+    "Queue", "SimpleQueue", "JoinableQueue", "Pipe", "Lock", "RLock", "Semaphore", "BoundedSemaphore",
+    "Condition", "Event", "Barrier", "Value", "Array", "RawValue", "RawArray", "Manager", "cpu_count",
+})
+CONTEXT_STARTS = frozenset({"Pool", "Process"})
+# Whether a start at (row, column) of the file can switch to spawn: None, or why not.
+StartCheck = Callable[[int, int], "str | None"]
+
+
+def _short(code: str) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= 60 else code[:57] + "..."
+
+
+def _rewrite(call: cst.Call, start: Start, state: ModuleState, tree: ParsedModule, site: Site,
+             check: StartCheck | None) -> tuple[Edit, ...] | str:
+    """The edits that make ``call`` (the start's node, in ``tree``, at ``site``) use spawn,
+    or why there are none. An import goes at the top of the module."""
     func = call.func
+    parsed = state.parsed
+
+    def replaced(new_call: cst.Call, *imports: Edit) -> tuple[Edit, ...]:
+        code = tree.module.code_for_node(new_call)
+        return (*imports, Edit(code, (site.row, site.col), (site.end_row, site.end_col)))
+
     if start.kind == P.EXECUTOR:
-        if any(arg.keyword is not None and arg.keyword.value == "mp_context" for arg in call.args):
-            return None
+        given = next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == "mp_context"), None)
+        if given is not None:
+            if isinstance(given.value, cst.Name):
+                return _through_variable(given.value.value, site, state, check)
+            return f"it already passes `mp_context={_short(tree.module.code_for_node(given.value))}`"
         mp_name = cst.Name("multiprocessing")
         tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                 whitespace_after=cst.SimpleWhitespace(""))
         extra = cst.Arg(_spawn_ctx(mp_name), keyword=cst.Name("mp_context"), equal=tight)
-        return call.with_changes(args=[*call.args, extra]), _import_edit(parsed, state)
+        return replaced(call.with_changes(args=[*call.args, extra]), *_import_edit(parsed, state))
+    if start.kind == P.OS_FORK:
+        return "os.fork() has no start method to switch: start the child with a spawn context instead"
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
         inner = func.value  # get_context("fork").Pool(...)
         if isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "get_context" \
                 and inner.args and isinstance(inner.args[0].value, cst.SimpleString):
             new_inner = inner.with_changes(args=[inner.args[0].with_changes(value=cst.SimpleString('"spawn"'))])
-            return call.with_changes(func=func.with_changes(value=new_inner)), ()
-        return None
+            return replaced(call.with_changes(func=func.with_changes(value=new_inner)))
+        return f"its context comes from `{_short(tree.module.code_for_node(inner))}`, which the fix does not rewrite"
     if isinstance(func, cst.Attribute) and _is_mp_module(func.value, state):
-        return call.with_changes(func=func.with_changes(value=_spawn_ctx(func.value))), ()
+        return replaced(call.with_changes(func=func.with_changes(value=_spawn_ctx(func.value))))
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        return _through_variable(func.value.value, site, state, check)
     if isinstance(func, cst.Name):
         new_func = cst.Attribute(value=_spawn_ctx(cst.Name("multiprocessing")), attr=func)
-        return call.with_changes(func=new_func), _import_edit(parsed, state)
-    return None
+        return replaced(call.with_changes(func=new_func), *_import_edit(parsed, state))
+    return f"the fix does not know how to switch `{_short(tree.module.code_for_node(func))}` to spawn"
+
+
+def _is_get_context(func: cst.BaseExpression, state: ModuleState) -> bool:
+    """``multiprocessing.get_context`` (or a drop-in's), as an attribute or an imported name."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value == "get_context" and _is_mp_module(func.value, state)
+    if isinstance(func, cst.Name):
+        return any(isinstance(atom, ModRef) and atom.qualname.rpartition(".")[0] in MP_MODULES
+                   and atom.qualname.endswith(".get_context") for atom in state.env.get(func.value, ()))
+    return False
+
+
+def _method_set(call: cst.Call) -> cst.Call | str:
+    """``call`` (a ``get_context(...)``) choosing spawn, or why it cannot be rewritten."""
+    spawn = cst.SimpleString('"spawn"')
+    if not call.args:
+        return call.with_changes(args=[cst.Arg(spawn)])
+    first = call.args[0]
+    if len(call.args) == 1 and first.star == "" and (first.keyword is None or first.keyword.value == "method") \
+            and isinstance(first.value, cst.SimpleString):
+        return call.with_changes(args=[first.with_changes(value=spawn)])
+    return "its start method is not a plain string"
+
+
+def _through_variable(name: str, site: Site, state: ModuleState, check: StartCheck | None) -> tuple[Edit, ...] | str:
+    """Switch the context ``name`` holds (``ctx = multiprocessing.get_context("fork")``)
+    to spawn, where every use of ``ctx`` in the file is an object or a start that works
+    the same under spawn. The file is parsed whole again, with libcst's scope analysis:
+    this runs only for a finding with such a context, not for every file."""
+    if check is None or is_notebook(state.parsed.path):
+        return f"`{name}` holds a context set elsewhere"
+    module = cst.parse_module(state.parsed.text)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    scopes = wrapper.resolve(ScopeProvider)
+    where = wrapper.resolve(PositionProvider)
+    parents = wrapper.resolve(ParentNodeProvider)
+    used = next((node for node, span in where.items() if isinstance(node, cst.Name) and node.value == name
+                 and (span.start.line, span.start.column) >= (site.row, site.col)
+                 and (span.end.line, span.end.column) <= (site.end_row, site.end_col)), None)
+    scope = scopes.get(used) if used is not None else None
+    if used is None or scope is None:
+        return f"`{name}` could not be found again in the file"
+    referents = {a for access in scope.accesses[used] for a in access.referents}
+    if len(referents) != 1:
+        return f"`{name}` is set in more than one place"
+    (binding,) = referents
+    target = parents.get(binding.node) if isinstance(binding, Assignment) else None  # the AssignTarget
+    assign = parents.get(target) if target is not None else None
+    if not isinstance(binding, Assignment) or not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
+            or assign.targets[0].target is not binding.node \
+            or not isinstance(assign.value, cst.Call) or not _is_get_context(assign.value.func, state):
+        return f"`{name}` is not set by `multiprocessing.get_context(...)` in this file"
+    if len(binding.scope[name]) != 1:
+        return f"`{name}` is set in more than one place"
+    new_call = _method_set(assign.value)
+    if isinstance(new_call, str):
+        return f"`{name}` is chosen with a start method that is not a plain string"
+    for access in sorted(binding.references, key=lambda a: (where[a.node].start.line, where[a.node].start.column)):
+        row = where[access.node].start.line
+        why = _use_refused(access.node, parents, where, module, check)
+        if why is not None:
+            return f"`{name}` is also used at line {row} ({why})"
+    span = where[assign.value]
+    return (Edit(module.code_for_node(new_call), (span.start.line, span.start.column),
+                 (span.end.line, span.end.column)),)
+
+
+def _use_refused(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode],
+                 where: Mapping[cst.CSTNode, CodeRange], module: cst.Module, check: StartCheck) -> str | None:
+    """Does this use of the context still work once the context is spawn? None, or why not."""
+    parent = parents.get(node)
+    call: cst.CSTNode | None = None
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        call = parents.get(parent)
+        if not isinstance(call, cst.Call) or call.func is not parent:
+            return f"`{_short(module.code_for_node(parent))}`, which the fix cannot judge"
+        if parent.attr.value in CONTEXT_OBJECTS:
+            return None
+        if parent.attr.value not in CONTEXT_STARTS:
+            return f"`{_short(module.code_for_node(call))}`, which the fix cannot judge"
+    elif isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "mp_context":
+        call = parents.get(parent)
+    if not isinstance(call, cst.Call):
+        return f"`{_short(module.code_for_node(parent or node))}`, which the fix cannot judge"
+    span = where[call]
+    why = check(span.start.line, span.start.column)
+    return None if why is None else f"a start that cannot switch to spawn: {why}"
 
 
 def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState],
-              import_time_sites: set[object], made: dict[int, Fix | None] | None = None) -> Fix | None:
-    """Return the fix that makes this start use spawn, or None where it must not be offered.
+              import_time_sites: set[object], made: dict[int, Fix | NoFix] | None = None,
+              check: StartCheck | None = None) -> Fix | NoFix:
+    """The fix that makes this start use spawn, or why it must not be offered.
 
     ``made``: the fixes already made for starts of the same analysis, by start (a start
-    reached by many paths is checked once per path; its rewrite is the same)."""
+    reached by many paths is checked once per path; its rewrite is the same). ``check``:
+    whether another start of the file, at a row and column, may switch too (for a context
+    held in a variable, which every start through it shares)."""
     start = event.effect
     assert isinstance(start, Start)
     if made is not None:
-        if not _loadable(child):
-            return None
+        why = unloadable_child(child)
+        if why is not None:
+            return NoFix(why)
         if id(start) not in made:
-            made[id(start)] = spawn_fix(event, None, state_of, import_time_sites)
+            made[id(start)] = spawn_fix(event, None, state_of, import_time_sites, check=check)
         return made[id(start)]
     target = start.site if start.kind in (P.POOL, P.EXECUTOR) else start.started
-    if not isinstance(target, LazySite) or start.site in import_time_sites:
-        return None
+    if start.kind == P.OS_FORK:
+        return NoFix("os.fork() has no start method to switch: start the child with a spawn context instead")
+    if not isinstance(target, LazySite) or isinstance(target, StoredSite):
+        return NoFix("the start's code is not in a file this run parsed")
+    if start.site in import_time_sites:
+        return NoFix(IMPORT_TIME)
     state = state_of.get(target.path)
     node = target.node  # the fix rewrites exactly the node that was analysed
-    if state is None or not isinstance(node, cst.Call) or not _loadable(child):
-        return None
-    rewritten = _rewrite(node, start, state, state.parsed)  # the import goes at the top of the module
-    if rewritten is None:
-        return None
-    new_call, imports = rewritten
-    site = target.concrete()
-    code = target.tree.module.code_for_node(new_call)
-    main = Edit(code, (site.row, site.col), (site.end_row, site.end_col))
-    return Fix(TITLE, "unsafe", (*imports, main))
+    if state is None or not isinstance(node, cst.Call):
+        return NoFix("the start's code is not a call the fix can rewrite")
+    why = unloadable_child(child)
+    if why is not None:
+        return NoFix(why)
+    edits = _rewrite(node, start, state, target.tree, target.concrete(), check)
+    return NoFix(edits) if isinstance(edits, str) else Fix(TITLE, "unsafe", edits)

@@ -62,6 +62,11 @@ class ParsedModule:
         self._parent: ParsedModule | None = None  # for the tree of one body: the module's
         self.failures: list[ParseFailure] = []  # bodies libcst could not parse (left unanalysed)
 
+    @property
+    def text(self) -> str:
+        """The file's whole source (function bodies left out of the parse included)."""
+        return self._text or self.module.code
+
     def is_elided(self, node: cst.CSTNode) -> bool:
         """Was this function's body left out of the parse, and not needed since?"""
         return id(node) in self._elided and id(node) not in self._bodies

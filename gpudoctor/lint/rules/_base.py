@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start, site_of
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
 from gpudoctor.lint.analysis.values import FuncRef, ModRef
-from gpudoctor.lint.findings import ERROR, Finding, Fix, Related, Site
+from gpudoctor.lint.findings import ERROR, Finding, Fix, NoFix, Related, Site
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import DISPLAY
 
@@ -58,7 +58,8 @@ class CheckContext:
     _joins: dict[int, dict[tuple[object, object, bool], int]] = field(default_factory=dict)
     _import_time: frozenset[object] | None = None
     _starts: list[StartSite] | None = None
-    _fixes: dict[int, Fix | None] = field(default_factory=dict)  # start -> its spawn fix (spawn_context)
+    _fixes: dict[int, Fix | NoFix] = field(default_factory=dict)  # start -> its spawn fix (spawn_context)
+    _by_position: dict[tuple[str, int, int], list[StartSite]] | None = None  # see _start_switchable
 
     def joined_later(self, flow: Flow, index: int, started: object, loop: object,
                      threads: bool | None = None) -> bool:
@@ -113,19 +114,54 @@ class CheckContext:
         """Does the target's forkserver run the main script's top level before forking?"""
         return self._builder.preloads_main
 
-    def spawn_fix(self, site: StartSite) -> Fix | None:
-        """The unsafe fix that switches this process start to spawn, where it is safe to offer."""
+    def spawn_fix(self, site: StartSite) -> Fix | NoFix:
+        """The unsafe fix that switches this process start to spawn, or why it is not offered."""
         from gpudoctor.lint.fixes.spawn_context import spawn_fix
 
-        if self._import_time is None:
-            self._import_time = frozenset(
-                e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
-                if isinstance(e.effect, Start) and e.ctx.import_time)
         where = site_of(site.event.effect)
         path = where.path if where is not None else None
         state = self._state(path) if path else None
         states = {path: state} if path and state is not None else {}
-        return spawn_fix(site.event, site.child, states, set(self._import_time), self._fixes)
+        return spawn_fix(site.event, site.child, states, set(self._import_time_starts()), self._fixes,
+                         self._start_switchable)
+
+    def _import_time_starts(self) -> frozenset[object]:
+        if self._import_time is None:
+            self._import_time = frozenset(
+                e.effect.site for f in self.flows if f.kind == FlowKind.MODULE for e in f.events
+                if isinstance(e.effect, Start) and e.ctx.import_time)
+        return self._import_time
+
+    def _start_switchable(self, row: int, col: int) -> str | None:
+        """Can every start the analysis saw at this call (a pool, an executor or a
+        ``Process(...)``, by its position) switch to spawn? None, or why not. For a
+        context held in a variable: the fix switches every start through it."""
+        from gpudoctor.lint.fixes.spawn_context import IMPORT_TIME, unloadable_child
+        from gpudoctor.lint.frontend.parsed import LazySite, StoredSite
+
+        if self._by_position is None:
+            self._by_position = {}
+            for start in self.process_starts():
+                effect = start.event.effect
+                if not isinstance(effect, Start):
+                    continue
+                node_site = effect.site if effect.kind in (P.POOL, P.EXECUTOR) else effect.started
+                if isinstance(node_site, LazySite) and not isinstance(node_site, StoredSite):
+                    at = node_site.concrete()
+                    self._by_position.setdefault((at.path, at.row, at.col), []).append(start)
+        path = self.module.parsed.path
+        found = self._by_position.get((path, row, col), [])
+        if not found:
+            return f"line {row} is not reached by the analysis"
+        import_time = self._import_time_starts()
+        for start in found:
+            effect = start.start
+            if effect.site in import_time:
+                return IMPORT_TIME
+            why = unloadable_child(start.child)
+            if why is not None:
+                return why
+        return None
 
     def frameworks_of(self, path: str) -> set[str]:
         state = self._state(path)
@@ -314,14 +350,16 @@ class Rule:
         raise NotImplementedError
 
     def finding(self, site: Site | LazySite, message: str, related: tuple[Related, ...] = (),
-                severity: str | None = None, fix: Fix | None = None, hint: str | None = None) -> Finding:
+                severity: str | None = None, fix: Fix | NoFix | None = None, hint: str | None = None) -> Finding:
         """A finding of this rule; ``hint`` replaces the rule's ``fix_title`` where the way
-        out depends on the code (``os.fork()`` takes no start method)."""
+        out depends on the code (``os.fork()`` takes no start method); ``fix`` may be why
+        there is none (NoFix)."""
         from gpudoctor.lint.frontend.parsed import concrete
 
         plain = tuple(Related(concrete(r.site), r.message) for r in related)
+        refused = fix.reason if isinstance(fix, NoFix) else None
         return Finding(self.code, self.name, message, severity or self.severity, concrete(site), plain,
-                       hint or self.fix_title, fix)
+                       hint or self.fix_title, fix if isinstance(fix, Fix) else None, no_fix=refused)
 
     @classmethod
     def documentation(cls) -> str:

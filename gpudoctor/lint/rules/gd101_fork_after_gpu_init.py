@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Event, Init, SetPreload, Start
 from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_objects, server_init
-from gpudoctor.lint.findings import ERROR, Finding, Fix
+from gpudoctor.lint.findings import ERROR, Finding, Fix, NoFix
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import (
@@ -317,7 +317,7 @@ class ForkAfterGpuInit(Rule):
                 yield self._served(effect, child, init, use, received, ctx.spawn_fix(site))
 
     def _finding(self, start: Start, init_event: Event, use_event: Event | None, received: list[str],
-                 fix: Fix | None, child: Flow, start_event: Event) -> Finding:
+                 fix: Fix | NoFix, child: Flow, start_event: Event) -> Finding:
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
@@ -337,7 +337,7 @@ class ForkAfterGpuInit(Rule):
                             hint=spawn_hint(start.kind, child, self.fix_title))
 
     def _served(self, start: Start, child: Flow, init_event: Event, use_event: Event | None, received: list[str],
-                fix: Fix | None) -> Finding:
+                fix: Fix | NoFix) -> Finding:
         """A forkserver worker: the server initialized the GPU while importing the main
         module (its top level) or a module named to set_forkserver_preload."""
         init = init_event.effect
