@@ -9,24 +9,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import venv
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # checked.py, beside it (python -I adds no folder)
+from checked import SUCCESS, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _median_seconds(command: list[str], cwd: Path, repeat: int, edit: Path | None = None) -> float:
+def _median_seconds(command: list[str], cwd: Path, repeat: int, edit: Path | None = None,
+                    ok: tuple[int, ...] = SUCCESS) -> float:
     """``edit``: a file given a comment line more before each run (its bytes change, its
-    findings do not), as a commit that touched only it."""
+    findings do not), as a commit that touched only it. A run that fails stops the
+    benchmark (``checked``)."""
     times = []
     for index in range(repeat):
         if edit is not None:
             with edit.open("a") as stream:
                 stream.write(f"# edit {index}\n")
-        started = time.perf_counter()
-        subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - started)
+        times.append(timed(command, cwd, ok=ok))
     return statistics.median(times)
 
 
@@ -63,8 +65,8 @@ def main() -> int:
         edited = "keras/src/saving/saving_lib_test.py"
         one_file = [sys.executable, "-m", "gpudoctor", "lint", "--exit-zero", "--no-cache", edited]
         one_file_warm = [sys.executable, "-m", "gpudoctor", "lint", "--exit-zero", edited]
-        subprocess.run(ruff, cwd=corpus, capture_output=True, check=False)  # fill ruff's cache
-        subprocess.run(gpudoctor, cwd=corpus, capture_output=True, check=False)  # and gpudoctor's
+        timed(ruff, corpus)  # fill ruff's cache
+        timed(gpudoctor, corpus)  # and gpudoctor's
         results = {
             "ruff check (cold, --no-cache)": _median_seconds([*ruff, "--no-cache"], corpus, args.repeat),
             "ruff check (warm)": _median_seconds(ruff, corpus, args.repeat),
@@ -76,7 +78,9 @@ def main() -> int:
                                                                        corpus / edited),
         }
         if args.fixit:
-            results["fixit lint"] = _median_seconds([str(python.parent / "fixit"), "lint", "keras"], corpus, 1)
+            # (fixit has no --exit-zero: exit 1 is its findings)
+            results["fixit lint"] = _median_seconds([str(python.parent / "fixit"), "lint", "keras"], corpus, 1,
+                                                    ok=(0, 1))
     cold, warm = results["ruff check (cold, --no-cache)"], results["ruff check (warm)"]
     print(f"keras corpus: {files} files; median of {args.repeat} runs; {os.cpu_count()} CPUs")
     for name, seconds in results.items():

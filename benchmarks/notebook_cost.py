@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import notebooks as corpus_script  # noqa: E402 - the corpus and its pins live beside this script
+from checked import captured  # noqa: E402
 
 
 def _program(raw: bytes) -> str:
@@ -73,11 +73,7 @@ def write_python_twins(names: list[str], corpus: Path, twins: Path, alone: Path)
 def _run(python: str, cwd: Path, paths: list[str]) -> float:
     command = [python, "-m", "gpudoctor", "lint", "--no-cache", "--exit-zero", "--output-format", "concise",
                *paths]  # a path may be an option (--jobs 1)
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(paths)} in {cwd}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    _, seconds = captured(command, cwd)  # a run that fails stops the benchmark (``checked``)
     return seconds
 
 

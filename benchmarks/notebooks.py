@@ -19,15 +19,16 @@ the cache is filled, no network is needed.
 
 The corpus folder is linted once, as a user would lint a folder of notebooks
 (``gpudoctor lint --output-format json --no-cache .``). A crash (an exit status other
-than 0 under ``--exit-zero``, or a traceback) is reported first. Every finding is looked up
+than 0 under ``--exit-zero``, a traceback, output that is not JSON) stops the script at
+once with the command and the end of its stderr. Every finding is looked up
 in the triage by notebook, cell, line in the cell and code: true or false, with the
 reason. The script prints, per rule, the findings, how many the triage calls true and
 false, the precision, each false or untriaged finding, and each true finding no longer
 reported. ``--python`` lints with another interpreter's gpudoctor; ``--save`` writes a
 run's findings and ``--baseline`` prints a saved run's precision beside this one's.
 
-Exit status: 0 when every finding is triaged true, none is lost and the linter did not
-crash; 1 otherwise; 2 when the corpus could not be filled. Not part of ``make test``.
+Exit status: 0 when every finding is triaged true and none is lost; 1 otherwise or when
+the linter crashed; 2 when the corpus could not be filled. Not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ import json
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # checked.py, beside it (python -I adds no folder)
+from checked import captured_json  # noqa: E402
+
 EXPECTATIONS = HERE / "notebooks_expectations.json"
 DEFAULT_CACHE = HERE / ".notebooks"
 # The corpus is its own project: its pyproject.toml fixes the target (the oldest Python
@@ -173,19 +176,12 @@ def fill(pinned: list[Pinned], cache: Path, clones: dict[str, Path]) -> Path:
     return corpus
 
 
-def lint(python: str, corpus: Path, paths: list[str]) -> tuple[list[dict], float, str]:
+def lint(python: str, corpus: Path, paths: list[str]) -> tuple[list[dict], float]:
+    """The findings and the wall time; a crash stops the script (``checked``)."""
     command = [python, "-m", "gpudoctor", "lint", "--output-format", "json", "--exit-zero", "--no-cache",
                *paths]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=corpus, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    try:
-        findings = json.loads(done.stdout or "[]")
-    except json.JSONDecodeError:
-        findings = []
-    crashed = done.returncode != 0 or "Traceback" in done.stderr
-    problem = f"exit {done.returncode}: {done.stderr.strip()[-2000:]}" if crashed else ""
-    return findings, seconds, problem
+    findings, seconds = captured_json(command, corpus)
+    return findings, seconds
 
 
 def _key(finding: dict) -> Key:
@@ -285,15 +281,13 @@ def main() -> int:
         print(f"notebooks: the corpus is not complete:\n{error}", file=sys.stderr)
         return 2
     paths = sorted({n.source.name for n in pinned}) if args.only else ["."]
-    findings, seconds, problem = lint(args.python, corpus, paths)
+    findings, seconds = lint(args.python, corpus, paths)
     cells = sum(len(json.loads((corpus / n.name).read_bytes())["cells"]) for n in pinned)
     print(f"{len(pinned)} notebooks ({cells} cells) from {len({n.source.name for n in pinned})} sources "
           f"linted in {seconds:.1f} s (one run, --no-cache): {len(findings)} finding(s)")
     for name in sorted({n.source.name for n in pinned}):
         count = sum(1 for f in findings if f["filename"].startswith(f"{name}/"))
         print(f"  {name}: {sum(1 for n in pinned if n.source.name == name)} notebooks, {count} finding(s)")
-    if problem:
-        print(f"\nthe linter crashed ({problem})")
     print()
     if args.save:
         args.save.write_text(json.dumps(findings, indent=1, sort_keys=True), encoding="utf-8")
@@ -301,8 +295,7 @@ def main() -> int:
     if args.baseline:
         saved = json.loads(args.baseline.read_text(encoding="utf-8"))
         baseline = [f for f in saved if any(f["filename"] == n.name for n in pinned)]
-    status = report(findings, triage, {n.name for n in pinned}, baseline)
-    return 1 if problem else status
+    return report(findings, triage, {n.name for n in pinned}, baseline)
 
 
 if __name__ == "__main__":

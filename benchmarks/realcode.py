@@ -14,7 +14,9 @@ its own venv), which is how a before/after comparison is made; ``--save`` writes
 findings of a run and ``--baseline`` prints a saved run's precision beside this one's.
 
 Exit status: 0 when every finding is triaged true and no true finding is lost, 1
-otherwise, 2 when the corpus could not be fetched. Not part of ``make test``: it needs the
+otherwise, 2 when the corpus could not be fetched. A lint that fails (an exit other than
+0, a Python traceback, output that is not JSON) stops the run at once, exit 1, with the
+command and the end of its stderr. Not part of ``make test``: it needs the
 network on its first run and takes minutes.
 """
 
@@ -27,13 +29,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # checked.py, beside it (python -I adds no folder)
+from checked import captured_json  # noqa: E402
+
 EXPECTATIONS = HERE / "realcode_expectations.json"
 DEFAULT_CACHE = HERE / ".realcode"
 
@@ -110,17 +114,12 @@ def unpack(archive: Path, into: Path) -> Path:
     return into
 
 
-def lint(python: str, root: Path) -> tuple[list[dict], float, str]:
+def lint(python: str, root: Path) -> tuple[list[dict], float]:
+    """The findings and the wall time of a lint of ``root``; a lint that fails (an exit
+    other than 0, a traceback, no JSON) stops the benchmark (``checked``)."""
     command = [python, "-m", "gpudoctor", "lint", "--output-format", "json", "--exit-zero", "--no-cache", "."]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    try:
-        findings = json.loads(done.stdout or "[]")
-    except json.JSONDecodeError:
-        findings = []
-    problem = "" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
-    return findings, seconds, problem
+    findings, seconds = captured_json(command, root)
+    return findings, seconds
 
 
 def score(run: dict[str, list[dict]], triage: dict[Key, dict[str, str]]) -> dict[str, Counter]:
@@ -213,11 +212,10 @@ def main() -> int:
             print(f"realcode: {error}", file=sys.stderr)
             return 2
         root = unpack(archive, args.cache / "src" / f"{package.name}-{package.version}")
-        findings, took, problem = lint(args.python, root)
+        findings, took = lint(args.python, root)
         seconds += took
         run[package.name] = findings
-        note = f"  ({problem})" if problem else ""
-        print(f"{package.name}=={package.version}: {len(findings)} finding(s), {took:.1f} s{note}")
+        print(f"{package.name}=={package.version}: {len(findings)} finding(s), {took:.1f} s")
     print(f"{len(packages)} packages linted in {seconds:.1f} s (cold, --no-cache, {os.cpu_count()} CPUs)\n")
     if args.save:
         args.save.write_text(json.dumps(run, indent=1, sort_keys=True), encoding="utf-8")

@@ -34,12 +34,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # checked.py, beside it (python -I adds no folder)
+from checked import captured_json  # noqa: E402
+
 CORPUS = HERE / "recall_corpus.json"
 TRIAGE = HERE / "recall_triage.json"
 # Outside this checkout: a checkout under a folder with a pyproject.toml above it (this
@@ -174,13 +176,9 @@ def lint(root: Path, paths: list[str], python: str, source: Path | None) -> tupl
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = str(source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    started = time.monotonic()
-    done = subprocess.run([python, "-m", "gpudoctor", "lint", "--output-format", "json", "--no-cache",
-                           "--exit-zero", *paths], cwd=root, capture_output=True, text=True, env=env, check=False)
-    took = time.monotonic() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"gpudoctor lint exited {done.returncode} in {root}: {done.stderr[-2000:]}")
-    findings = json.loads(done.stdout or "[]")
+    # (a lint that fails, a traceback or output that is not JSON stops the run: ``checked``)
+    findings, took = captured_json([python, "-m", "gpudoctor", "lint", "--output-format", "json", "--no-cache",
+                                    "--exit-zero", *paths], root, env)
     out = []
     for f in findings:
         where = f.get("location") or {}

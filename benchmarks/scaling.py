@@ -22,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # checked.py, beside it (python -I adds no folder)
+from checked import failure, not_found  # noqa: E402
+
 HEAD = """\
 from multiprocessing import Pool
 import tensorflow as tf
@@ -135,21 +138,31 @@ TIMED_OUT = -1
 
 def measure(command: list[str], cwd: Path, timeout: float) -> tuple[float, float, int]:
     """Run ``command``; return its wall time (s), its peak resident memory (MiB), and its
-    exit status (TIMED_OUT if it was killed after ``timeout`` seconds)."""
-    started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.perf_counter() - started > timeout:
-            child.kill()
-            _, status, usage = os.wait4(child.pid, 0)
-            child.returncode = TIMED_OUT
-            return time.perf_counter() - started, usage.ru_maxrss / 1024, TIMED_OUT
-        time.sleep(0.005)
-    elapsed = time.perf_counter() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
+    exit status: 0, or TIMED_OUT if it was killed after ``timeout`` seconds (a result of
+    the case). Any other end stops the benchmark (``checked``): its stderr, kept in a
+    temporary file, is read after the clock stopped."""
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        try:
+            child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr)
+        except OSError as error:
+            raise not_found(command, error, cwd) from None
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - started > timeout:
+                child.kill()
+                _, status, usage = os.wait4(child.pid, 0)
+                child.returncode = TIMED_OUT
+                return time.perf_counter() - started, usage.ru_maxrss / 1024, TIMED_OUT
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        problem = failure(command, child.returncode, stderr.read().decode(errors="replace"), cwd=cwd)
+    if problem is not None:
+        raise problem
     return elapsed, usage.ru_maxrss / 1024, child.returncode
 
 
@@ -171,9 +184,7 @@ def parse_only(target: Path, cwd: Path, timeout: float) -> tuple[float, float]:
 
 
 def status(code: int, timeout: float) -> str:
-    if code == TIMED_OUT:
-        return f"TIMED OUT after {timeout:.0f} s"
-    return "ok" if code == 0 else f"EXIT {code}"
+    return f"TIMED OUT after {timeout:.0f} s" if code == TIMED_OUT else "ok"
 
 
 def main() -> int:

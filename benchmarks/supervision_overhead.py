@@ -38,6 +38,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # checked.py, beside it (python -I adds no folder)
+
+from checked import TAIL, CommandFailed, failure, not_found, shown  # noqa: E402
 
 # The supervised command: idle until the file named by its argument appears.
 _WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.2)\n"
@@ -57,14 +60,18 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _drain(fd: int) -> None:
-    """Read and drop what gpudoctor draws on the pseudo-terminal (a full one would block it)."""
+def _drain(fd: int, tail: bytearray) -> None:
+    """Read what gpudoctor draws on the pseudo-terminal (a full one would block it), keeping
+    only its end in ``tail``, for the message should gpudoctor fail."""
     while True:
         try:
-            if not os.read(fd, 65536):
-                return
+            chunk = os.read(fd, 65536)
         except OSError:
             return
+        if not chunk:
+            return
+        tail.extend(chunk)
+        del tail[:-TAIL]
 
 
 def _own_cpu(supervisor, command_pid: int) -> float:  # noqa: ANN001 - a psutil.Process
@@ -91,8 +98,8 @@ def _own_cpu(supervisor, command_pid: int) -> float:  # noqa: ANN001 - a psutil.
     return total
 
 
-def _find_command(process: subprocess.Popen[bytes], marker: str, deadline: float) -> int:
-    """The PID of the supervised command, once gpudoctor has started it."""
+def _find_command(process: subprocess.Popen[bytes], marker: str, deadline: float) -> int | None:
+    """The PID of the supervised command, once gpudoctor has started it; None if it did not."""
     import psutil
 
     supervisor = psutil.Process(process.pid)
@@ -104,7 +111,7 @@ def _find_command(process: subprocess.Popen[bytes], marker: str, deadline: float
         except psutil.Error:
             pass
         time.sleep(0.05)
-    raise SystemExit(f"gpudoctor did not start the command (exit status {process.poll()})")
+    return None
 
 
 def measure(seconds: float, interval: float, live: bool, python: str) -> dict[str, object]:
@@ -117,25 +124,33 @@ def measure(seconds: float, interval: float, live: bool, python: str) -> dict[st
         args = [python, "-m", "gpudoctor", "probe", "--sample-interval", repr(interval),
                 "--hang-after", repr(seconds + 600.0)]
         terminal = None
+        drawn = bytearray()  # the end of what gpudoctor wrote on stderr (a terminal or a file)
+        log = tempfile.TemporaryFile()
         if live:
             master, slave = pty.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-            terminal = threading.Thread(target=_drain, args=(master,), daemon=True)
+            terminal = threading.Thread(target=_drain, args=(master, drawn), daemon=True)
             terminal.start()
             stderr: int = slave
         else:
             args.append("--quiet")
-            stderr = subprocess.DEVNULL
-        process = subprocess.Popen([*args, "--", *command], env=_environment(), cwd=scratch,
-                                   stdout=subprocess.DEVNULL, stderr=stderr)
+            stderr = log.fileno()
+        supervise = [*args, "--", *command]
+        try:
+            process = subprocess.Popen(supervise, env=_environment(), cwd=scratch, stdout=subprocess.DEVNULL,
+                                       stderr=stderr)
+        except OSError as error:
+            raise not_found(supervise, error) from None
         if live:
             os.close(slave)
+        command_pid = None
         try:
             supervisor = psutil.Process(process.pid)
             command_pid = _find_command(process, release, time.monotonic() + 60)
-            before, opened = _own_cpu(supervisor, command_pid), time.monotonic()
-            time.sleep(seconds)
-            after, closed = _own_cpu(supervisor, command_pid), time.monotonic()
+            if command_pid is not None:
+                before, opened = _own_cpu(supervisor, command_pid), time.monotonic()
+                time.sleep(seconds)
+                after, closed = _own_cpu(supervisor, command_pid), time.monotonic()
         finally:
             Path(release).touch()
             try:
@@ -144,7 +159,19 @@ def measure(seconds: float, interval: float, live: bool, python: str) -> dict[st
                 process.kill()
                 process.wait()
         if live:
+            terminal.join(timeout=5)
             os.close(master)
+        log.seek(0)
+        said = (bytes(drawn) if live else log.read()).decode(errors="replace")
+        log.close()
+    # gpudoctor must have supervised the command and ended as it did, with 0
+    problem = failure(supervise, process.returncode, said)
+    if command_pid is None:
+        problem = CommandFailed(f"benchmark stopped: {shown(supervise)} did not start the command "
+                                f"(exit status {process.returncode}); the end of its stderr:\n"
+                                f"{said.strip()[-TAIL:] or '(nothing)'}")
+    if problem is not None:
+        raise problem
     used = after - before
     window = closed - opened
     return {
@@ -176,7 +203,7 @@ def main() -> int:
         print(f"gpudoctor's own CPU while supervising an idle command: {found['cpu_percent_of_core']} % of one "
               f"core ({found['cpu_seconds']} s over {found['seconds']} s; interval {args.interval:g} s, "
               f"{nvml}, {view})")
-    return 0 if found["exit_code"] == 0 else 1
+    return 0
 
 
 if __name__ == "__main__":
