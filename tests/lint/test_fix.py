@@ -221,3 +221,15 @@ def test_diff_says_why_a_start_gets_no_fix(repo: Path, capsys: pytest.CaptureFix
         "cp.ones(2)\nwith mp.Pool(2) as pool:\n    pool.map(work, range(2))\n")
     assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "script.py"]) == 0
     assert "script.py:8:6: the start runs while the module is imported" in capsys.readouterr().err
+
+
+def test_a_process_subclass_gets_no_fix_and_the_reason_names_the_way(repo: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "sub.py").write_text(
+        "import multiprocessing as mp\nimport cupy as cp\n\n\nclass Worker(mp.Process):\n"
+        "    def run(self):\n        cp.arange(3)\n\n\nif __name__ == '__main__':\n    cp.ones(2)\n"
+        "    w = Worker()\n    w.start()\n    w.join()\n")
+    assert main(["lint", "--no-cache", "--diff", "--unsafe-fixes", "sub.py"]) == 0
+    err = capsys.readouterr().err
+    assert ("it starts an instance of `Worker`, a Process subclass, which uses the default start method: "
+            'choose spawn once, `multiprocessing.set_start_method("spawn")` under the main guard') in err, err

@@ -249,10 +249,15 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
     target = start.site if start.kind in (P.POOL, P.EXECUTOR) else start.started
     if start.kind == P.OS_FORK:
         return NoFix("os.fork() has no start method to switch: start the child with a spawn context instead")
-    if not isinstance(target, LazySite) or isinstance(target, StoredSite):
-        return NoFix("the start's code is not in a file this run parsed")
     if start.site in import_time_sites:
         return NoFix(IMPORT_TIME)
+    if start.kind == P.PROCESS and start.started is None:  # ``.start()`` of a Process subclass's instance
+        names = sorted({shown_name(c.func) for c in start.children})
+        which = f"`{names[0]}`, a Process subclass," if len(names) == 1 else "a Process subclass"
+        return NoFix(f"it starts an instance of {which} which uses the default start method: choose spawn once, "
+                     '`multiprocessing.set_start_method("spawn")` under the main guard')
+    if not isinstance(target, LazySite) or isinstance(target, StoredSite):
+        return NoFix("the start's code is not in a file this run parsed")
     state = state_of.get(target.path)
     node = target.node  # the fix rewrites exactly the node that was analysed
     if state is None or not isinstance(node, cst.Call):
