@@ -52,6 +52,33 @@ def parse_line(line: bytes) -> Event | None:
     return None
 
 
+class Tail:
+    """Read an events file on from where the last read stopped, while processes still
+    append to it (a line not yet ended is kept until it is)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._path = path
+        self._offset = 0
+        self._partial = b""
+
+    def read(self) -> list[Event]:
+        """Return the events written since the last read (their times as written)."""
+        if self._path is None:
+            return []
+        try:
+            with open(self._path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        if not chunk:
+            return []
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()
+        return [event for line in lines if (event := parse_line(line)) is not None]
+
+
 def _fd(event: Event) -> int | None:
     value = event.get("dump_fd")
     return value if isinstance(value, int) else None

@@ -95,27 +95,12 @@ class _EventsTail:
     """Read an events file on from where the last read stopped; keep the origins."""
 
     def __init__(self, path: Path | None) -> None:
-        self._path = path
-        self._offset = 0
-        self._partial = b""
+        self._tail = run_events.Tail(path)
         self._events: list[run_events.Event] = []
         self.origins: dict[int, run_events.Origin] = {}
 
     def read(self) -> None:
-        if self._path is None:
-            return
-        try:
-            with open(self._path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except OSError:
-            return
-        if not chunk:
-            return
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()
-        fresh = [event for line in lines if (event := run_events.parse_line(line)) is not None]
+        fresh = self._tail.read()
         if fresh:
             self._events += fresh
             self.origins = run_events.origins(self._events)

@@ -9,6 +9,13 @@ skip it). It then
   with the forking process's native thread count and the GPU runtimes it had
   initialized), ``exit``, and ``reaped`` (the status of a child it reaped with
   ``os.waitpid``, as multiprocessing and subprocess do);
+* records the exception a process dies of (``exception``: its type, message and
+  frames), read where CPython leaves it, with no hook the program could notice: an
+  uncaught one from ``sys.last_value`` at exit, and one that ends a
+  ``multiprocessing.Process``'s ``run`` (its ``_bootstrap`` prints it and exits 1) as
+  ``_bootstrap`` names the process in its report (see ``_watch_process_run``).
+  Identical failures of many children are told apart from different ones by these
+  records, and the user's line is read from their frames;
 * registers ``faulthandler`` on signal ``GPUDOCTOR_DUMP_SIGNAL`` (SIGRTMIN+5 by
   default: real-time signals are rarely used by programs and, unlike SIGUSR1, not
   claimed by common libraries) writing to ``GPUDOCTOR_STACKS/<pid>.txt``, so the
@@ -42,6 +49,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import TracebackType
     from typing import NoReturn
 
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
@@ -57,6 +65,8 @@ _at_fork: dict[str, object] = {}
 # not a file object, so that nothing ever closes it behind faulthandler's back.
 _stack: list[tuple[int, int, int]] = []
 _fatal_enabled: list[bool] = []  # this bootstrap enabled faulthandler for fatal signals
+# The sys.last_value a fork child inherited (its parent's, not its own exception).
+_inherited_error: list[object] = []
 
 
 def _write(event: str, **fields: object) -> None:
@@ -215,6 +225,8 @@ def _before_fork() -> None:
 @_safe
 def _after_fork_in_child() -> None:
     _register_dump()
+    _watch_process_run()
+    _inherited_error[:] = [getattr(sys, "last_value", None)]
     parent = _at_fork.get("parent")
     _write(
         "fork-child",
@@ -227,8 +239,51 @@ def _after_fork_in_child() -> None:
     )
 
 
+# The most frames of an exception recorded: the outermost and the innermost are kept (a
+# RecursionError has a thousand frames; the user's call and the raise are at the ends).
+_OUTER_FRAMES, _INNER_FRAMES = 16, 48
+_MESSAGE_CHARS = 2000
+
+
+def _frames(traceback: TracebackType | None) -> list[list[object]]:
+    """[file, line, function, source line] per frame, outermost first; a file is made
+    absolute here, where the process's working folder is still the one it ran in."""
+    import linecache
+
+    found: list[list[object]] = []
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        name = code.co_filename
+        path = name if name.startswith("<") else os.path.abspath(name)
+        number = traceback.tb_lineno
+        found.append([path, number, getattr(code, "co_qualname", code.co_name),
+                      linecache.getline(name, number).strip()[:300]])
+        traceback = traceback.tb_next
+    if len(found) > _OUTER_FRAMES + _INNER_FRAMES:
+        found = found[:_OUTER_FRAMES] + found[-_INNER_FRAMES:]
+    return found
+
+
+@_safe
+def _record_exception(error: BaseException, how: str) -> None:
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__", "__mp_main__") \
+        else f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        message = str(error)[:_MESSAGE_CHARS]
+    except Exception:
+        message = ""
+    _write("exception", type=name, message=message, frames=_frames(error.__traceback__), how=how)
+
+
 @_safe
 def _record_exit(code: object, how: str) -> None:
+    if how == "atexit":
+        # Left by CPython's report of an uncaught exception, which ends the process.
+        error = getattr(sys, "last_value", None)
+        if isinstance(error, BaseException) and not isinstance(error, SystemExit) \
+                and not any(error is inherited for inherited in _inherited_error):
+            _record_exception(error, "uncaught")
     _write("exit", code=code if isinstance(code, int) else None, how=how)
 
 
@@ -241,6 +296,39 @@ def _wrap_os_exit() -> None:
         real(status)
 
     os._exit = _exit
+
+
+@_safe
+def _watch_process_run() -> None:
+    """Record the exception that ends a ``multiprocessing.Process``'s ``run``.
+
+    ``BaseProcess._bootstrap`` catches it, writes ``"Process NAME:"`` and the traceback,
+    and exits 1, so it never reaches ``sys.last_value``. Its ``except`` branch reads
+    ``self.name`` for that first line (CPython 3.10 to 3.13) while ``sys.exc_info()`` is
+    the exception: the ``name`` property, wrapped, records it when ``_bootstrap`` itself
+    reads it. The wrapper adds no frame to the traceback the child prints, and is
+    installed in a child only (a fork child, or a spawned one): never in the program's
+    own process.
+    """
+    module = sys.modules.get("multiprocessing.process")
+    cls = getattr(module, "BaseProcess", None)
+    if cls is None:
+        return
+    name, bootstrap = vars(cls).get("name"), vars(cls).get("_bootstrap")
+    if not isinstance(name, property) or name.fget is None or getattr(name.fget, "_gpudoctor", False) \
+            or bootstrap is None:
+        return
+    real, caller = name.fget, bootstrap.__code__
+
+    def fget(self: object) -> object:
+        if sys._getframe(1).f_code is caller:
+            error = sys.exc_info()[1]
+            if error is not None and not isinstance(error, SystemExit):
+                _record_exception(error, "process")
+        return real(self)
+
+    fget._gpudoctor = True  # type: ignore[attr-defined]
+    cls.name = property(fget, name.fset, name.fdel, name.__doc__)
 
 
 @_safe
@@ -286,6 +374,15 @@ def _start() -> None:
     import atexit
 
     atexit.register(_record_exit, None, "atexit")
+    if spawned:
+        _import_multiprocessing()
+        _watch_process_run()
+
+
+@_safe
+def _import_multiprocessing() -> None:
+    """Import what a spawned child imports next anyway, to run its process object."""
+    import multiprocessing.process  # noqa: F401
 
 
 def _chain() -> None:
