@@ -9,7 +9,8 @@ something" in both (a finding, or a command the probe judged not ``ok``).
 from __future__ import annotations
 
 EXIT_OK = 0
-# Lint: at least one finding (unless --exit-zero); --diff: a fix to show. Probe: the
+# Lint: at least one finding (unless --exit-zero); --diff: a fix to show; --add-noqa: a
+# finding left without a noqa (it lists them). Probe: the
 # supervised command was not ``ok``, or a scenario's safe variant failed.
 EXIT_FINDINGS = 1
 EXIT_PROBLEM = EXIT_FINDINGS

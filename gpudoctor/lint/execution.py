@@ -2,7 +2,8 @@
 (inputs, execution, presentation, exit code: see runner.py).
 
 The findings come back as values; what is said on stderr here is about the fixes
-themselves (how many were applied, which files were refused), in the order they happen.
+themselves (how many were applied, which files were refused), and about the noqa comments
+``--add-noqa`` wrote, in the order they happen.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from gpudoctor.lint.cache import Cache
     from gpudoctor.lint.engine import LintResult
     from gpudoctor.lint.findings import Finding
+    from gpudoctor.lint.fixes.add_noqa import Left
     from gpudoctor.lint.settings import Settings
 
 
@@ -67,6 +69,31 @@ def fix(result: LintResult, inputs: LintInputs, execution: Execution, unsafe: bo
     return result
 
 
+def add_noqa(result: LintResult, inputs: LintInputs, talk: bool = True, listing: bool = True) -> list[Left]:
+    """Give each finding a ``# noqa`` on its line (fixes/add_noqa.py) and return those left
+    without one; say which could not be given one (``listing``) and how many lines were
+    (``talk``), on stderr as ``--fix`` says what it fixed."""
+    from gpudoctor.lint.fixes import add_noqa as noqa_comments
+    from gpudoctor.lint.reporters.printable import printable
+
+    noqa_plan = noqa_comments.plan(result.findings, inputs.files, inputs.settings.project_root)
+    noqa_plan.write()
+    say_refused(noqa_plan.edits.refused, doing="adding noqa to")
+    left = noqa_plan.left
+    if left and listing:
+        count = f"{len(left)} finding{'s' if len(left) != 1 else ''}"
+        print(f"gpudoctor: {count} could not be given a noqa (the next run still reports "
+              f"{'them' if len(left) != 1 else 'it'}):", file=sys.stderr)
+        for item in left:
+            site = item.finding.site
+            print(f"{printable(site.path)}:{site.position()}: {item.finding.code} {item.reason}", file=sys.stderr)
+    if talk:
+        added, files = noqa_plan.added(), len(noqa_plan.edits.texts)
+        print(f"Added {added} noqa directive{'s' if added != 1 else ''} in {files} file{'s' if files != 1 else ''}."
+              if added else "No noqa directive added." if left else "No noqa directive to add.", file=sys.stderr)
+    return left
+
+
 @dataclass(frozen=True)
 class DiffPreview:
     """What --diff shows: the diff of every fix, and the line that sums it up on stderr."""
@@ -95,11 +122,11 @@ def preview(findings: list[Finding], unsafe: bool, root: Path | None) -> DiffPre
     return DiffPreview(apply.diff(fix_plan), bool(fix_plan.texts), summary, fix_plan.refused)
 
 
-def say_refused(refused: list[tuple[str, str]]) -> None:
+def say_refused(refused: list[tuple[str, str]], doing: str = "fixing") -> None:
     from gpudoctor.lint.reporters.printable import printable
 
     for path, reason in refused:
-        print(f"gpudoctor: not fixing {printable(path)}: {reason}", file=sys.stderr)
+        print(f"gpudoctor: not {doing} {printable(path)}: {reason}", file=sys.stderr)
 
 
 def say_no_fix(findings: list[Finding]) -> None:

@@ -89,6 +89,12 @@ def add_lint_parser(sub: Any) -> argparse.ArgumentParser:
         help="also apply (with --fix) or show (with --diff) fixes that may change behaviour",
     )
     parser.add_argument("--diff", action="store_true", help="print the fixes as a diff; change no file")
+    parser.add_argument(
+        "--add-noqa", action="store_true",
+        help="add `# noqa: CODE` to each line with a finding, so that the next run is clean (adopting gpudoctor "
+        "on existing code); the findings no line comment can suppress are listed. Not with --fix, --diff, stdin, "
+        "--statistics, -o, --show-files or --show-settings",
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument(
         "--cache-dir", metavar="DIR",

@@ -1,7 +1,8 @@
 """``gpudoctor lint`` from the command line to the exit code, in four stages:
 
 1. inputs (inputs.py): the paths or stdin, the settings that apply, the files found;
-2. execution (execution.py): lint them, then apply or preview the fixes;
+2. execution (execution.py): lint them, then apply or preview the fixes (or add noqa
+   comments, ``--add-noqa``);
 3. presentation (reporters): ``render(findings, options)`` for every output format;
 4. the exit code (``exit_code``), from what the run found and what went wrong.
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
-from gpudoctor.lint.inputs import LintInputs, gather
+from gpudoctor.lint.inputs import STDIN, LintInputs, gather
 
 if TYPE_CHECKING:
     from gpudoctor.lint.engine import LintResult
@@ -45,6 +46,7 @@ def run_lint(args: argparse.Namespace) -> int:
         # Counts in text would leave no SARIF document to parse, and SARIF has no place for them.
         raise GpudoctorError("--statistics cannot be combined with --output-format sarif (a SARIF "
                              "document has no place for counts; use --output-format json to get them as JSON)")
+    _check_add_noqa(args)
     inputs = gather(args)
     _check_output_file(args.output_file, inputs)
     _say_input_problems(inputs, silent=args.silent)
@@ -61,22 +63,51 @@ def run_lint(args: argparse.Namespace) -> int:
     result = execution.lint(inputs, run)
     if args.diff:
         return _show_diff(result.findings, args, root=inputs.settings.project_root)
+    if args.add_noqa:
+        # No report: what was written, and what could not be, is said on stderr.
+        left = execution.add_noqa(result, inputs, talk=not (args.quiet or args.silent), listing=not args.silent)
+        _say_how_it_went(result, args.verbose, started)
+        return exit_code(findings=bool(left), errors=bool(result.internal_errors or inputs.missing),
+                         exit_zero=args.exit_zero)
     if args.fix:
         result = execution.fix(result, inputs, run, args.unsafe_fixes, talk=not (args.quiet or args.silent))
     from gpudoctor.lint.reporters import render
 
     if not args.silent or args.output_file is not None:
         _write(render(result.findings, report_options(args, inputs, result)), args.output_file)
+    _say_how_it_went(result, args.verbose, started)
+    return exit_code(findings=bool(result.findings), errors=bool(result.internal_errors or inputs.missing),
+                     exit_zero=args.exit_zero)
+
+
+def _say_how_it_went(result: LintResult, verbose: bool, started: float) -> None:
+    """The run's warnings, its account (-v) and the files it could not analyse, on stderr."""
     for message in result.warnings:
         print(f"gpudoctor: warning: {message}", file=sys.stderr)
-    if args.verbose:
+    if verbose:
         from gpudoctor.lint.reporters.run_info import account
 
         print(f"gpudoctor: {account(result, time.perf_counter() - started)}", end="", file=sys.stderr)
     for message in result.internal_errors:
         print(f"gpudoctor: error: {message}", file=sys.stderr)
-    return exit_code(findings=bool(result.findings), errors=bool(result.internal_errors or inputs.missing),
-                     exit_zero=args.exit_zero)
+
+
+# What --add-noqa cannot be combined with (as ruff): it writes the files and prints no
+# report, so neither stdin nor a report's options have a meaning with it.
+_NOT_WITH_ADD_NOQA = (("fix", "--fix"), ("diff", "--diff"), ("stdin_filename", "--stdin-filename"),
+                      ("statistics", "--statistics"), ("output_file", "--output-file"),
+                      ("show_files", "--show-files"), ("show_settings", "--show-settings"))
+
+
+def _check_add_noqa(args: argparse.Namespace) -> None:
+    """Refuse --add-noqa with an option it cannot honour, before anything is read."""
+    if not args.add_noqa:
+        return
+    for name, option in _NOT_WITH_ADD_NOQA:
+        if getattr(args, name):
+            raise GpudoctorError(f"--add-noqa cannot be combined with {option}")
+    if STDIN in args.paths:
+        raise GpudoctorError("--add-noqa cannot be combined with - (stdin): it writes the files it names")
 
 
 def report_options(args: argparse.Namespace, inputs: LintInputs, result: LintResult) -> ReportOptions:

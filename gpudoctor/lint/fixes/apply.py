@@ -89,7 +89,7 @@ def plan(findings: list[Finding], unsafe: bool, root: Path | None = None) -> Fix
         if path.suffix.lower() == ".ipynb":
             result.refused.append((str(path), NOTEBOOK_REFUSED))
             continue
-        outside = _leads_out(path, root) if root is not None else None
+        outside = leads_out(path, root) if root is not None else None
         if outside is not None:
             result.refused.append((str(path), outside))
             continue
@@ -102,7 +102,7 @@ def plan(findings: list[Finding], unsafe: bool, root: Path | None = None) -> Fix
                 continue
             taken.extend(new)
             fixed.append(finding)
-        read = _read(path)
+        read = read_source(path)
         if isinstance(read, str):
             result.refused.append((str(path), read))
             continue
@@ -120,7 +120,7 @@ def plan(findings: list[Finding], unsafe: bool, root: Path | None = None) -> Fix
     return result
 
 
-def _leads_out(path: Path, root: Path) -> str | None:
+def leads_out(path: Path, root: Path) -> str | None:
     """Why ``path`` must not be written, if it lies in the project but is (or is reached
     through) a symbolic link to a file outside it; None otherwise. A file named outside
     the project, with no link leading out of it, is the user's to fix."""
@@ -137,7 +137,7 @@ def _inside(path: str, folders: tuple[str, ...]) -> bool:
     return any(path == folder or path.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders)
 
 
-def _read(path: Path) -> tuple[str, str] | str:
+def read_source(path: Path) -> tuple[str, str] | str:
     """The file's text as the analysis read it (its declared encoding, its own line
     endings, a byte order mark set aside), and that encoding; or why it cannot be read
     (read as the analysis reads: a regular file only, never blocking)."""
