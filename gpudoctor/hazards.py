@@ -26,7 +26,7 @@ class Hazard:
     why it breaks programs, and the fix."""
 
     cause: str  # as a diagnosis names it; the probe's error-string categories use the same words
-    rule: str
+    rule: str | None  # None: no lint rule can see it in the code (it depends on what happens at run time)
     why: str
     fix: str
     # The fix in a Jupyter kernel, where it differs: a spawned worker cannot run a function
@@ -133,8 +133,37 @@ WORKER_NOT_IMPORTABLE = Hazard(
          "notebook), or pass arguments with functools.partial of such a function instead of a lambda."),
 )
 
+PROCESS_START_AT_IMPORT = Hazard(
+    cause="process-start-at-import",
+    rule="GD104",
+    why=("A spawned child imports the main module again (as `__mp_main__`) before it runs its task, so the "
+         "module's top-level code runs once more in every child. If that code starts processes, each child "
+         "tries to start its own children: Python stops this with \"An attempt has been made to start a new "
+         "process before the current process has finished its bootstrapping phase\", the child exits with "
+         "status 1, and a `Pool` starts a new worker in its place, which fails the same way, for ever."),
+    fix=('move the process start under `if __name__ == "__main__":`, with the code that uses the pool or the '
+         "processes, or into a function called only from there; a module the workers import must not start "
+         "processes when it is imported."),
+)
+
+WORKER_DIED_IN_TASK = Hazard(
+    cause="worker-died-in-task",
+    rule=None,  # a worker's death is a run-time event: no rule sees it in the code
+    why=("A worker that dies while it runs a task (killed by a signal, such as the SIGKILL of the kernel's OOM "
+         "killer; a crash; `os._exit` in the task) takes the task with it. CPython's `multiprocessing.Pool` "
+         "starts a new worker in its place but never learns that the task is lost: `Pool.map`, `apply` and "
+         "`AsyncResult.get()` without a timeout wait for ever for its result. The start method is not the "
+         "cause: a spawn or forkserver pool hangs the same way."),
+    fix=("use `concurrent.futures.ProcessPoolExecutor`, which raises `BrokenProcessPool` when a worker dies "
+         "instead of waiting (or give `AsyncResult.get` a timeout); if the kernel's OOM killer killed it, use "
+         "fewer workers or smaller tasks, set `maxtasksperchild` so that workers whose memory grows are "
+         "replaced, or cap each worker's memory (`resource.setrlimit(resource.RLIMIT_AS, ...)` in the pool's "
+         "initializer), which turns the kill into a MemoryError the pool reports."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
-                                 CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE)}
+                                 CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
+                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

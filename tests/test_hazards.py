@@ -28,11 +28,17 @@ def test_rule_docs_are_filled_from_the_catalogue() -> None:
     assert f"For a forkserver worker, {hazards.FORKSERVER_AFTER_INIT.fix}" in gd101.documentation()
     assert hazards.MULTITHREADED_FORK.why in gd102.documentation()
     assert {hazards.FORK_AFTER_INIT.rule, hazards.MULTITHREADED_FORK.rule} == {"GD101", "GD102"}
+    gd104 = rule_by_code("GD104")
+    assert gd104 is not None and hazards.PROCESS_START_AT_IMPORT.why in gd104.documentation()
+    assert hazards.PROCESS_START_AT_IMPORT.rule == "GD104"
+    # What happens at run time only: no rule can find it in the code.
+    assert hazards.WORKER_DIED_IN_TASK.rule is None
 
 
 def test_causes_are_the_words_of_the_error_string_categories() -> None:
     assert hazards.FORK_AFTER_INIT.cause == error_strings.FORK_AFTER_INIT
     assert hazards.MULTITHREADED_FORK.cause == error_strings.MULTITHREADED_FORK
+    assert hazards.PROCESS_START_AT_IMPORT.cause == error_strings.START_AT_IMPORT
     assert set(hazards.BY_CAUSE) == {h.cause for h in hazards.BY_CAUSE.values()}
 
 

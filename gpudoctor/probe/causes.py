@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudoctor import hazards
+from gpudoctor.probe import explain_crash_loop, explain_lost_task
 from gpudoctor.probe.diagnosis import LATENT, LIKELY, OBSERVED, Cause, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, Match
 from gpudoctor.probe.explain import fork_origin, is_forkserver, waiting
@@ -28,8 +29,9 @@ def _stuck(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict]) -
 
 
 def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
-                 matches: Sequence[Match]) -> list[Cause]:
-    """One cause per parent that forked children from a hazardous state."""
+                 matches: Sequence[Match], lost: set[int]) -> list[Cause]:
+    """One cause per parent that forked children from a hazardous state (``lost``: parents
+    that wait for a dead worker's task, whose threads at the fork are not the cause)."""
     stuck, certainty = _stuck(run, verdict, judged)
     failed_with_string = {m.pattern.category for m in matches if m.pattern.kind == CAUSE}
     by_pid = {p.pid: p for p in judged}
@@ -44,7 +46,7 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
         from_server = parent in by_pid and is_forkserver(by_pid[parent])
         if runtimes:
             hazard = hazards.FORKSERVER_AFTER_INIT if from_server else hazards.FORK_AFTER_INIT
-        elif threads > 1 and waited:
+        elif threads > 1 and waited and parent not in lost:
             hazard = hazards.MULTITHREADED_FORK
         else:
             continue
@@ -69,7 +71,11 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
 def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
          matches: Sequence[Match]) -> tuple[Cause, ...]:
     """Return the causes the evidence of ``run`` names, most certain first."""
-    found = _fork_causes(run, verdict, judged, matches)
+    stuck, certainty = _stuck(run, verdict, judged)
+    lost = explain_lost_task.find(run, judged, stuck)
+    found = _fork_causes(run, verdict, judged, matches, {task.parent for task in lost})
+    found += explain_lost_task.causes(lost, certainty)
+    found += explain_crash_loop.causes(run, judged)
     named = {c.kind for c in found}
     strings: dict[str, list[Match]] = {}
     for m in matches:

@@ -57,6 +57,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         sample_interval=args.sample_interval,
         native_stacks=args.native_stacks,
         max_processes=args.max_processes,
+        crash_loop=args.crash_loop,
     )
     # With --json, stdout carries only the JSON document: the command's own output
     # is shown on stderr instead.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, stacks, wording
+from gpudoctor.probe import error_strings, events, explain, failures, stacks, wording
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
@@ -114,6 +114,8 @@ def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) 
         return Verdict.ESCAPED
     if run.stop_reason == StopReason.STOPPED:
         return Verdict.STOPPED
+    if run.stop_reason == StopReason.CRASH_LOOP:
+        return Verdict.CRASH_LOOP
     if run.stop_reason == StopReason.HUNG or Verdict.HUNG in verdicts:
         return Verdict.HUNG
     if run.stop_reason == StopReason.MEMORY_LIMIT or Verdict.OOM in verdicts:
@@ -140,6 +142,7 @@ def diagnose(run: RunRecord) -> Diagnosis:
     oom_seen = any(m.pattern.category == GPU_OOM for m in causes)
     origins = events.origins(run.events)
     recorded = events.exit_codes(run.events)
+    raised = failures.raised(run.events)
     # One entry per process: a PID the kernel reused is two processes (earlier one first).
     entries: list[tuple[int, ProcessRun | None]] = [(p.pid, p) for p in run.processes]
     seen = {p.pid for p in run.processes}
@@ -161,6 +164,10 @@ def diagnose(run: RunRecord) -> Diagnosis:
             # How multiprocessing.Pool and ProcessPoolExecutor shut their workers down.
             verdict = Verdict.OK
             reason = "stopped with SIGTERM by its parent (how a process pool shuts down its workers)"
+        error = raised.get(pid)
+        if error is not None and code is not None and code > 0 and verdict in (Verdict.CRASHED, Verdict.OOM):
+            reason = f"{reason}: {error.summary.rstrip('.')}"
+        user = error.user_frame if error is not None else None
         stack = run.stacks.get(pid)
         if stack is None and pid in run.fatal_errors:
             stack = stacks.Stack(run.fatal_errors[pid], "faulthandler", None)
@@ -189,6 +196,8 @@ def diagnose(run: RunRecord) -> Diagnosis:
             gpu_memory_peak=gpu,
             explanation=reason,
             fatal_error=fatal,
+            exception=error.summary if error is not None else None,
+            exception_at=user.where if user is not None else None,
         ))
     verdict = _overall(run, judged, causes)
     text = explain.explain(run, verdict, judged, matches)

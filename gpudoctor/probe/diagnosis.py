@@ -61,6 +61,10 @@ class ProcessVerdict:
     gpu_memory_peak: dict[int, int | None] = field(default_factory=dict)
     explanation: str = ""
     fatal_error: str | None = None  # faulthandler's "Fatal Python error: ..." line
+    # The exception it died of, in one line ("RuntimeError: An attempt has been made ..."),
+    # and the innermost frame of the user's own code in its traceback ("<module> (/x/y.py:6)").
+    exception: str | None = None
+    exception_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The process's entry of the report's ``"processes"`` (JSON object keys are text)."""

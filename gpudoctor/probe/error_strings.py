@@ -25,6 +25,7 @@ NO_DRIVER = "no-driver"
 OTHER_TOOL = "other-tool"
 IPC_PRODUCER_EXIT = "ipc-producer-exit"
 WORKER_NOT_IMPORTABLE = "worker-not-importable"
+START_AT_IMPORT = "process-start-at-import"
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,12 @@ PATTERNS: tuple[Pattern, ...] = (
        r"PicklingError: Can't pickle <function|Can't (pickle|get) local object"
        r"|Can't get attribute '[^']+' on <module '__(mp_)?main__'",
        "a function meant for worker processes could not be sent to them, or found by them"),
+    # CPython's multiprocessing/spawn.py (_check_not_importing_main), 3.10 to 3.13, seen here: a
+    # spawned child whose import of the main module starts a process. The message spans lines
+    # in the output; its first line is enough.
+    _p(None, "CPython", CAUSE, START_AT_IMPORT,
+       r"An attempt has been made to start a new process before the",
+       "a spawned child re-ran the main module's process start at import time"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
        "CuPy needs a newer (or any) NVIDIA driver"),
     # Generic boilerplate last: a specific row above explains the same line better.

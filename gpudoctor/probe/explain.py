@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_oom, wording
+from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_oom, wording
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
@@ -159,24 +159,28 @@ def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
             f"{agree(len(working), 'it', 'them')}: a process that waits on busy ones is not hung."]
 
 
-def _hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+def _hung(run: RunRecord, judged: Sequence[ProcessVerdict], lost: set[int]) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
     return [f"Hung: {plural(len(hung), 'process')} waited with no CPU progress for at least "
-            f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged)]
+            f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged, lost)]
 
 
-def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> list[str]:
+def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict],
+                 lost: set[int]) -> list[str]:
     """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
     low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
     span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
     return [f"Likely hung: {plural(len(idle), 'process')} {agree(len(idle), 'was', 'were')} idle for {span} "
             "(waiting with no CPU progress) when "
             f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
-            f"not proven: {_pids(idle)}.", *_stuck(idle, judged)]
+            f"not proven: {_pids(idle)}.", *_stuck(idle, judged, lost)]
 
 
-def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> list[str]:
-    """Say who forked the waiting processes from what state, where they block, and the fix."""
+def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], lost: set[int]) -> list[str]:
+    """Say who forked the waiting processes from what state, where they block, and the fix.
+
+    ``lost``: parents that wait for the task of a worker that died (explain_lost_task):
+    the threads they had when their pool forked a replacement are not why they wait."""
     forked = [p for p in hung if p.start == "fork"]
     lines: list[str] = []
     servers = {p.pid for p in judged if is_forkserver(p)}
@@ -188,20 +192,20 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict]) -> 
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
         if runtimes:
             lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
-        elif threads[-1:] > [1]:
+        elif threads[-1:] > [1] and parent not in lost:
             lines.append(hazards.MULTITHREADED_FORK.why)
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})
     blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in})
     for where in blocked[:3]:
         lines.append(f"Blocked in {where}.")
     waiting_ones = [p for p in hung if p.start != "fork"]
-    if forked and waiting_ones:
+    if forked and waiting_ones and not lost & {p.pid for p in waiting_ones}:
         lines.append(f"{_pids(waiting_ones)} {agree(len(waiting_ones), 'waits', 'wait')} for "
                      f"{agree(len(forked), 'it', 'them')} (e.g. Pool.map waiting for results).")
     initialized = [p for p in forked if p.runtimes_at_fork]
     if initialized:
         lines += _fork_fix(initialized, judged)
-    elif any((p.threads_at_fork or 0) > 1 for p in forked):
+    elif any((p.threads_at_fork or 0) > 1 for p in forked if p.ppid not in lost):
         lines.append(hazards.MULTITHREADED_FORK.fix_line)
     return lines
 
@@ -226,6 +230,46 @@ def fork_origin(children: Sequence[ProcessVerdict], parent: int | None, runtimes
     server = "the forkserver, " if from_server else ""
     return (f"{_pids(children)} {agree(len(children), 'was', 'were')} forked{when} from {server}pid {parent}, "
             f"which had {had} at the fork.")
+
+
+# The most kinds of failure the explanation lists, and the most PIDs it names for one.
+_FAILURE_KINDS = 5
+_PIDS_NAMED = 5
+
+
+def some_pids(numbers: Sequence[int]) -> str:
+    """Name a few PIDs and count the rest: "pids 7, 8, 9, 10, 11 and 15 more"."""
+    shown = ", ".join(str(n) for n in numbers[:_PIDS_NAMED])
+    more = f" and {len(numbers) - _PIDS_NAMED} more" if len(numbers) > _PIDS_NAMED else ""
+    return f"{agree(len(numbers), 'pid', 'pids')} {shown}{more}"
+
+
+def failure_groups(judged: Sequence[ProcessVerdict]) -> list[list[ProcessVerdict]]:
+    """The children that failed, identical failures together (the same way of starting,
+    verdict, exit and exception, from the same line of the user's), in PID order of the
+    first of each. SIGTERM from a parent is how a pool shuts its workers down: no failure."""
+    groups: dict[tuple[str, str, str, str | None], list[ProcessVerdict]] = {}
+    for p in judged:
+        if p.start != "root" and (p.verdict in (Verdict.CRASHED, Verdict.OOM)
+                                  or (p.verdict == Verdict.KILLED and p.exit_code == -9)):
+            groups.setdefault((p.start, p.verdict, p.explanation, p.exception_at), []).append(p)
+    return list(groups.values())
+
+
+def _failed(judged: Sequence[ProcessVerdict]) -> list[str]:
+    """One line per kind of failure of the children: identical failures of many children
+    are one line with their count, not a line each."""
+    lines = []
+    for members in failure_groups(judged)[:_FAILURE_KINDS]:
+        first = members[0]
+        where = f", from your code {first.exception_at}" if first.exception_at else ""
+        if len(members) == 1:
+            lines.append(f"pid {first.pid} ({first.start}) {first.explanation}{where}.")
+            continue
+        kind = f"{first.start} children" if first.start in ("fork", "spawn") else "children"
+        lines.append(f"{len(members)} {kind} {first.explanation}{where} "
+                     f"({some_pids([p.pid for p in members])}).")
+    return lines
 
 
 def _memory(run: RunRecord) -> list[str]:
@@ -259,7 +303,7 @@ def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
 def _rule_of(match: Match) -> str:
     """" (GD302)" for a cause the linter finds in the code, else nothing."""
     hazard = hazards.BY_CAUSE.get(match.pattern.category)
-    return f" ({hazard.rule})" if hazard is not None and match.pattern.kind == CAUSE else ""
+    return f" ({hazard.rule})" if hazard is not None and hazard.rule and match.pattern.kind == CAUSE else ""
 
 
 def _string_fixes(matches: Sequence[Match], said: Sequence[str]) -> list[str]:
@@ -297,13 +341,16 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     lines: list[str] = []
     root = next((p for p in judged if p.start == "root"), None)
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
+    stuck = {p.pid for p in judged if p.verdict == Verdict.HUNG} if verdict == Verdict.HUNG else {p.pid for p in idle}
+    lost = explain_lost_task.find(run, judged, stuck)
+    lost_parents = {task.parent for task in lost}
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
     elif verdict == Verdict.HUNG:
-        lines += _hung(run, judged)
+        lines += _hung(run, judged, lost_parents)
     elif run.stop_reason == StopReason.MEMORY_LIMIT:
         total = sum(p.rss_peak or 0 for p in judged)
         lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
@@ -315,7 +362,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     elif run.stop_reason == StopReason.TIMEOUT and idle:
         lines.append(f"Stopped at --timeout {run.limits.timeout:g} s, before --hang-after "
                      f"{run.limits.hang_after:g} s.")
-        lines += _likely_hung(run, idle, judged)
+        lines += _likely_hung(run, idle, judged, lost_parents)
     elif run.stop_reason == StopReason.TIMEOUT:
         working = busy_not_hung(run, judged)
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s; gpudoctor stopped it." if working
@@ -325,14 +372,13 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
         lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
         lines.append(_interrupted(run))
-        lines += _likely_hung(run, idle, judged) if idle else busy_not_hung(run, judged)
+        lines += _likely_hung(run, idle, judged, lost_parents) if idle else busy_not_hung(run, judged)
+    elif run.stop_reason == StopReason.CRASH_LOOP:
+        lines += explain_crash_loop.lines(run, judged)
     elif root is not None:
         lines.append(f"The command {root.explanation}.")
-    # SIGTERM from a parent is how Pool shuts its workers down: not worth a line.
-    bad = [p for p in judged if p.start != "root" and (
-        p.verdict in (Verdict.CRASHED, Verdict.OOM) or (p.verdict == Verdict.KILLED and p.exit_code == -9))]
-    for p in bad[:5]:
-        lines.append(f"pid {p.pid} ({p.start}) {p.explanation}.")
+    lines += _failed(judged)
+    lines += explain_lost_task.lines(lost)
     lines += _matched(matches, CAUSE, "Cause: ")
     causes_at = len(lines)
     cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)

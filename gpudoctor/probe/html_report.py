@@ -34,7 +34,7 @@ table.grid{font-size:13px}table.grid th{background:#f3f5f7;border-bottom:1px sol
 table.grid td{border-bottom:1px solid #eef0f2}table.grid tr:hover td{background:#fafbfc}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;
  color:#fff;background:#6a717b;white-space:nowrap}
-.badge.ok{background:#2e7d32}.badge.hung,.badge.crashed,.badge.oom,.badge.failed{background:#c62828}
+.badge.ok{background:#2e7d32}.badge.hung,.badge.crashed,.badge.oom,.badge.failed,.badge.crash-loop{background:#c62828}
 .badge.killed,.badge.error{background:#b26a00}.badge.skipped{background:#aab1ba}
 .badge.observed{background:#c62828}.badge.likely{background:#b26a00}.badge.latent,.badge.idle{background:#6a717b}
 .badge.expected{background:#e8f5e9;color:#2e7d32}.badge.unexpected{background:#fff3e0;color:#b26a00}

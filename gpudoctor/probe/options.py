@@ -21,6 +21,11 @@ MAX_WATCH = 3600.0
 # The longest --grace: a process that has not ended an hour after SIGTERM will not end on
 # its own; a typo (--grace 1e308) would make every stop wait for ever. 0: SIGKILL at once.
 MAX_GRACE = 3600.0
+# How many children in a row may fail the same way before the tree is a crash loop and
+# stopped. A spawn Pool started at import time (no main guard) replaces its dying workers
+# for ever, two to four a second on a loaded 2-core machine; a program that starts a
+# handful of processes which all fail the same way once is not a loop, and ends by itself.
+CRASH_LOOP = 20
 # The smallest --memory-limit: one Python interpreter alone takes about 10 MiB, so a
 # smaller budget would stop any tree at its first look, whatever it does.
 MIN_MEMORY_LIMIT = 1 << 20
@@ -70,6 +75,17 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def _count_or_off(text: str) -> int:
+    """A whole number of at least 1, or 0 to turn the check off."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (0 turns the check off)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or more: {text!r}")
     return value
 
 
@@ -222,6 +238,11 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
     run.add_argument("--max-processes", type=_count, default=512, metavar="N",
                      help="stop the whole tree when more than N of its processes are alive at "
                      "once, a fork bomb (default: 512)")
+    run.add_argument("--crash-loop", type=_count_or_off, default=CRASH_LOOP, metavar="N",
+                     help="stop the tree when N of its child processes in a row fail the same way "
+                     "(same exit status, same exception) while it runs: a crash loop, such as a "
+                     f"pool that keeps replacing workers that die at start (default: {CRASH_LOOP}; "
+                     "0: never)")
     run.add_argument("--output-limit", action=_Size, default=64 * 1024, metavar="SIZE",
                      help="keep this much of the head and of the tail of stdout and stderr "
                      "each for the diagnosis (default: 64KiB)")

@@ -33,6 +33,9 @@ class Limits:
     native_stacks: bool = True
     # More live processes than this in the tree is a fork bomb: the tree is stopped.
     max_processes: int = 512
+    # This many children in a row failing the same way is a crash loop: the tree is
+    # stopped (0: never). The default is --crash-loop's (options.CRASH_LOOP).
+    crash_loop: int = 20
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ class RunRecord:
     tracking: str = "psutil scan"
     # Seconds from the start to the first stopping signal gpudoctor received (None: none).
     signal_at: float | None = None
+    # Seconds from the start to the moment gpudoctor stopped watching and began to stop
+    # the tree (or saw the command's exit); None where not known (an attached tree).
+    stop_at: float | None = None
     # Who sent it (None: the kernel, as for Ctrl-C on a terminal, or not known).
     signal_sender: SignalSender | None = None
     # Processes gpudoctor saw in the tree and could not stop (another PID namespace or

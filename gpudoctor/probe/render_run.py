@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from gpudoctor.printable import printable, printable_lines
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.diagnosis import SCHEMA_VERSION, Diagnosis
+from gpudoctor.probe.explain import failure_groups, some_pids
 from gpudoctor.probe.supervise import RunRecord
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 _STYLES = {"ok": "green", "hung": "red", "crashed": "red", "oom": "red", "killed": "yellow", "stopped": "yellow",
            "idle": "yellow", "escaped": "red",
-           "failed": "red", "unknown": "dim"}
+           "failed": "red", "crash-loop": "red", "unknown": "dim"}
 
 
 def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -55,6 +56,9 @@ def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None
         "samples_partial": run.samples_partial,
         # Seconds from the start to the signal that stopped gpudoctor (null: none came).
         "signal_at": run.signal_at,
+        # Seconds from the start to the moment gpudoctor began to stop the tree, or saw the
+        # command exit (null: not known, as for an attached tree).
+        "stop_at": run.stop_at,
         # Who sent that signal (null: the kernel, as for Ctrl-C, or not known): {"pid",
         # "command", "in_tree"}; in_tree true when the program signalled gpudoctor itself,
         # null when the sender was gone before gpudoctor could look at it.
@@ -90,12 +94,22 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
     console.print(escape(printable_lines(diagnosis.explanation)))
     for cause in diagnosis.causes:
         rule = f" ({cause.rule})" if cause.rule else ""
-        pids = f": pid {', '.join(map(str, cause.processes))}" if cause.processes else ""
+        pids = f": {some_pids(cause.processes)}" if cause.processes else ""
         console.print(f"cause: [bold]{escape(printable(cause.kind))}[/]{rule}, {cause.certainty}{pids}")
     console.print(f"tracking: {_TRACKING.get(run.tracking, run.tracking)}"
                   + ("  (samples are partial: the sampler failed)" if run.samples_partial else ""))
     console.print()
+    # Identical failures of many children are one line (a crash loop's children are many).
+    grouped = {p.pid: members for members in failure_groups(diagnosis.processes) if len(members) > 1
+               for p in members}
     for p in diagnosis.processes:
+        members = grouped.get(p.pid)
+        if members is not None:
+            if p is members[0]:
+                style = _STYLES.get(p.verdict, "bold")
+                console.print(f"  {len(members)} processes ({p.start}) [{style}]{p.verdict}[/]: "
+                              f"{escape(printable(p.explanation))}: {some_pids([m.pid for m in members])}")
+            continue
         command = printable(short_command(p.cmdline))
         fork = ""
         if p.start == "fork":

@@ -374,6 +374,21 @@ def _python_blocked(text: str) -> BlockedAt:
     return _blocked(None, python)
 
 
+def python_frames(text: str, source: str | None) -> list[tuple[str, str]]:
+    """Return the main thread's Python frames of a dump (``source``: "py-spy" or
+    "faulthandler") as (function, "path:line"), innermost first, gpudoctor's bootstrap
+    left out."""
+    if source == "py-spy":
+        frames = [py_spy_frame(line) for line in _main_thread_block(text, re.compile(r"^Thread \d+"))]
+        return [(f.name, f.where) for f in frames if f is not None and f.python and not is_bootstrap(f.where)]
+    found = []
+    for line in _main_thread_block(text, re.compile(r"^(Current thread|Thread) 0x")):
+        frame = re.match(r'^File "(.*)", line (\d+) in (.*)$', line)
+        if frame and not is_bootstrap(f"{frame[1]}:{frame[2]}"):
+            found.append((frame[3], f"{frame[1]}:{frame[2]}"))
+    return found
+
+
 def blocked_in_native(text: str) -> str | None:
     """Name the innermost telling native frame of a py-spy dump, with its Python callers."""
     return _native_blocked(text).describe()

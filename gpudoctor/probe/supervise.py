@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.printable import printable
-from gpudoctor.probe import events, footprint, host, launch, reaper, stacks, watchdog
+from gpudoctor.probe import events, failures, footprint, host, launch, reaper, stacks, watchdog
 from gpudoctor.probe.capture import Capture
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.explain import IDLE_EVIDENCE
@@ -47,6 +47,7 @@ _STOPPING = {
     StopReason.TIMEOUT: "--timeout reached: dumping stacks, then SIGTERM",
     StopReason.MEMORY_LIMIT: "over --memory-limit: dumping stacks, then SIGTERM",
     StopReason.PROCESS_LIMIT: "over --max-processes: SIGKILL",
+    StopReason.CRASH_LOOP: "crash loop: children keep failing the same way; dumping stacks, then SIGTERM",
 }
 _MAX_DUMPS = 16  # stack dumps of more processes would take longer than they help
 
@@ -159,6 +160,7 @@ class Supervisor:
         dumps: dict[int, stacks.Stack] = {}
         reason = StopReason.INTERRUPTED  # if the watch itself fails, clean up as for Ctrl-C
         stalled: dict[int, float] = {}
+        stop_at: float | None = None
         try:  # from here on, whatever fails, the finally stops the tree
             for pipe, echo in zip((process.stdout, process.stderr), self._echo, strict=True):
                 assert pipe is not None
@@ -172,6 +174,7 @@ class Supervisor:
                                                 runtimes=self._view.wants_runtimes)
             reason = self._watch(tree, live, start)
             now = time.monotonic()
+            stop_at = round(now - start, 3)
             self._show(tree, live[0], now, _STOPPING.get(reason))
             stalled = {p: tree.tracks[p].idle_for(now) for p in live[0]}
             if reason not in (StopReason.EXITED, StopReason.PROCESS_LIMIT) and not self._stop.hurry.is_set():
@@ -213,6 +216,7 @@ class Supervisor:
             stop_reason=reason,
             signal_received=self._stop.signum,
             signal_at=None if self._stop.at is None else round(self._stop.at - start, 3),
+            stop_at=stop_at,
             signal_sender=self._sender(tree),
             escaped=tuple(sorted(self._escaped)),
             root_pid=process.pid,
@@ -274,6 +278,10 @@ class Supervisor:
         """Poll the tree until the command exits or must be stopped; return why it stopped."""
         limits = self.limits
         root_exited_at: float | None = None
+        # The children's ends and exceptions, as the bootstrap records them: a crash loop
+        # is seen in them (a pool reaps its own workers; gpudoctor never sees their status).
+        news = events.Tail(self._workdir.events)
+        ends = failures.Streak()
         # Whether a scan began after the command's exit was seen: one that began before it
         # may have listed the processes before the command's last fork, and its orphan
         # (reparented to this subreaper as the command died) would be missed.
@@ -296,6 +304,10 @@ class Supervisor:
                 return StopReason.TIMEOUT
             if limits.memory_limit is not None and self._over_memory(tree, live[0], limits.memory_limit):
                 return StopReason.MEMORY_LIMIT
+            if limits.crash_loop:
+                ends.feed(news.read())
+                if len(ends.ended) >= limits.crash_loop:
+                    return StopReason.CRASH_LOOP
             root = tree.tracks.get(tree.root)
             if root is not None and root.exit_code is not None:
                 # Leftovers get a grace period to finish on their own, then are killed.

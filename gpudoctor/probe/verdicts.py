@@ -38,6 +38,8 @@ class Verdict(_Word):
     # The command as a whole only:
     FAILED = "failed"  # exited non-zero with no crash, hang or OOM to blame
     ESCAPED = "escaped"  # a process of its tree outlived gpudoctor's SIGKILL
+    # Children kept failing the same way and being started again (--crash-loop in a row).
+    CRASH_LOOP = "crash-loop"
 
 
 class StopReason(_Word):
@@ -50,4 +52,5 @@ class StopReason(_Word):
     INTERRUPTED = "interrupted"  # a signal reached gpudoctor (Ctrl-C, SIGTERM, SIGHUP)
     MEMORY_LIMIT = "memory-limit"  # the tree's memory passed --memory-limit
     PROCESS_LIMIT = "process-limit"  # more live processes than --max-processes: a fork bomb
+    CRASH_LOOP = "crash-loop"  # --crash-loop children in a row failed the same way
     ATTACHED = "attached"  # gpudoctor probe --pid: watched for a window, never stopped

@@ -20,13 +20,11 @@ class ProcessStartWithoutMainGuard(Rule):
     level, outside `if __name__ == "__main__":`.
 
     ## Why is this bad?
-    A spawned child imports the main module again before it runs its task. If the
-    import itself starts processes, each child tries to start its own children:
-    Python stops this with "An attempt has been made to start a new process before
-    the current process has finished its bootstrapping phase". Under forkserver it is
+    {{process-start-at-import.why}} Under forkserver it is
     the server that imports the main module (Python 3.13.8+ and 3.14.1+; before, each
     worker did), with the same error. A `ProcessPoolExecutor` given
     `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
+    `gpudoctor probe` names this cause (and GD104) when the children of a run die of it.
 
     Not reported in a Jupyter notebook: IPython's `__main__` is a module made in
     memory, with no file and no spec (IPython 8 `InteractiveShell.prepare_user_module`),
