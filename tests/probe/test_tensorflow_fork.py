@@ -82,6 +82,9 @@ def test_fork_after_tensorflow_op_is_diagnosed_as_hung(tmp_path: Path) -> None:
         assert any(name in explanation for name in ("parallelFor", "parallel_for", "ThreadPool"))
     assert "in your code work (freeze.py:" in explanation
     assert 'multiprocessing.get_context("spawn")' in explanation
+    # No worker died: the fork after init is the cause, and the only one.
+    assert [(c["kind"], c["rule"], c["certainty"]) for c in doc["causes"]] == [("fork-after-init", "GD101", "observed")]
+    assert "Worker died" not in explanation and hazards.WORKER_DIED_IN_TASK.fix_line not in explanation
     assert running([p["pid"] for p in doc["processes"]]) == []
 
 
