@@ -428,7 +428,7 @@ def test_sarif_with_statistics_is_one_line_and_json_statistics_parse(
             "    1\tGD101\tfork-after-gpu-init\n", "")
 
 
-_MALFORMED = ("GD001 invalid noqa directive: expected a comma-separated list of rule codes after `# noqa:` "
+_MALFORMED = ("GD001 [warning] invalid noqa directive: expected a comma-separated list of rule codes after `# noqa:` "
               "(e.g. `# noqa: GD101`), so it suppresses nothing")
 
 
@@ -449,11 +449,11 @@ def test_a_noqa_naming_no_code_suppresses_nothing_and_is_reported(
     ("# noqa: GD101", []),
     ("# noqa:GD101", []),
     ("# noqa: gd101 kept for a reason", []),
-    ("# noqa: GD101, GD102", ["GD001 unused noqa directive for GD102"]),
+    ("# noqa: GD101, GD102", ["GD001 [warning] unused noqa directive for GD102"]),
     ("# noqa: E501", ["GD101 "]),  # another tool's code: its own, not malformed, suppresses no GD101
     ("# noqa: E501, W291", ["GD101 "]),
     # Well formed, but no rule of gpudoctor's: called unknown, and it suppresses nothing either.
-    ("# noqa:GD10", ["GD101 ", "GD001 unknown rule code GD10 in noqa directive"]),
+    ("# noqa:GD10", ["GD101 ", "GD001 [warning] unknown rule code GD10 in noqa directive"]),
 ])
 def test_valid_noqa_forms_keep_working(bad_project: Path, capsys: pytest.CaptureFixture[str], comment: str,
                                        reported: list[str]) -> None:
