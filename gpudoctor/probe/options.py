@@ -68,25 +68,24 @@ def _grace(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
+def _whole_number(text: str, off: bool) -> int:
+    """A whole number of at least 1; with ``off``, 0 too (it turns the check off)."""
+    hint = " (0 turns the check off)" if off else ""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}{hint}") from None
+    if value < (0 if off else 1):
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or more: {text!r}" if off else f"must be at least 1: {text!r}")
     return value
+
+
+def _count(text: str) -> int:
+    return _whole_number(text, off=False)
 
 
 def _count_or_off(text: str) -> int:
-    """A whole number of at least 1, or 0 to turn the check off."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r} (0 turns the check off)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (off) or more: {text!r}")
-    return value
+    return _whole_number(text, off=True)
 
 
 def _pid(text: str) -> int:
