@@ -76,7 +76,8 @@ def _whole_number(text: str, off: bool) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}{hint}") from None
     if value < (0 if off else 1):
-        raise argparse.ArgumentTypeError(f"must be 0 (off) or more: {text!r}" if off else f"must be at least 1: {text!r}")
+        least = "0 (off) or more" if off else "at least 1"
+        raise argparse.ArgumentTypeError(f"must be {least}: {text!r}")
     return value
 
 
