@@ -54,13 +54,16 @@ def lint(inputs: LintInputs, execution: Execution) -> LintResult:
 def fix(result: LintResult, inputs: LintInputs, execution: Execution, unsafe: bool,
         talk: bool = True) -> LintResult:
     """Apply fixes, then lint again so that what is reported is what is left (``talk``:
-    say how many were fixed)."""
+    say how many were fixed, and with ``unsafe``, why a finding whose rule has a fix got
+    none)."""
     from gpudoctor.lint.engine import lint_paths
     from gpudoctor.lint.fixes import apply
 
     fix_plan = apply.plan(result.findings, unsafe, inputs.settings.project_root)
     apply.write(fix_plan)
     say_refused(fix_plan.refused)
+    if talk and unsafe:
+        say_no_fix(result.findings)
     if fix_plan.texts and talk:
         print(f"Fixed {len(fix_plan.fixed)} finding{'s' if len(fix_plan.fixed) != 1 else ''} "
               f"in {len(fix_plan.texts)} file{'s' if len(fix_plan.texts) != 1 else ''}.", file=sys.stderr)

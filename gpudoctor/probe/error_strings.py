@@ -154,15 +154,32 @@ PATTERNS: tuple[Pattern, ...] = (
 
 
 def find(text: str) -> list[Match]:
-    """Return the known strings in ``text``, at most one match per line, in line order."""
+    """Return the known strings in ``text``, at most one match per line, in line order.
+
+    A message that goes on over indented lines (CPython's "An attempt has been made to
+    start a new process before the / current process has finished its bootstrapping
+    phase.") is quoted to the end of its sentence, three lines at most."""
     matches: list[Match] = []
     seen: set[tuple[int | None, str, str]] = set()
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
         for pattern in PATTERNS:
             if pattern.regex.search(line):
-                key = (pattern.row, pattern.meaning, line.strip())
+                quoted = _sentence(lines, index)
+                key = (pattern.row, pattern.meaning, quoted)
                 if key not in seen:
                     seen.add(key)
-                    matches.append(Match(pattern, line.strip()[:500]))
+                    matches.append(Match(pattern, quoted[:500]))
                 break
     return matches
+
+
+def _sentence(lines: list[str], index: int) -> str:
+    """Line ``index``, and the indented lines that finish its sentence."""
+    quoted = lines[index].strip()
+    for following in lines[index + 1:index + 3]:
+        if quoted.endswith((".", "!", "?", ")", ":")) or not following[:1].isspace() or not following.strip() \
+                or following.lstrip().startswith(("File ", "Traceback ")):
+            break
+        quoted = f"{quoted} {following.strip()}"
+    return quoted

@@ -233,3 +233,10 @@ def test_a_process_subclass_gets_no_fix_and_the_reason_names_the_way(repo: Path,
     err = capsys.readouterr().err
     assert ("it starts an instance of `Worker`, a Process subclass, which uses the default start method: "
             'choose spawn once, `multiprocessing.set_start_method("spawn")` under the main guard') in err, err
+
+
+def test_fix_with_unsafe_fixes_says_why_a_finding_was_left(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "train.py"]) == 1  # the lambda pool remains
+    err = capsys.readouterr().err
+    assert "gpudoctor: no fix for GD101 at train.py:25:10: its child runs a lambda" in err
+    assert "Fixed 4 findings in 1 file." in err

@@ -94,3 +94,15 @@ def test_a_cause_named_by_an_error_string_gets_its_rule_and_fix() -> None:
     assert "docs/error-strings.md" not in lines[0]
     assert explain._string_fixes(matches, []) == [hazards.CONFIG_AFTER_INIT.fix_line]
     assert explain._string_fixes(matches, [hazards.CONFIG_AFTER_INIT.fix_line]) == []  # said once
+
+
+def test_a_message_over_indented_lines_is_quoted_to_the_end_of_its_sentence() -> None:
+    # CPython's spawn.py prints the bootstrapping-phase message over several indented lines;
+    # quoting its first line alone ended the explanation mid-sentence ("... before the").
+    output = ("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+              "RuntimeError: \n        An attempt has been made to start a new process before the\n"
+              "        current process has finished its bootstrapping phase.\n\n"
+              "        This probably means that you are not using fork to start your\n")
+    (match,) = find(output)
+    assert match.line == ("An attempt has been made to start a new process before the current process has "
+                          "finished its bootstrapping phase.")
