@@ -13,7 +13,7 @@ from gpudoctor.lint.paths import forget_links, real_path
 from gpudoctor.lint.settings import Settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.cache import Cache
@@ -118,8 +118,9 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     raw += [f for path in analysed for f in found.get(path, ()) if f.site.path != str(path)]
     display = {project.real(path): str(path) for path in files}
     suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
+    next_steps = {rule.code: rule.fix_title for rule in all_rules() if rule.outlives_fix and rule.fix_title}
     result.findings = _tidy(raw, display, settings, suppressed_by, directives, project.text, unused_noqa=not left_out,
-                            notebooks=_notebooks(project, files))
+                            notebooks=_notebooks(project, files), next_steps=next_steps)
     return result
 
 
@@ -265,10 +266,15 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
           suppressed_by: dict[str, tuple[str, ...]], directives: dict[Path, FileDirectives],
           text_of: Callable[[Path], object],
-          unused_noqa: bool = True, notebooks: dict[Path, Notebook] | None = None) -> list[Finding]:
+          unused_noqa: bool = True, notebooks: dict[Path, Notebook] | None = None,
+          next_steps: dict[str, str] | None = None) -> list[Finding]:
     """Dedupe, drop superseded advisories, apply noqa and per-file-ignores, then selection
     (and report unused noqa directives, unless ``unused_noqa`` is False: some findings the
-    directives were written for may not have been looked for)."""
+    directives were written for may not have been looked for).
+
+    ``next_steps``: for the rules whose finding outlives the fix of the one that supersedes
+    it (GD401 under GD101: once the pool spawns, each worker reserves the GPU's memory), the
+    fix title the superseding finding's help then names as the next step."""
     from gpudoctor.lint.rehoming import rehome
 
     unique: dict[tuple[str, str, int, int], Finding] = {}
@@ -288,8 +294,15 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
     at_site = {(f.code, f.site.path, f.site.row, f.site.col) for f in unique.values()}
     used: set[tuple[Path, int, str]] = set()
     out = []
+    then: dict[tuple[str, str, int, int], list[str]] = {}  # a superseding finding -> the codes it hides
     for (code, path, row, col), finding in unique.items():
-        if any((other, path, row, col) in at_site for other in suppressed_by.get(code, ())):
+        hidden_by = [other for other in suppressed_by.get(code, ()) if (other, path, row, col) in at_site]
+        if hidden_by:
+            hidden_noqa = directives.get(real_path(path))
+            if next_steps and code in next_steps and _selected(code, real_path(path), settings) \
+                    and not (hidden_noqa is not None and hidden_noqa.suppresses(row, code)):
+                for other in hidden_by:
+                    then.setdefault((other, path, row, col), []).append(code)
             continue
         resolved = real_path(path)
         found = directives.get(resolved)
@@ -299,6 +312,9 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
         if not _selected(code, resolved, settings):
             continue
         out.append(finding)
+    if then and next_steps:
+        out = [_with_next_steps(f, then.get((f.code, f.site.path, f.site.row, f.site.col), ()), next_steps)
+               for f in out]
     # A file that could not be parsed (or a function of it); not one that imports such a file.
     broken = {real_path(f.site.path) for f in unique.values() if f.code == "GD000" and not f.related}
     if unused_noqa:
@@ -306,6 +322,15 @@ def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,
                                 frozenset(suppressed_by), text_of))
     out.extend(_malformed_noqa(directives, settings))  # whatever was analysed: it is in the comment alone
     return sorted((_relabel(f, display, notebooks or {}) for f in out), key=lambda f: f.sort_key)
+
+
+def _with_next_steps(finding: Finding, hidden: Sequence[str], next_steps: dict[str, str]) -> Finding:
+    """``finding`` with its help naming what the findings it hides will still ask once it is
+    fixed."""
+    if not hidden or finding.fix_hint is None:
+        return finding
+    steps = "; ".join(f"{next_steps[code][:1].lower()}{next_steps[code][1:]} ({code})" for code in sorted(set(hidden)))
+    return replace(finding, fix_hint=f"{finding.fix_hint}; then {steps}")
 
 
 def _selected(code: str, path: Path, settings: Settings) -> bool:

@@ -619,3 +619,23 @@ def test_files_of_no_project_named_far_apart_are_linted_without_walking_around_t
     assert code == 1 and out.count(" GD101 ") == 2, out
     assert not any(p.startswith(str(tmp_path / "big")) for p in listed), listed
     assert main(["lint", "--no-cache", str(tmp_path / "big")]) == 0  # a folder named is linted whole
+
+
+def test_a_finding_that_hides_another_its_fix_leaves_names_it_as_the_next_step(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # GD101 hides GD401 at the same pool (a forked child of an initialized parent never gets
+    # to reserve memory); spawn, GD101's fix, leaves four workers each reserving the GPU.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tf4.py").write_text(
+        "import multiprocessing\n\nimport tensorflow as tf\n\n\ndef work(x):\n    return tf.square(x).numpy()\n\n\n"
+        "def main():\n    tf.config.list_physical_devices('GPU')\n    with multiprocessing.Pool(4) as pool:\n"
+        "        print(pool.map(work, [1.0, 2.0]))\n\n\nif __name__ == '__main__':\n    main()\n")
+    assert main(["lint", "--no-cache", "--output-format", "full", "tf4.py"]) == 1
+    out = capsys.readouterr().out
+    assert "GD401" not in out.split("= help:")[0]  # not reported while GD101 stands
+    assert ("help: Use the spawn start method: multiprocessing.get_context(\"spawn\"); then bound each worker's "
+            "GPU memory (memory growth, a memory limit, or its own device) (GD401)") in out
+    assert main(["lint", "--no-cache", "--output-format", "full", "--ignore", "GD401", "tf4.py"]) == 1
+    assert "(GD401)" not in capsys.readouterr().out
+    assert main(["lint", "--no-cache", "--fix", "--unsafe-fixes", "tf4.py"]) == 1
+    assert "tf4.py:12:10: GD401 [warning] 4 workers run at once" in capsys.readouterr().out

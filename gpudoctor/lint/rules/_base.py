@@ -332,6 +332,11 @@ class Rule:
     summary: ClassVar[str]
     fix_title: ClassVar[str | None] = None
     suppressed_by: ClassVar[tuple[str, ...]] = ()
+    # A finding of this rule that one of ``suppressed_by`` hides at the same place is still
+    # there once that one is fixed (GD401 under GD101: once the pool spawns, each worker
+    # reserves the GPU's memory): the hiding finding's help names this rule's fix as the
+    # next step, so that fixing it does not turn up a finding no report showed.
+    outlives_fix: ClassVar[bool] = False
     default_enabled: ClassVar[bool] = True
     # Whether a finding of this rule in a module that a linted file reaches (its pool
     # forks after the linted file initialized CUDA) is shown at the call or import there

@@ -60,7 +60,8 @@ class UnboundedGpuMemoryPerWorker(Rule):
     unparseable and ignored), JAX turns preallocation off only for `false`, `False` or
     `0`. Reported at the pool constructor or the `.start()`. PyTorch,
     CuPy and Numba allocate on demand and are not flagged; a forked child of an
-    initialized parent is GD101's case.
+    initialized parent is GD101's case, and GD101's help then names this rule's fix as
+    the step after spawn (spawned workers each reserve the memory).
 
     ## Why is this bad?
     By default TensorFlow reserves nearly all free memory of every visible GPU when it
@@ -96,6 +97,7 @@ class UnboundedGpuMemoryPerWorker(Rule):
     summary = "Several workers each let TensorFlow or JAX reserve most GPU memory"
     fix_title = "Bound each worker's GPU memory (memory growth, a memory limit, or its own device)"
     suppressed_by = ("GD101",)
+    outlives_fix = True  # GD101's fix, spawn, leaves each worker reserving the GPU's memory
     INVALID = (
         """\
         | import multiprocessing as mp
