@@ -234,6 +234,12 @@ def _prestart() -> None:
     prestart()
 
 
+def _workers_supported() -> bool:
+    from gpudoctor.lint.workers import SUPPORTED
+
+    return SUPPORTED
+
+
 def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
              jobs: int, warnings: list[str], preloads_main: bool = False) -> tuple[list[Outcome], int]:
     """Analyse the linted files, in worker processes when there is enough work to share.
@@ -241,10 +247,10 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
     The files a worker took and never returned (it was killed, or ran out of memory) are
     analysed here, with a warning: a lost worker costs time, not findings."""
     from gpudoctor.lint import file_analysis
-    from gpudoctor.lint.workers import SUPPORTED
 
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
-    if jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES or not SUPPORTED:
+    small = jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES
+    if small or not _workers_supported():  # (multiprocessing is not even imported for a small run)
         return [file_analysis.analyse(project, path, method, called[path], preloads_main) for path in todo], 0
     from gpudoctor.lint.workers import run_files
 
