@@ -153,9 +153,15 @@ def add_rule_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _run_lint(args: argparse.Namespace) -> int:
+    import sys
+
     from gpudoctor.lint.runner import run_lint
 
-    return run_lint(args)
+    code = run_lint(args)
+    workers = sys.modules.get("gpudoctor.lint.workers")  # (loaded only where workers may have run)
+    if workers is not None:
+        workers.stop_helpers()
+    return code
 
 
 def _run_rule(args: argparse.Namespace) -> int:

@@ -418,3 +418,20 @@ def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:
         size = max(1, (len(paths) - start) // (2 * processes))
         yield paths[start:start + size]
         start += size
+
+
+def stop_helpers() -> None:
+    """Stop the fork server and the resource tracker that this process's workers needed,
+    and wait for them: left to notice on their own that gpudoctor has ended, they outlive
+    it by a few milliseconds, and a tool that waits for a command's whole process group
+    (a CI step, a benchmark) sees them still there. (Their ``_stop`` methods are what
+    CPython's own tests use; where one is missing, the helper ends as before.)"""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (getattr(forkserver, "_forkserver", None), getattr(resource_tracker, "_resource_tracker", None)):
+        stop = getattr(helper, "_stop", None)
+        if callable(stop):
+            try:
+                stop()
+            except (OSError, ChildProcessError, RuntimeError):
+                pass  # already gone, or never started

@@ -233,3 +233,26 @@ def test_a_worker_that_cannot_start_reports_it_for_its_files_and_does_not_hang()
             "print(path, outcome.errors[0].splitlines()[0])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "a.py a.py: internal error: a worker could not start"
+
+
+
+def _in_session(session: int) -> list[int]:
+    found = []
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == session:
+                found.append(pid)
+    return found
+
+
+def test_no_process_of_a_run_outlives_it(tmp_path: Path) -> None:
+    """The fork server and the resource tracker are stopped and waited for before gpudoctor
+    exits: left to notice its end on their own, they outlived it by some milliseconds, and a
+    tool that waits for a command's whole process group saw them."""
+    _corpus(tmp_path, 40, padding_lines=60)  # over PARALLEL_MIN_BYTES: workers are used
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "2", "-v", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _, err = process.communicate(timeout=300)
+    assert "in 2 worker processes" in err, err
+    assert _in_session(process.pid) == []
