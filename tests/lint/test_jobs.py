@@ -194,7 +194,9 @@ def test_a_worker_that_dies_loses_no_finding(tmp_path: Path, moment: str) -> Non
     """A worker killed mid-run (the kernel's out-of-memory killer): its files are analysed
     in gpudoctor's own process, with one warning, and every finding is there. Killed as it
     starts, the pipe to it breaks: that is not the CLI's ``| head`` case (exit 0)."""
-    process = _lint_in_background(tmp_path, 300)
+    # 60 files (260 kB, over PARALLEL_MIN_BYTES): seconds of work, where the kill comes
+    # within milliseconds of the worker being seen (300 files made this test 6 minutes).
+    process = _lint_in_background(tmp_path, 60)
     workers, tree = _workers_seen(process, count=1, started=moment == "while-analysing")
     if moment == "while-analysing":
         _stop_all(workers)  # it took a share and cannot return it
