@@ -161,9 +161,43 @@ WORKER_DIED_IN_TASK = Hazard(
          "initializer), which turns the kill into a MemoryError the pool reports."),
 )
 
+# Distributed jobs. No lint rule yet (GD5xx is planned for collectives reached by some
+# ranks only): the probe names these from the ranks' stacks and exits.
+COLLECTIVE_NOT_REACHED = Hazard(
+    cause="collective-not-reached",
+    rule=None,
+    why=("A collective (a barrier, an all-reduce, a broadcast) returns on a rank only when every rank of its "
+         "process group has called it: a rank that never reaches it, because it is blocked or busy elsewhere, "
+         "often in a branch only some ranks take (`if rank == 0:`), leaves the others waiting in it, with no "
+         "error."),
+    fix=("call the collective on every rank, or move it out of the rank test: let every rank reach it, and "
+         "keep only the rank's own work (saving, logging) under the test."),
+)
+
+COLLECTIVES_MISMATCHED = Hazard(
+    cause="mismatched-collectives",
+    rule=None,
+    why=("The ranks wait in different collectives. Every rank of a process group must call the same "
+         "collectives in the same order: each waits for the others to call the one it is in, and none ever "
+         "does."),
+    fix=("make every rank call the same collectives in the same order; a collective under a rank test "
+         "(`if rank == 0:`) must have its counterpart on the other ranks, or move out of the test."),
+)
+
+RANK_FAILED = Hazard(
+    cause="rank-failed",
+    rule=None,  # a rank's death is a run-time event
+    why=("When one rank of a distributed job dies, the others wait for it in their next collective, until "
+         "the launcher stops them or the process group's timeout ends the wait: their waits, timeouts and "
+         "SIGTERMs are the effect; the first rank that failed is the cause."),
+    fix=("fix what made that rank fail (its exception and line above); an error only some ranks can meet "
+         "(a file that one rank reads) is best checked on every rank before the first collective."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
-                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK)}
+                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, COLLECTIVE_NOT_REACHED,
+                                 COLLECTIVES_MISMATCHED, RANK_FAILED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

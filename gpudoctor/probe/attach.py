@@ -32,7 +32,7 @@ import psutil
 
 from gpudoctor import hazards
 from gpudoctor.errors import GpudoctorError
-from gpudoctor.probe import causes, explain, install_hint, stacks, wording
+from gpudoctor.probe import causes, explain, install_hint, ranks, stacks, wording
 from gpudoctor.probe.diagnosis import Diagnosis, ProcessVerdict
 from gpudoctor.probe.maps import loaded_runtimes
 from gpudoctor.probe.record import Limits, ProcessRun, RunRecord
@@ -334,7 +334,7 @@ def _process_run(seen: Observed, stalled: float) -> ProcessRun:
     return ProcessRun(pid=seen.pid, ppid=seen.ppid, cmdline=seen.cmdline, first_seen=0.0, last_seen=0.0,
                       alive_at_stop=not seen.exited, exit_code=None, stalled_for=stalled, state=seen.state,
                       wchan=seen.wchan, threads=seen.threads, rss_peak=seen.rss_peak,
-                      killed_by_supervisor=False)
+                      killed_by_supervisor=False, rank=ranks.read(seen.pid))
 
 
 # What would make an idle attached process a hung one, as the verdict names it.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_crash_loop, explain_lost_task
+from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_ranks
 from gpudoctor.probe.diagnosis import LATENT, LIKELY, OBSERVED, Cause, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, Match
 from gpudoctor.probe.explain import fork_origin, is_forkserver, waiting
@@ -76,6 +76,7 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     found = _fork_causes(run, verdict, judged, matches, {task.parent for task in lost})
     found += explain_lost_task.causes(lost, certainty)
     found += explain_crash_loop.causes(run, judged)
+    found += explain_ranks.causes(explain_ranks.find(run, judged, stuck), certainty, OBSERVED)
     named = {c.kind for c in found}
     strings: dict[str, list[Match]] = {}
     for m in matches:

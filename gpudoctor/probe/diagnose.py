@@ -9,12 +9,14 @@ to blame) or ``escaped`` (a process of its tree outlived gpudoctor's SIGKILL).
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, failures, stacks, wording
+from gpudoctor.probe import error_strings, events, explain, explain_ranks, failures, stacks, wording
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
+from gpudoctor.probe.ranks import Rank
 from gpudoctor.probe.supervise import ProcessRun, RunRecord
 from gpudoctor.probe.verdicts import StopReason, Verdict
 
@@ -124,6 +126,10 @@ def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) 
         return Verdict.KILLED
     if root is not None and root.verdict in (Verdict.CRASHED, Verdict.KILLED) and (root_code or 0) < 0:
         return root.verdict
+    # A rank that failed fails the job, whatever its launcher made of it (torchrun stops
+    # the other ranks and exits 1).
+    if explain_ranks.failed(run, judged):
+        return Verdict.CRASHED
     # A worker that exited non-zero was handled by its parent (the root's status says
     # how well); one that died of a crash signal is a crash whatever the root did.
     if any(p.verdict == Verdict.CRASHED and ((p.exit_code or 0) < 0 or p.fatal_error)
@@ -133,6 +139,37 @@ def _overall(run: RunRecord, judged: list[ProcessVerdict], causes: list[Match]) 
         forked_after_init = any(m.pattern.category == error_strings.FORK_AFTER_INIT for m in causes)
         return Verdict.CRASHED if forked_after_init else Verdict.FAILED
     return Verdict.OK
+
+
+def _ranked(judged: list[ProcessVerdict], found: dict[int, Rank]) -> list[ProcessVerdict]:
+    """Give each rank of a distributed job its place, and its launcher its role.
+
+    A process whose parent has the same rank inherited its environment (a DataLoader
+    worker of the rank): the rank is its parent. A process whose children have ranks of
+    another family than its own (torchrun under ``srun``) is their launcher, no rank.
+    A rank that a SIGTERM from outside gpudoctor ended was stopped, most likely by its
+    launcher when another rank failed: not the clean end of a pool worker.
+    """
+    if not found:
+        return judged
+    by_pid = {p.pid: p for p in judged}
+    launchers = {p.ppid for p in judged if p.pid in found and p.ppid is not None
+                 and found.get(p.ppid) != found[p.pid]}
+    out = []
+    for p in judged:
+        rank = found.get(p.pid)
+        parent = by_pid.get(p.ppid) if p.ppid is not None else None
+        if rank is not None and (p.pid in launchers or (parent is not None and found.get(parent.pid) == rank)):
+            rank = None
+        if rank is None:
+            out.append(dataclasses.replace(p, launches_ranks=p.pid in launchers) if p.pid in launchers else p)
+            continue
+        p = dataclasses.replace(p, rank=rank.rank, local_rank=rank.local_rank, world_size=rank.world_size)
+        if p.verdict == Verdict.OK and p.exit_code == -signal.SIGTERM:
+            p = dataclasses.replace(p, verdict=Verdict.KILLED, explanation=(
+                f"terminated by SIGTERM (exit -15), most likely from its launcher, pid {p.ppid}"))
+        out.append(p)
+    return out
 
 
 def diagnose(run: RunRecord) -> Diagnosis:
@@ -199,6 +236,7 @@ def diagnose(run: RunRecord) -> Diagnosis:
             exception=error.summary if error is not None else None,
             exception_at=user.where if user is not None else None,
         ))
+    judged = _ranked(judged, {p.pid: p.rank for p in run.processes if p.rank is not None})
     verdict = _overall(run, judged, causes)
     text = explain.explain(run, verdict, judged, matches)
     found = tuple(ErrorMatch(m.pattern.row, m.pattern.framework, m.pattern.kind, m.pattern.category, m.line)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from gpudoctor.probe.ranks import label
 from gpudoctor.probe.verdicts import StopReason, Verdict
 
 # The version of the layout of ``gpudoctor probe --json``'s document. It grows by one
@@ -65,6 +66,19 @@ class ProcessVerdict:
     # and the innermost frame of the user's own code in its traceback ("<module> (/x/y.py:6)").
     exception: str | None = None
     exception_at: str | None = None
+    # Its place in a distributed job, as its launcher set it in its environment (ranks.py);
+    # ``launches_ranks``: it started ranks and is none itself (torchrun's agent, mpirun).
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    launches_ranks: bool = False
+
+    @property
+    def role(self) -> str | None:
+        """"rank 1/4 (local 1)", "launcher", or None for a process of no distributed job."""
+        if self.rank is not None:
+            return label(self.rank, self.local_rank, self.world_size)
+        return "launcher" if self.launches_ranks else None
 
     def to_json(self) -> dict[str, Any]:
         """The process's entry of the report's ``"processes"`` (JSON object keys are text)."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_oom, wording
+from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_oom, explain_ranks, wording
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
@@ -159,28 +159,32 @@ def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
             f"{agree(len(working), 'it', 'them')}: a process that waits on busy ones is not hung."]
 
 
-def _hung(run: RunRecord, judged: Sequence[ProcessVerdict], lost: set[int]) -> list[str]:
+def _hung(run: RunRecord, judged: Sequence[ProcessVerdict], lost: set[int],
+          ranks: explain_ranks.Story | None) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
     return [f"Hung: {plural(len(hung), 'process')} waited with no CPU progress for at least "
-            f"{run.limits.hang_after:g} s: {_pids(hung)}.", *_stuck(hung, judged, lost)]
+            f"{run.limits.hang_after:g} s: {_pids(hung)}.", *explain_ranks.hang_lines(ranks),
+            *_stuck(hung, judged, lost, ranks)]
 
 
 def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict],
-                 lost: set[int]) -> list[str]:
+                 lost: set[int], ranks: explain_ranks.Story | None) -> list[str]:
     """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
     low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
     span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
     return [f"Likely hung: {plural(len(idle), 'process')} {agree(len(idle), 'was', 'were')} idle for {span} "
             "(waiting with no CPU progress) when "
             f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
-            f"not proven: {_pids(idle)}.", *_stuck(idle, judged, lost)]
+            f"not proven: {_pids(idle)}.", *explain_ranks.hang_lines(ranks), *_stuck(idle, judged, lost, ranks)]
 
 
-def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], lost: set[int]) -> list[str]:
+def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], lost: set[int],
+           ranks: explain_ranks.Story | None = None) -> list[str]:
     """Say who forked the waiting processes from what state, where they block, and the fix.
 
     ``lost``: parents that wait for the task of a worker that died (explain_lost_task):
-    the threads they had when their pool forked a replacement are not why they wait."""
+    the threads they had when their pool forked a replacement are not why they wait.
+    ``ranks``: the ranks of a distributed job, whose places it has told already."""
     forked = [p for p in hung if p.start == "fork"]
     lines: list[str] = []
     servers = {p.pid for p in judged if is_forkserver(p)}
@@ -194,8 +198,9 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
             lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
         elif threads[-1:] > [1] and parent not in lost:
             lines.append(hazards.MULTITHREADED_FORK.why)
-    blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork"})
-    blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in})
+    told = ranks.told if ranks is not None and (ranks.places or ranks.failed) else set()
+    blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork" and p.pid not in told})
+    blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in and p.pid not in told})
     for where in blocked[:3]:
         lines.append(f"Blocked in {where}.")
     waiting_ones = [p for p in hung if p.start != "fork"]
@@ -344,13 +349,15 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     stuck = {p.pid for p in judged if p.verdict == Verdict.HUNG} if verdict == Verdict.HUNG else {p.pid for p in idle}
     lost = explain_lost_task.find(run, judged, stuck)
     lost_parents = {task.parent for task in lost}
+    ranks = explain_ranks.find(run, judged, stuck)
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
                      "another user's process, or another PID namespace's); still running after the run.")
+    lines += explain_ranks.failure_lines(ranks)  # the first rank that failed leads: the rest is its effect
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
     elif verdict == Verdict.HUNG:
-        lines += _hung(run, judged, lost_parents)
+        lines += _hung(run, judged, lost_parents, ranks)
     elif run.stop_reason == StopReason.MEMORY_LIMIT:
         total = sum(p.rss_peak or 0 for p in judged)
         lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
@@ -362,7 +369,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     elif run.stop_reason == StopReason.TIMEOUT and idle:
         lines.append(f"Stopped at --timeout {run.limits.timeout:g} s, before --hang-after "
                      f"{run.limits.hang_after:g} s.")
-        lines += _likely_hung(run, idle, judged, lost_parents)
+        lines += _likely_hung(run, idle, judged, lost_parents, ranks)
     elif run.stop_reason == StopReason.TIMEOUT:
         working = busy_not_hung(run, judged)
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s; gpudoctor stopped it." if working
@@ -372,12 +379,13 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
         lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
         lines.append(_interrupted(run))
-        lines += _likely_hung(run, idle, judged, lost_parents) if idle else busy_not_hung(run, judged)
+        lines += _likely_hung(run, idle, judged, lost_parents, ranks) if idle else busy_not_hung(run, judged)
     elif run.stop_reason == StopReason.CRASH_LOOP:
         lines += explain_crash_loop.lines(run, judged)
     elif root is not None:
         lines.append(f"The command {root.explanation}.")
-    lines += _failed(judged)
+    told = {f.process.pid for f in ranks.failed} if ranks is not None else set()
+    lines += _failed([p for p in judged if p.pid not in told])
     lines += explain_lost_task.lines(lost)
     lines += _matched(matches, CAUSE, "Cause: ")
     causes_at = len(lines)

@@ -88,7 +88,7 @@ def processes(run: dict[str, Any]) -> str:
         command = " ".join(p.cmdline)
         rows.append(
             f'<tr><td title="{e(command)}">{e(p.pid)}</td><td>{e(p.ppid)}</td>'
-            f"<td>{e(p.start)}</td><td>{badge(p.verdict)}</td>"
+            f"<td>{e(p.start)}{'<br>' + e(p.role) if p.role else ''}</td><td>{badge(p.verdict)}</td>"
             f"<td>{e(p.exit_code)}</td><td>{e(p.threads_at_fork)}</td>"
             f"<td>{e(', '.join(p.runtimes_at_fork))}</td>"
             f"<td class=\"nowrap\">{e(format_size(p.rss_peak or None))}</td><td class=\"nowrap\">{e(gpu)}</td>"

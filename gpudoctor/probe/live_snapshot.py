@@ -159,7 +159,8 @@ class TreeSnapshots:
             self._cpu[pid] = (track.cpu, now)
             runtimes = self._runtimes.of(pid, track.vsize, now) if self._runtimes else ()
             lines.append(ProcessLine(
-                pid=pid, role=role(pid, tree.root, track.cmdline, self._events.origins.get(pid)),
+                pid=pid, role=track.rank.label() if track.rank is not None
+                else role(pid, tree.root, track.cmdline, self._events.origins.get(pid)),
                 runtimes=runtimes, threads=track.threads, cpu_percent=percent,
                 idle_s=track.idle_for(now), stopped=track.stopped_since is not None, rss=track.rss,
                 gpu=None if gpu is None else gpu.get(pid)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudoctor.probe import events, stacks
+from gpudoctor.probe.ranks import Rank
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.tree import Track
 from gpudoctor.probe.verdicts import StopReason
@@ -55,6 +56,7 @@ class ProcessRun:
     threads: int
     rss_peak: int
     killed_by_supervisor: bool  # gpudoctor signalled it (SIGTERM, or SIGKILL after the grace)
+    rank: Rank | None = None  # its place in a distributed job (ranks.py), from its environment
 
 
 @dataclass(frozen=True)
@@ -141,4 +143,5 @@ def freeze(track: Track, start: float, stalled_for: float | None) -> ProcessRun:
         threads=track.threads,
         rss_peak=track.rss_peak,
         killed_by_supervisor=track.killed_by_supervisor,
+        rank=track.rank,
     )

@@ -116,7 +116,8 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
             # An attached tree's forks have no thread count at the fork: it was not watched then.
             threads = f" with {p.threads_at_fork} threads" if p.threads_at_fork is not None else ""
             fork = f", forked{threads}, runtimes: {', '.join(p.runtimes_at_fork) or 'none'}"
-        console.print(f"  pid {p.pid} ({p.start}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
+        role = f", {p.role}" if p.role else ""
+        console.print(f"  pid {p.pid} ({p.start}{role}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
                       f"{escape(printable(p.explanation))}{fork}, peak RSS {format_size(p.rss_peak)}"
                       f"{' ' + escape(command) if command else ''}")
         if p.blocked_in:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from gpudoctor.probe import ranks
+
 TOKEN_VAR = "GPUDOCTOR_RUN"
 
 # A process held by SIGSTOP (or a job-control stop) or by a tracer (a debugger, strace):
@@ -70,6 +72,8 @@ class Track:
     # is asked every tick for its first seconds, then once a second.
     unexeced: bool = False
     cmdline_read_at: float = 0.0
+    # Its place in a distributed job, from its environment (read again when it execs).
+    rank: ranks.Rank | None = None
 
     def stalled_for(self, now: float) -> float:
         """Return for how long this process has waited without CPU progress (0 if it runs)."""
@@ -349,6 +353,7 @@ class Tree:
             # compared at the next read.
             track.unexeced = bool(track.cmdline) and (parent is None or track.cmdline == parent.cmdline)
             track.cmdline_read_at = now
+            track.rank = ranks.read(pid)
             self.tracks[pid] = track
         elif track.unexeced and (now - track.first_seen < _EXEC_WATCH or now - track.cmdline_read_at >= 1.0):
             self._read_cmdline_again(track, now)
@@ -384,6 +389,7 @@ class Tree:
         parent = self.tracks.get(track.ppid)
         if cmdline and cmdline != track.cmdline:
             track.cmdline, track.unexeced = cmdline, False
+            track.rank = ranks.read(track.pid)  # an exec may have been given another environment
         elif parent is None or not cmdline or parent.cmdline != cmdline:
             track.unexeced = False  # the program it runs is its own (or it is gone)
 

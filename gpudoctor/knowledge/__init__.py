@@ -1,0 +1,1 @@
+"""Framework facts read at run time by the probe (see DESIGN.md, "Direction")."""

@@ -1,0 +1,94 @@
+"""Tell the ranks of a distributed job apart: which process is rank R of W, and which one
+launched them.
+
+A launcher gives each rank its place in the job through environment variables, read
+here from ``/proc/PID/environ`` of the supervised processes (their environment as it was
+when they exec'd). torchrun, ``accelerate launch`` and ``deepspeed`` set ``RANK``,
+``LOCAL_RANK`` and ``WORLD_SIZE``; Open MPI sets ``OMPI_COMM_WORLD_*``, MPICH and Intel
+MPI ``PMI_*``, Slurm's ``srun`` ``SLURM_*``. The first family present wins: a torchrun
+started by ``srun`` has ``SLURM_PROCID`` itself, and its ranks have both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+# (rank, local rank, world size) variables of each launcher family, the first present wins.
+_FAMILIES = (
+    ("RANK", "LOCAL_RANK", "WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"),
+    ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"),
+)
+_NAMES = frozenset(name for family in _FAMILIES for name in family)
+# More than this is no environment a launcher wrote: read no further.
+_ENVIRON_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Rank:
+    """A process's place in a distributed job, as its launcher set it."""
+
+    rank: int
+    local_rank: int | None
+    world_size: int | None
+    source: str  # the variable it came from ("RANK", "SLURM_PROCID")
+
+    def label(self) -> str:
+        """"rank 1/4 (local 1)"."""
+        return label(self.rank, self.local_rank, self.world_size)
+
+
+def _number(text: str | None) -> int | None:
+    if text is None or not text.strip().isdigit():
+        return None
+    return int(text.strip())
+
+
+def from_environ(environ: Mapping[str, str]) -> Rank | None:
+    """The rank an environment gives its process, or None outside a distributed job."""
+    for rank, local, world in _FAMILIES:
+        number = _number(environ.get(rank))
+        if number is not None:
+            return Rank(number, _number(environ.get(local)), _number(environ.get(world)), rank)
+    return None
+
+
+def read(pid: int) -> Rank | None:
+    """The rank of a live process from ``/proc/PID/environ``; None when it has none or the
+    file cannot be read (another user's process, one that is gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read(_ENVIRON_LIMIT)
+    except OSError:
+        return None
+    found: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, _, value = entry.partition(b"=")
+        key = name.decode(errors="replace")
+        if key in _NAMES:
+            found[key] = value.decode(errors="replace")
+    return from_environ(found)
+
+
+def label(rank: int, local_rank: int | None, world_size: int | None) -> str:
+    """"rank 1/4 (local 1)", "rank 1" when the rest is not known."""
+    text = f"rank {rank}" + (f"/{world_size}" if world_size is not None else "")
+    return text + (f" (local {local_rank})" if local_rank is not None else "")
+
+
+def spans(numbers: Sequence[int]) -> str:
+    """Say a set of ranks briefly: "rank 0", "ranks 1–3", "ranks 0, 2–3"."""
+    ordered = sorted(set(numbers))
+    parts: list[str] = []
+    start = previous = ordered[0] if ordered else 0
+    for number in [*ordered[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        parts.append(str(start) if start == previous else f"{start}–{previous}" if previous > start + 1
+                     else f"{start}, {previous}")
+        if number is not None:
+            start = previous = number
+    return f"{'rank' if len(ordered) == 1 else 'ranks'} {', '.join(parts)}"
