@@ -87,7 +87,7 @@ FRONTEND_LAYERS = (
         "conditions", "project_gate")),
 )
 ANALYSIS_LAYERS = (
-    ("abstract values and the events code emits", ("values", "arguments", "events", "pickling")),
+    ("abstract values and the events code emits", ("values", "arguments", "events", "pickling", "ranks")),
     ("what an analysis knows of classes and modules", ("classes", "module_state")),
     ("the checked project: its files, its shared module walks and their summaries",
      ("shared_walks", "project", "summaries")),

@@ -427,6 +427,7 @@ class Analyzer:
                 executor.tree = state.parsed.tree_of(node)
                 if executor.tree is state.parsed:  # its body is in the module's own tree
                     executor.anchor = state.parsed.anchor_of(node)
+                executor.ctx = executor.rank_only(node)
                 if not executor.walk_block(body):
                     executor.give_back(UNKNOWN)  # falling off the end returns None
         finally:

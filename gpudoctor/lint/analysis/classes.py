@@ -7,7 +7,19 @@ from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
-from gpudoctor.lint.analysis.values import UNKNOWN, ClassRef, FuncRef, Instance, Super, Value, join, one, ordered
+from gpudoctor.lint.analysis.values import (
+    UNKNOWN,
+    ClassRef,
+    FuncRef,
+    Instance,
+    ModRef,
+    Super,
+    Value,
+    join,
+    one,
+    ordered,
+)
+from gpudoctor.lint.knowledge.distributed import BY_QUALNAME as COLLECTIVE_APIS
 from gpudoctor.lint.knowledge.processes import canonical
 from gpudoctor.lint.knowledge.registry import CALL_METHODS, SELF_METHODS
 from gpudoctor.lint.knowledge.registry import canonical as framework_spelling
@@ -134,6 +146,10 @@ class ClassModel:
             if found:
                 return frozenset(replace(f, bound=(one(target),)) if isinstance(f, FuncRef) and f.bound else f
                                  for f in found)
+        for base_name in self.framework_bases(atom.owner):
+            # A library base's collective (``super().save_checkpoint(...)`` in a Trainer subclass).
+            if f"{base_name}.{attr}" in COLLECTIVE_APIS:
+                return one(ModRef(f"{base_name}.{attr}"))
         return UNKNOWN
 
     def attributes_of(self, instance: Instance) -> list[Value]:

@@ -17,7 +17,18 @@ import libcst as cst
 
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
-from gpudoctor.lint.analysis.events import Callback, EnvWrite, Event, Init, Start, TfConfig, ThreadStart
+from gpudoctor.lint.analysis.events import (
+    Callback,
+    Collective,
+    DeviceChoice,
+    EnvWrite,
+    Event,
+    Init,
+    ProcessGroupInit,
+    Start,
+    TfConfig,
+    ThreadStart,
+)
 from gpudoctor.lint.analysis.frame import Frame
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
@@ -63,7 +74,7 @@ from gpudoctor.lint.analysis.values import (
     with_conditions,
 )
 from gpudoctor.lint.frontend.literals import integer_value, string_value
-from gpudoctor.lint.knowledge import processes
+from gpudoctor.lint.knowledge import distributed, processes
 from gpudoctor.lint.knowledge.registry import (
     BACKEND_SWITCH,
     CUDA_PLACEMENT,
@@ -158,6 +169,10 @@ class Evaluator(Frame):
         known = truth(value)
         if isinstance(node.operator, cst.Not) and known is not None:
             return one(Bool(not known))
+        if isinstance(node.operator, cst.Minus) and len(value) == 1:
+            atom = next(iter(value))
+            if type(atom) is Int:
+                return one(Int(-atom.value))  # ``rank=-1``
         return UNKNOWN
 
     def _e_SimpleString(self, node: cst.SimpleString) -> Value:
@@ -488,6 +503,8 @@ class Evaluator(Frame):
                 added = args.positional[-1]
                 grown = elements(added) if name in ("extend", "update") else added
                 self.mutate(func.value.value, receiver, grown)
+            if name in distributed.SYNCED_LOGS and _true_keyword(node, distributed.SYNCED_LOGS[name]):
+                self.collective(distributed.SYNCED_LOG, args, node)
             return self.call_method(receiver, name, args, node)
         callee = self.eval(func)
         args = self.eval_args(node)
@@ -526,6 +543,16 @@ class Evaluator(Frame):
             out |= self.untyped_placement(name, args, node)
         if not receiver:  # a method of an object the analysis cannot name
             self.defer_callbacks(args, node)
+            collective = distributed.DISTINCT_METHODS.get(name)
+            named = distributed.NAMED_RECEIVER_METHODS.get(name)
+            if named is not None and isinstance(node.func, cst.Attribute):
+                owner = node.func.value
+                owner_name = owner.attr.value if isinstance(owner, cst.Attribute) else \
+                    owner.value if isinstance(owner, cst.Name) else ""
+                if owner_name.lower().endswith(named[0]):
+                    collective = named[1]
+            if collective is not None:
+                self.collective(collective, args, node)
         # A framework base's method that returns the object (``model.to(device)``): the
         # same object, with its own methods (``forward``) still reachable.
         classes = self.interpreter.classes
@@ -652,6 +679,8 @@ class Evaluator(Frame):
 
     # -- qualified names -----------------------------------------------------------------
     def call_qualname(self, qualname: str, args: Args, node: cst.Call) -> Value:
+        if qualname in distributed.PROCESS_GROUP_INITS:
+            self.process_group(qualname, node)  # (and its threads start, below)
         kind = processes.kind_of(qualname)
         if kind is not None:
             return process_calls.api(self, kind, args, node)
@@ -685,6 +714,22 @@ class Evaluator(Frame):
             framework = DEFAULT_DEVICE_FACTORIES[qualname]
             self.emit(Init(framework, InitLevel.RUNTIME, f"{qualname} on the default device (CUDA)", self.site(node)))
             return one(self.gpu_object(framework, node))
+        collective = distributed.BY_QUALNAME.get(qualname)
+        if collective is not None:
+            self.collective(collective, args, node)
+            return UNKNOWN
+        if qualname in distributed.CLASSES:
+            return one(ModRef(qualname))  # its collective methods are known by this name
+        if qualname in distributed.ACCELERATOR_GETTERS:
+            return one(ModRef(distributed.ACCELERATOR_GETTERS[qualname]))
+        if qualname in distributed.DEVICE_CHOICES and api_table().lookup(qualname) is None:
+            self.emit(DeviceChoice(qualname, self.site(node)))
+            return UNKNOWN
+        if qualname in distributed.STARTUP_STRATEGIES:
+            # It configures collective ops, which must precede the runtime (GD503); then,
+            # as the table says, it starts the runtime itself.
+            self.emit(TfConfig(qualname, self.site(node), self.swallowing > 0,
+                               framework_of_module(qualname) or ""))
         api = api_table().lookup(qualname)
         if api is not None and (api.effect not in INIT_EFFECTS | {TF_CONFIG} or not self.applies(api, args, node)):
             if api.returns:
@@ -714,6 +759,46 @@ class Evaluator(Frame):
             return one(replace(self.gpu_object(framework, node, device), resident=False))
         # A constructor that initialized (``cupy.cuda.Device()``) keeps its name too.
         return one(ModRef(qualname)) if _is_class_name(qualname) else UNKNOWN
+
+    def collective(self, api: distributed.Collective, args: Args, node: cst.Call) -> None:
+        """A collective: every rank of its group must reach it (GD501). A group named other
+        than the whole job's (``group=None`` and ``group.WORLD`` are the job's) marks it."""
+        group: cst.BaseExpression | None = None
+        for argument in node.args:
+            if argument.keyword is not None and argument.keyword.value == api.group_keyword:
+                group = argument.value
+        position = api.group_position
+        if group is None and position is not None:
+            plain = [a for a in node.args if a.keyword is None]
+            if any(a.star for a in plain[:position + 1]):
+                group = plain[0].value  # ``*args``: the group may be among them
+            elif len(plain) > position:
+                group = plain[position].value
+        subgroup = group is not None and not (
+            (isinstance(group, cst.Name) and group.value == "None")
+            or (isinstance(group, cst.Attribute) and group.attr.value == "WORLD"))
+        device = any(a.keyword is not None and a.keyword.value in ("device_ids", "device") for a in node.args) or \
+            (api.kind == "barrier" and len([a for a in node.args if a.keyword is None]) > 2)
+        self.emit(Collective(api.qualname, api.kind, self.site(node), subgroup, device))
+
+    def process_group(self, qualname: str, node: cst.Call) -> None:
+        """``init_process_group``: its backend when written as a literal, and whether it is
+        given this process's device (GD502)."""
+        keyword, position, device_keyword, default = distributed.PROCESS_GROUP_INITS[qualname]
+        backend: cst.BaseExpression | None = None
+        plain = [a for a in node.args if a.keyword is None]
+        if len(plain) > position and not plain[position].star:
+            backend = plain[position].value
+        backend = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == keyword), backend)
+        text = string_value(backend) if isinstance(backend, cst.SimpleString) else None
+        if isinstance(backend, cst.Attribute) and isinstance(backend.value, cst.Attribute) and \
+                backend.value.attr.value == "Backend":
+            text = backend.attr.value.lower()  # ``dist.Backend.NCCL``
+        device = any(a.keyword is not None and a.keyword.value == device_keyword for a in node.args) or \
+            any(a.star == "**" for a in node.args)
+        if backend is None:
+            text = default
+        self.emit(ProcessGroupInit(qualname, text if isinstance(text, str) else None, device, self.site(node)))
 
     def applies(self, api: Api, args: Args, node: cst.Call) -> bool:
         """Whether a conditional entry's effect happens for these arguments (table.py)."""
@@ -895,3 +980,9 @@ def is_dataclass(node: cst.ClassDef) -> bool:
         if name.rsplit(".", 1)[-1] == "dataclass":
             return True
     return False
+
+
+def _true_keyword(node: cst.Call, keyword: str) -> bool:
+    """Does the call pass ``keyword=True``?"""
+    return any(a.keyword is not None and a.keyword.value == keyword and isinstance(a.value, cst.Name)
+               and a.value.value == "True" for a in node.args)

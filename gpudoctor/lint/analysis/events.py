@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.values import Atom, Conditions, FuncRef, PoolObj
+from gpudoctor.lint.analysis.values import Atom, Condition, Conditions, FuncRef, PoolObj
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
@@ -119,6 +119,40 @@ class TfConfig:
 
 
 @dataclass(frozen=True)
+class Collective:
+    """A collective of a distributed job (knowledge/distributed.py): every rank of its
+    process group must reach it. ``group``: the call names a process group other than
+    the whole job's (its members are then meant to be some ranks only)."""
+
+    api: str
+    kind: str
+    site: LazySite
+    group: bool = False
+    device: bool = False  # it names the device it runs on (``barrier(device_ids=[...])``)
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The process chooses its GPU through an API outside the frameworks' tables (an
+    accelerator abstraction's ``set_device``); the tables' own (``torch.cuda.set_device``)
+    are Init events with that API."""
+
+    api: str
+    site: LazySite
+
+
+@dataclass(frozen=True)
+class ProcessGroupInit:
+    """A distributed job's process group is made (``init_process_group``): ``backend`` as
+    written (None: not a literal), and whether it was told this process's device."""
+
+    api: str
+    backend: str | None
+    device: bool
+    site: LazySite
+
+
+@dataclass(frozen=True)
 class Imported:
     """A module of a GPU framework was imported (it may read its configuration then)."""
 
@@ -190,7 +224,8 @@ class Merge:
 
 
 Effect = (Init | Start | Task | Send | SetMethod | ThreadStart | Join | EnvWrite | TfConfig
-          | DataLoaderStart | DefaultDevice | Imported | SetPreload | Callback | Branch | Merge)
+          | DataLoaderStart | DefaultDevice | Imported | SetPreload | Callback | Branch | Merge | Collective
+          | ProcessGroupInit | DeviceChoice)
 
 
 @dataclass(frozen=True)
@@ -245,10 +280,20 @@ def splice(events: list[Event], outer: Context, call_site: LazySite | None, lint
             inner.via or call_site,
             inner.entry or entry,
             outer.main_block or inner.main_block,
-            outer.conditions + inner.conditions if inner.conditions else outer.conditions,
+            _called(outer.conditions, call_site) + inner.conditions if inner.conditions
+            else _called(outer.conditions, call_site),
             outer.threads | inner.threads,
         )))
     return out
 
 
 _DEFAULT = Context()
+
+
+def _called(conditions: Conditions, call_site: LazySite | None) -> Conditions:
+    """The caller's conditions at a call, each test on the rank knowing the call made under
+    it (the line a finding about the branch points at: GD501)."""
+    if call_site is None or not any(c.ranks is not None and c.call is None for c in conditions):
+        return conditions
+    return tuple(Condition(c.site, c.holds, c.source, c.ranks, call_site) if c.ranks is not None and c.call is None
+                 else c for c in conditions)

@@ -27,6 +27,8 @@ from gpudoctor.lint.analysis.events import (
     ThreadStart,
 )
 from gpudoctor.lint.analysis.module_state import ModuleState
+from gpudoctor.lint.analysis.ranks import distinguishes
+from gpudoctor.lint.analysis.ranks import samples as rank_samples
 from gpudoctor.lint.analysis.values import (
     DEFAULT_DEVICE,
     FACTORY_PREFIX,
@@ -62,9 +64,11 @@ from gpudoctor.lint.analysis.values import (
 from gpudoctor.lint.frontend.conditions import (
     MISSING_NAME_ERRORS,
     caught_names,
+    condition_text,
     handler_swallows,
     is_main_guard,
 )
+from gpudoctor.lint.knowledge.distributed import RANK_ZERO_DECORATORS
 from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
 from gpudoctor.lint.knowledge.registry import (
     DEVICE_CONTEXTS,
@@ -319,11 +323,52 @@ class Executor(Evaluator):
         ended = self.merge(outcomes, fallthrough)
         if parent_only:
             self.ctx = replace(self.ctx, **parent_only)
+        elif not ended and self.tree.mentions_ranks:
+            self.after_rank_exit(node, outcomes)
         return ended
+
+    def after_rank_exit(self, node: cst.If, outcomes: list[tuple[dict[str, Value], bool]]) -> None:
+        """``if rank != 0: return`` (or ``continue``, ``raise``): the rest of the block runs
+        only on the ranks where the test is false, and its events say so (GD501 compares
+        what each rank reaches). Other tests are left as they are: what follows them is
+        analysed as if either way reached it."""
+        if isinstance(node.orelse, cst.If) or len(outcomes) != (1 if node.orelse is None else 2):
+            return  # an ``elif`` chain, or a test decided here
+        body_ended = outcomes[0][1]
+        else_ended = outcomes[1][1] if node.orelse is not None else False
+        if body_ended == else_ended or not distinguishes(rank_samples(node.test, self.known_integer)):
+            return
+        self.ctx = self.under(self.ctx, node.test, not body_ended)
+
+    def rank_only(self, node: cst.FunctionDef) -> Context:
+        """The context a function's body runs in: on rank 0 only when a decorator says so
+        (knowledge/distributed.py RANK_ZERO_DECORATORS), as if under ``if rank == 0:``."""
+        if not node.decorators or not self.tree.mentions_ranks:
+            return self.ctx
+        for decorator in node.decorators:
+            target = decorator.decorator
+            name = target.attr.value if isinstance(target, cst.Attribute) else \
+                target.value if isinstance(target, cst.Name) else None
+            if name in RANK_ZERO_DECORATORS:
+                test = f"@{condition_text(target)}"
+                condition = Condition(self.site(decorator), True, test, (True, False))
+                return replace(self.ctx, conditions=(*self.ctx.conditions, condition))
+        return self.ctx
+
+    def known_integer(self, name: str) -> int | bool | None:
+        """The integer or truth value a plain name surely holds here (``rank=-1``,
+        ``evaluate=True`` passed in), else None."""
+        value = self.lookup(name)
+        if len(value) == 1:
+            atom = next(iter(value))
+            if isinstance(atom, (Int, Bool)):
+                return atom.value
+        return None
 
     def under(self, ctx: Context, test: cst.BaseExpression, holds: bool) -> Context:
         """``ctx`` for code that runs only when the undecided ``test`` is ``holds``."""
-        condition = Condition(self.site(test), holds, test)
+        ranks = rank_samples(test, self.known_integer) if self.tree.mentions_ranks else None
+        condition = Condition(self.site(test), holds, test, ranks)
         return replace(ctx, conditions=(*ctx.conditions, condition))
 
     def mark_branches(self, node: cst.If, spans: list[tuple[int, int]], ctx: Context) -> None:

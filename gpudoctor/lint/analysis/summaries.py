@@ -30,13 +30,16 @@ from typing import TYPE_CHECKING, Any, cast
 import libcst as cst
 
 from gpudoctor.lint.analysis.events import (
+    Collective,
     Context,
     DefaultDevice,
+    DeviceChoice,
     Effect,
     EnvWrite,
     Event,
     Imported,
     Init,
+    ProcessGroupInit,
     SetMethod,
     TfConfig,
 )
@@ -207,6 +210,12 @@ class _Writer:
             body = ["SetMethod", effect.method, self.site(effect.site)]
         elif isinstance(effect, DefaultDevice):
             body = ["DefaultDevice", effect.cuda, self.site(effect.site)]
+        elif isinstance(effect, Collective):
+            body = ["Collective", effect.api, effect.kind, self.site(effect.site), effect.group, effect.device]
+        elif isinstance(effect, ProcessGroupInit):
+            body = ["ProcessGroupInit", effect.api, effect.backend, effect.device, self.site(effect.site)]
+        elif isinstance(effect, DeviceChoice):
+            body = ["DeviceChoice", effect.api, self.site(effect.site)]
         else:
             raise NotPlain(type(effect).__name__)
         origin = self.origins.get(id(effect))
@@ -221,7 +230,8 @@ class _Writer:
         return [self.effect(event.effect), ctx.import_time, ctx.in_loop, self.site(ctx.loop),
                 [self.site(s) for s in ctx.fork_parent], [self.site(s) for s in ctx.fork_child],
                 self.site(ctx.via), self.site(ctx.entry), ctx.main_block,
-                [[c.text, self.site(c.site), c.holds] for c in ctx.conditions],
+                [[c.text, self.site(c.site), c.holds, None if c.ranks is None else list(c.ranks), self.site(c.call)]
+                 for c in ctx.conditions],
                 [self.site(s) for s in ctx.threads]]
 
 
@@ -401,6 +411,12 @@ class _Reader:
             return SetMethod(body[1], self._site(body[2]))
         if kind == "DefaultDevice":
             return DefaultDevice(bool(body[1]), self._site(body[2]))
+        if kind == "Collective":
+            return Collective(body[1], body[2], self._site(body[3]), bool(body[4]), bool(body[5]))
+        if kind == "ProcessGroupInit":
+            return ProcessGroupInit(body[1], body[2], bool(body[3]), self._site(body[4]))
+        if kind == "DeviceChoice":
+            return DeviceChoice(body[1], self._site(body[2]))
         raise ValueError(f"unknown effect {kind!r}")
 
     def _site(self, item: list[Any]) -> StoredSite:
@@ -416,7 +432,8 @@ class _Reader:
             frozenset(s for s in map(self.site, parent) if s is not None),
             frozenset(s for s in map(self.site, child) if s is not None),
             self.site(via), self.site(entry), bool(main_block),
-            tuple(Condition(self._site(site), bool(holds), str(text)) for text, site, holds in conditions),
+            tuple(Condition(self._site(site), bool(holds), str(text), None if ranks is None else tuple(ranks),
+                            self.site(call)) for text, site, holds, ranks, call in conditions),
             frozenset(s for s in map(self.site, threads) if s is not None)))
 
 

@@ -30,6 +30,11 @@ class Condition:
     # The test's source, shortened (condition_text), or the test's node to make it from
     # when a message first needs it: most conditions are never shown.
     source: object = field(compare=False)
+    # For a test on the rank of a distributed job: its truth on each sample rank (ranks.py),
+    # and the call made under it that led to the code it guards (None: the code is in the
+    # branch itself). None for other tests.
+    ranks: tuple[bool | None, ...] | None = field(default=None, compare=False)
+    call: LazySite | None = field(default=None, compare=False)
 
     @property
     def text(self) -> str:
@@ -39,11 +44,24 @@ class Condition:
             object.__setattr__(self, "source", condition_text(self.source))  # type: ignore[arg-type]
         return str(self.source)
 
+    def takes(self, rank: int) -> bool:
+        """May the branch run on sample rank ``rank`` (undecided there: it may)?"""
+        if self.ranks is None:
+            return True
+        value = self.ranks[rank]
+        return value is None or value == self.holds
+
     def describe(self) -> str:
         return f"`{self.text}` is {'true' if self.holds else 'false'}"
 
 
 Conditions = tuple[Condition, ...]
+
+
+def distinguishes(ranks: tuple[bool | None, ...] | None) -> bool:
+    """Does a test with these truths on the sample ranks (``Condition.ranks``) run its
+    branch on some ranks of a distributed job and not on others?"""
+    return ranks is not None and len(set(ranks)) > 1
 
 
 @dataclass(frozen=True)

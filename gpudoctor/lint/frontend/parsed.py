@@ -5,6 +5,7 @@ be parsed becomes a value, not a crash."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -16,6 +17,7 @@ from gpudoctor.lint.frontend import chunked
 from gpudoctor.lint.frontend.positions import every_position, locate, locate_in_statement
 from gpudoctor.lint.frontend.reading import ParseFailure
 from gpudoctor.lint.frontend.skeleton import Lines, body_snippet, skeleton
+from gpudoctor.lint.knowledge.distributed import TEXT_PATTERN
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.prescan import Unit
@@ -25,6 +27,7 @@ __all__ = ["LazySite", "ParseFailure", "ParsedModule", "StoredSite", "concrete",
 
 # After this many nodes measured one by one in a tree, the whole tree is measured once.
 _SEARCHES_BEFORE_ALL = 8
+RANK_WORDS = re.compile(TEXT_PATTERN)
 
 
 class ParsedModule:
@@ -61,11 +64,22 @@ class ParsedModule:
         self._trees: dict[int, ParsedModule] = {}  # function or class node -> the tree it is in
         self._parent: ParsedModule | None = None  # for the tree of one body: the module's
         self.failures: list[ParseFailure] = []  # bodies libcst could not parse (left unanalysed)
+        self._ranks: bool | None = None
 
     @property
     def text(self) -> str:
         """The file's whole source (function bodies left out of the parse included)."""
         return self._text or self.module.code
+
+    @property
+    def mentions_ranks(self) -> bool:
+        """May a test in this file read the rank of a distributed job (its text names one)?
+        Tests are evaluated for sample ranks only in files that do (analysis/ranks.py)."""
+        if self._parent is not None:
+            return self._parent.mentions_ranks
+        if self._ranks is None:
+            self._ranks = RANK_WORDS.search(self.text) is not None
+        return self._ranks
 
     def is_elided(self, node: cst.CSTNode) -> bool:
         """Was this function's body left out of the parse, and not needed since?"""

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.lint.frontend.reading import split_lines
+from gpudoctor.lint.knowledge import distributed as D
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import CONFIG_WORDS, WATCHED_VARIABLES
 from gpudoctor.lint.nesting import pinned
@@ -64,7 +65,7 @@ ENV_WRITERS = frozenset({"setdefault", "update"})
 # Methods of objects built elsewhere that start or feed processes: a function calling them
 # acts as far as the elision of bodies is concerned.
 USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
-_SPECIAL = START_NAMES | CONFIG_NAMES | METHOD_NAMES | {"putenv"}
+_SPECIAL = START_NAMES | CONFIG_NAMES | METHOD_NAMES | D.WORDS | {"putenv"}
 
 class Scan:
     """Names referred to, and whether the code starts processes, configures TF or writes env."""
@@ -79,6 +80,7 @@ class Scan:
         self.config = False
         self.env_write = False
         self.uses = False  # calls a method that starts or feeds processes built elsewhere
+        self.collective = False  # names a collective of a distributed job (knowledge/distributed.py)
         self.imports = imports
 
     def merge(self, other: Scan) -> None:
@@ -90,15 +92,16 @@ class Scan:
         self.config |= other.config
         self.env_write |= other.env_write
         self.uses |= other.uses
+        self.collective |= other.collective
 
     @property
     def sites(self) -> bool:
         """Is there code a finding can be reported at (see Prescan.sites)?"""
-        return self.starts or self.config or self.env_write or self.uses
+        return self.starts or self.config or self.env_write or self.uses or self.collective
 
     def acts(self, env_keys: bool) -> bool:
         """Starts a process, configures TF, or writes the environment of a file naming GPU variables."""
-        return self.starts or self.config or (self.env_write and env_keys)
+        return self.starts or self.config or self.collective or (self.env_write and env_keys)
 
     def scan(self, root: ast.AST) -> None:
         # The names of this node alone: the flags only ever turn on, so the special names
@@ -137,6 +140,8 @@ class Scan:
                     owner_name = getattr(owner, "id", None) or getattr(owner, "attr", None)
                     if (owner_name, name) in CONFIG_CALLS:
                         self.config = True
+                    elif name in D.GENERIC_NAMES and owner_name in D.OWNER_WORDS:
+                        self.collective = True
             elif kind is ast.Subscript:
                 if type(node.ctx) is ast.Store and _is_environ(node.value):
                     self.env_write = True
@@ -162,6 +167,8 @@ class Scan:
             self.starts = True
         if found & CONFIG_NAMES:
             self.config = True
+        if found & D.WORDS:
+            self.collective = True
         if "putenv" in found:
             self.env_write = True
         self.refs |= refs

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.lint.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
 from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
@@ -18,22 +19,24 @@ from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS,
 ACTS = re.compile(
     r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
     r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|"
-    + "|".join(re.escape(word) for word in CONFIG_WORDS) +
+    + "|".join(re.escape(word) for word in (*CONFIG_WORDS, *COLLECTIVE_WORDS)) +
     r"|(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
 # Words one of which a file matching ACTS contains (``str.find`` is faster than the
 # regular expression, docs/performance.md "The text gate"; the expression confirms).
 _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
-               "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, "gpudoctor:")
+               "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, *COLLECTIVE_WORDS, "gpudoctor:")
 # Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
 _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
 # processes (the importer's GPU work may run in them) or configures the GPU (after the
-# importer initialized it), by a call or by a variable a GPU runtime reads. Plain words,
+# importer initialized it), by a call or by a variable a GPU runtime reads, or it calls a
+# collective of a distributed job (the importer may call it under a test on the rank). Plain words,
 # which ``str.find`` searches for faster than a regular expression (docs/performance.md).
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
-STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *READERS, *sorted(CALL_TIME_VARIABLES - READERS.keys()))
+STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *COLLECTIVE_WORDS, *READERS,
+                *sorted(CALL_TIME_VARIABLES - READERS.keys()))
 
 
 def _alternatives(words: tuple[str, ...]) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding
+from gpudoctor.lint.knowledge.distributed import STARTUP_STRATEGIES
 from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
 from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import (
@@ -179,8 +180,8 @@ class TfDeviceConfigAfterInit(Rule):
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         for flow, index, event, state in ctx.points():
             effect = event.effect
-            if not isinstance(effect, TfConfig):
-                continue
+            if not isinstance(effect, TfConfig) or effect.api in STARTUP_STRATEGIES:
+                continue  # (a strategy configuring collective ops: GD503)
             framework = effect.framework or CONFIG_FRAMEWORK
             init_event = state.init_of(framework, InitLevel.RUNTIME)
             if init_event is None:
