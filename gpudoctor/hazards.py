@@ -161,11 +161,11 @@ WORKER_DIED_IN_TASK = Hazard(
          "initializer), which turns the kill into a MemoryError the pool reports."),
 )
 
-# Distributed jobs. No lint rule yet (GD5xx is planned for collectives reached by some
-# ranks only): the probe names these from the ranks' stacks and exits.
+# Distributed jobs: the probe names these from the ranks' stacks and exits; GD501 finds the
+# collective under a test on the rank, and the mismatched pair, before the job runs.
 COLLECTIVE_NOT_REACHED = Hazard(
     cause="collective-not-reached",
-    rule=None,
+    rule="GD501",
     why=("A collective (a barrier, an all-reduce, a broadcast) returns on a rank only when every rank of its "
          "process group has called it: a rank that never reaches it, because it is blocked or busy elsewhere, "
          "often in a branch only some ranks take (`if rank == 0:`), leaves the others waiting in it, with no "
@@ -176,7 +176,7 @@ COLLECTIVE_NOT_REACHED = Hazard(
 
 COLLECTIVES_MISMATCHED = Hazard(
     cause="mismatched-collectives",
-    rule=None,
+    rule="GD501",
     why=("The ranks wait in different collectives. Every rank of a process group must call the same "
          "collectives in the same order: each waits for the others to call the one it is in, and none ever "
          "does."),

@@ -782,8 +782,8 @@ class Evaluator(Frame):
         self.emit(Collective(api.qualname, api.kind, self.site(node), subgroup, device))
 
     def process_group(self, qualname: str, node: cst.Call) -> None:
-        """``init_process_group``: its backend when written as a literal, and whether it is
-        given this process's device (GD502)."""
+        """``init_process_group`` with NCCL (a literal, or DeepSpeed's default) and no device
+        (GD502)."""
         keyword, position, device_keyword, default = distributed.PROCESS_GROUP_INITS[qualname]
         backend: cst.BaseExpression | None = None
         plain = [a for a in node.args if a.keyword is None]
@@ -798,7 +798,10 @@ class Evaluator(Frame):
             any(a.star == "**" for a in node.args)
         if backend is None:
             text = default
-        self.emit(ProcessGroupInit(qualname, text if isinstance(text, str) else None, device, self.site(node)))
+        if isinstance(text, str) and "nccl" in text.lower() and not device:
+            # Only the groups GD502 is about: an event per group made would double what a
+            # library making its group in many places costs (each start of its threads).
+            self.emit(ProcessGroupInit(qualname, text, device, self.site(node)))
 
     def applies(self, api: Api, args: Args, node: cst.Call) -> bool:
         """Whether a conditional entry's effect happens for these arguments (table.py)."""

@@ -13,19 +13,25 @@ from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 class CollectiveBeforeDeviceChosen(Rule):
     """## What it does
     Flags `torch.distributed.barrier()` and the object collectives (`all_gather_object`,
-    `gather_object`, `broadcast_object_list`, `scatter_object_list`) called after
-    `init_process_group("nccl")` when the process has not chosen its GPU yet: no
+    `gather_object`, `broadcast_object_list`, `scatter_object_list`) made as the first
+    collectives of a group made by `init_process_group("nccl")` (or DeepSpeed's
+    `init_distributed()`, NCCL on a GPU machine) when the process has not chosen its GPU
+    yet: no
     `torch.cuda.set_device(...)` (or `with torch.cuda.device(...)`) before them,
     no `device_id=` given to `init_process_group`, no `device_ids=` to `barrier`, and
     `CUDA_VISIBLE_DEVICES` not set by the program.
 
     ## Why is this bad?
-    With NCCL these calls run on the *current* CUDA device, which is GPU 0 until the
-    process sets another. Every rank of a machine then creates a CUDA context on GPU 0
-    and the collective runs there: memory on GPU 0 runs out, or the barrier hangs
-    because the ranks disagree about their devices. PyTorch only warns ("barrier(): using
-    the device under current context", earlier "using GPU 0 to perform barrier as devices
-    used by this process are currently unknown").
+    With NCCL these calls need a device and have no tensor to take it from. PyTorch
+    2.11-2.13 run them on the *current* CUDA device, which is GPU 0 until the process sets
+    another: every rank of a machine creates a CUDA context on GPU 0 and runs the
+    collective there, so GPU 0 runs out of memory, NCCL refuses two ranks on one device,
+    or the barrier hangs. PyTorch only warns ("barrier(): using the device under current
+    context"). Earlier releases guessed the device from the rank ("using GPU N to perform
+    barrier as devices used by this process are currently unknown. This can potentially
+    cause a hang if this rank to GPU mapping is incorrect"), or took the device of an
+    earlier collective of tensors; a barrier after such a collective is given that benefit
+    of the doubt.
 
     A launcher that gives each rank one GPU through `CUDA_VISIBLE_DEVICES` (some SLURM
     setups) makes GPU 0 the right one; gpudoctor cannot see that, so this is a warning.
@@ -152,8 +158,10 @@ class CollectiveBeforeDeviceChosen(Rule):
                     group = event if nccl and not effect.device and not chosen else None
                 elif group is None:
                     continue
-                elif isinstance(effect, Collective) and effect.kind in CURRENT_DEVICE_KINDS and \
-                        not effect.device and not effect.group and effect.site not in reported:
+                elif isinstance(effect, Collective) and effect.kind not in CURRENT_DEVICE_KINDS:
+                    group = None  # a collective of tensors: the group runs on their device from now on
+                elif isinstance(effect, Collective) and not effect.device and not effect.group and \
+                        effect.site not in reported:
                     reported.add(effect.site)
                     made = group.effect
                     assert isinstance(made, ProcessGroupInit)
