@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     lint_options.add_lint_parser(sub)
     lint_options.add_rule_parser(sub)
     probe_options.add_probe_parser(sub)
+    probe_options.add_report_parser(sub)
     for name, command in sub.choices.items():  # an unknown option is reported with its command's usage
         command.set_defaults(command_parser=command, command_name=name)
         command.allow_abbrev = False  # as ruff: --sel is not --select

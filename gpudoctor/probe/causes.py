@@ -21,7 +21,7 @@ from gpudoctor.probe.record import RunRecord
 from gpudoctor.probe.verdicts import Verdict
 
 
-def _stuck(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict]) -> tuple[set[int], str]:
+def stuck_processes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict]) -> tuple[set[int], str]:
     """The PIDs that waited (hung, or idle when the run was cut short) and how sure that is."""
     if verdict == Verdict.HUNG:
         return {p.pid for p in judged if p.verdict == Verdict.HUNG}, OBSERVED
@@ -32,7 +32,7 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
                  matches: Sequence[Match], lost: set[int]) -> list[Cause]:
     """One cause per parent that forked children from a hazardous state (``lost``: parents
     that wait for a dead worker's task, whose threads at the fork are not the cause)."""
-    stuck, certainty = _stuck(run, verdict, judged)
+    stuck, certainty = stuck_processes(run, verdict, judged)
     failed_with_string = {m.pattern.category for m in matches if m.pattern.kind == CAUSE}
     by_pid = {p.pid: p for p in judged}
     groups: dict[tuple[int | None, tuple[str, ...]], list[ProcessVerdict]] = {}
@@ -71,7 +71,7 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
 def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
          matches: Sequence[Match]) -> tuple[Cause, ...]:
     """Return the causes the evidence of ``run`` names, most certain first."""
-    stuck, certainty = _stuck(run, verdict, judged)
+    stuck, certainty = stuck_processes(run, verdict, judged)
     lost = explain_lost_task.find(run, judged, stuck)
     found = _fork_causes(run, verdict, judged, matches, {task.parent for task in lost})
     found += explain_lost_task.causes(lost, certainty)

@@ -48,6 +48,11 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         from gpudoctor.probe import html_report
 
         html = html_report.check_target(args.html)
+    record = None
+    if args.record:
+        from gpudoctor.probe import node_record
+
+        record = node_record.check_directory(args.record)
     limits = Limits(
         timeout=args.timeout,
         hang_after=args.hang_after if args.hang_after is not None else HANG_AFTER_COMMAND,
@@ -74,7 +79,11 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         result = diagnose.diagnose(run)
         if view is not None:
             view.verdict(f"gpudoctor: verdict {result.verdict} after {run.duration:.1f} s ({run.stop_reason})")
-    described = _machine() if args.json or html is not None else None
+    described = _machine() if args.json or html is not None or record is not None else None
+    if record is not None:  # first: a reader of stdout that leaves must not cost the node's record
+        from gpudoctor.probe import node_record
+
+        written = node_record.write(record, node_record.build(run, result, render_run.to_json(run, result, described)))
     # A reader of stdout that left (``| head -1``) ends the printing, never the run: the
     # HTML report is still written and the exit status is the verdict's.
     with reader_may_leave():
@@ -89,6 +98,9 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         if not args.json:
             with reader_may_leave():
                 _console().print(f"HTML report: {html}")
+    if record is not None and not args.json:
+        with reader_may_leave():
+            _console().print(f"Record: {written} (gpudoctor report {record})")
     # A signal to gpudoctor from outside the tree (even one that came while it dumped the
     # stacks of a hang) is what ended the run for the user: the shell's convention for it.
     # One the program sent gpudoctor itself is part of the diagnosis (its verdict's status).
@@ -151,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
     dashed = bool(command) and command[0] == "--"
     if dashed:
         command = command[1:]
+    if args.record and not command:
+        raise GpudoctorError("--record needs a command after '--' (gpudoctor probe --record DIR -- COMMAND ...)")
     if args.pid:
         if command:
             raise GpudoctorError("--pid cannot be combined with a command after '--': attach to a running "

@@ -20,8 +20,8 @@ from __future__ import annotations
 import ast
 import functools
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +82,10 @@ class Story:
     places: tuple[Place, ...]  # the ranks that waited (hung, or idle at a stop), in rank order
     failed: tuple[Failed, ...]  # first failure first
     stopped: tuple[ProcessVerdict, ...]  # ranks ended by SIGTERM from outside gpudoctor
+    # A job over several machines (``gpudoctor report``): each rank's node by name, and
+    # each node's launcher pid. Empty for one node's probe: its ranks need no node.
+    nodes: Mapping[int, str] = field(default_factory=dict)
+    launchers: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def hazard(self) -> hazards.Hazard | None:
@@ -120,7 +124,7 @@ def _short(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def _launcher_name(process: ProcessVerdict | None) -> str | None:
+def launcher_name(process: ProcessVerdict | None) -> str | None:
     if process is None:
         return None
     words = [os.path.basename(part) for part in process.cmdline[:4]]
@@ -189,8 +193,14 @@ def _condition_at(where: str, cmdline: Sequence[str]) -> Condition | None:
     return Condition(f"{keyword} {test[:100]}:", best.lineno, in_else, where)
 
 
-def _place(process: ProcessVerdict) -> Place:
-    frames = stacks.python_frames(process.stack or "", process.stack_source)
+def place(process: ProcessVerdict) -> Place:
+    """Where a rank is in its stack: the collective it waits in, the user's line, the rank test."""
+    return place_in(process, stacks.python_frames(process.stack or "", process.stack_source))
+
+
+def place_in(process: ProcessVerdict, frames: Sequence[tuple[str, str]]) -> Place:
+    """Where a rank is in ``frames`` (function, "path:line"), innermost first: a stack, or
+    the traceback of the exception a collective raised when a peer went away."""
     inside = [i for i, (_, where) in enumerate(frames) if _in(where, knowledge.COLLECTIVE_FILES)]
     start = inside[-1] + 1 if inside else 0
     outer = [(name, where) for name, where in frames[start:] if _users(where)]
@@ -216,7 +226,7 @@ def failed(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ProcessVerd
         p.verdict in (Verdict.CRASHED, Verdict.OOM) or (p.verdict == Verdict.KILLED and p.exit_code == -9))]
 
 
-def _failed_at(run: RunRecord, pid: int) -> float | None:
+def failed_at(run: RunRecord, pid: int) -> float | None:
     """When a process failed: its exception or exit record, else its parent's reaping."""
     times = [e["t"] for e in run.events if isinstance(e.get("t"), (int, float)) and (
         (e.get("pid") == pid and e.get("event") in ("exception", "exit")) or
@@ -224,7 +234,7 @@ def _failed_at(run: RunRecord, pid: int) -> float | None:
     return min(times) if times else None
 
 
-def _traceback(run: RunRecord, pid: int) -> tuple[str, ...]:
+def traceback(run: RunRecord, pid: int) -> tuple[str, ...]:
     error = failures.raised(run.events).get(pid)
     return tuple(f.where for f in error.frames if f.users) if error is not None else ()
 
@@ -238,13 +248,13 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], stuck: set[int]) -> S
     parents = {p.ppid for p in ranked}
     launcher = next((by_pid[pid] for pid in parents if pid in by_pid and by_pid[pid].launches_ranks), None)
     ours = {t.pid for t in run.processes if t.killed_by_supervisor}
-    found = sorted((Failed(p, _failed_at(run, p.pid), _traceback(run, p.pid)) for p in failed(run, judged)),
+    found = sorted((Failed(p, failed_at(run, p.pid), traceback(run, p.pid)) for p in failed(run, judged)),
                    key=lambda f: (f.t is None, f.t or 0.0, f.process.pid))
     stopped = tuple(p for p in ranked if p.exit_code is not None and p.exit_code < 0 and p.pid not in ours
                     and not failures.is_failure(p.exit_code))
-    places = tuple(_place(p) for p in ranked if p.pid in stuck and p.stack)
+    places = tuple(place(p) for p in ranked if p.pid in stuck and p.stack)
     world = next((p.world_size for p in ranked if p.world_size is not None), None)
-    return Story(launcher, _launcher_name(launcher), world, places, tuple(found), stopped)
+    return Story(launcher, launcher_name(launcher), world, places, tuple(found), stopped)
 
 
 # -- telling it ---------------------------------------------------------------------------
@@ -265,17 +275,25 @@ def _condition_text(place: Place) -> str:
     return f"{called} {branch} (line {c.line})"
 
 
-def _where(places: Sequence[Place]) -> str:
+def who(ranks: Sequence[int], nodes: Mapping[int, str]) -> str:
+    """"ranks 2–3", or on several machines "ranks 2–3 (node b)", "ranks 1–2 (nodes a, b)"."""
+    named = sorted({nodes[r] for r in ranks if r in nodes})
+    if not named:
+        return spans(ranks)
+    return f"{spans(ranks)} ({wording.agree(len(named), 'node', 'nodes')} {', '.join(named)})"
+
+
+def _where(places: Sequence[Place], nodes: Mapping[int, str]) -> str:
     """One clause for ranks at the same place: "ranks 1–3 wait in `barrier` at train.py:40"."""
     first = places[0]
-    who = spans([p.rank for p in places])
+    who_ = who([p.rank for p in places], nodes)
     verb = wording.agree(len(places), "waits", "wait")
     at = f" at {_file_line(first.at)}" if first.at else ""
     if first.collective:
-        return f"{who} {verb} in `{first.collective}`{at}{_condition_text(first)}"
+        return f"{who_} {verb} in `{first.collective}`{at}{_condition_text(first)}"
     if first.function:
-        return f"{who} {wording.agree(len(places), 'is', 'are')} in `{first.function}`{at}{_condition_text(first)}"
-    return f"{who} {verb} with no stack to say where"
+        return f"{who_} {wording.agree(len(places), 'is', 'are')} in `{first.function}`{at}{_condition_text(first)}"
+    return f"{who_} {verb} with no stack to say where"
 
 
 def _grouped(places: Sequence[Place]) -> list[list[Place]]:
@@ -292,6 +310,13 @@ def _capital(text: str) -> str:
 
 def _job(story: Story) -> str:
     size = f"{story.world_size} ranks" if story.world_size is not None else "ranks"
+    if story.nodes:
+        by_node: dict[str, list[int]] = {}
+        for rank, node in sorted(story.nodes.items()):
+            by_node.setdefault(node, []).append(rank)
+        on = "; ".join(f"{node}: {spans(ranks)}" for node, ranks in by_node.items())
+        by = f", launched by {story.launcher_name} on each node" if story.launcher_name else ""
+        return f"Distributed job: {size} on {wording.plural(len(by_node), 'node')} ({on}){by}."
     by = f", launched by {story.launcher_name or 'a launcher'} (pid {story.launcher.pid})" if story.launcher else ""
     return f"Distributed job: {size}{by}."
 
@@ -299,9 +324,12 @@ def _job(story: Story) -> str:
 def _waits(story: Story) -> list[str]:
     if not story.places:
         return []
-    clauses = [_where(group) for group in _grouped(story.places)]
+    clauses = [_where(group, story.nodes) for group in _grouped(story.places)]
     lines = [_capital("; ".join(clauses)) + "."]
-    if story.launcher is not None:
+    if story.launchers:
+        pids = ", ".join(f"pid {pid} on {node}" for node, pid in story.launchers.items())
+        lines.append(f"The launchers ({pids}) wait for their ranks.")
+    elif story.launcher is not None:
         lines.append(f"The launcher (pid {story.launcher.pid}) waits for its ranks.")
     return lines
 
@@ -317,14 +345,22 @@ def hang_lines(story: Story | None) -> list[str]:
         waiting = [p for p in story.places if p.collective]
         away = [p for p in story.places if not p.collective]
         names = sorted({f"`{p.collective}`" for p in waiting})
-        lines.append(f"{_capital(spans([p.rank for p in waiting]))} {wording.agree(len(waiting), 'waits', 'wait')} "
-                     f"for {spans([p.rank for p in away])}, which never {wording.agree(len(away), 'reaches', 'reach')} "
+        lines.append(f"{_capital(who([p.rank for p in waiting], story.nodes))} "
+                     f"{wording.agree(len(waiting), 'waits', 'wait')} "
+                     f"for {who([p.rank for p in away], story.nodes)}, "
+                     f"which never {wording.agree(len(away), 'reaches', 'reach')} "
                      f"{' or '.join(names)}. {hazard.why}")
     elif hazard is hazards.COLLECTIVES_MISMATCHED:
         lines.append(f"{hazard.why} {knowledge.MISMATCH_CHECK}")
     else:
         return lines
     return [*lines, knowledge.TIMEOUT_NOTE, hazard.fix_line]
+
+
+def _node_pid(story: Story, process: ProcessVerdict) -> str:
+    """"pid 12553", or on several machines "node b, pid 12553" (pids repeat across machines)."""
+    node = story.nodes.get(process.rank) if process.rank is not None else None
+    return f"node {node}, pid {process.pid}" if node else f"pid {process.pid}"
 
 
 def failure_lines(story: Story | None) -> list[str]:
@@ -336,24 +372,25 @@ def failure_lines(story: Story | None) -> list[str]:
     p = first.process
     when = f" at t={first.t:.1f} s" if first.t is not None else ""
     where = f", from your code {p.exception_at}" if p.exception_at else ""
-    lines = [f"Rank {p.rank} (pid {p.pid}) failed first{when}: {p.explanation}{where}.", _job(story)]
+    lines = [f"Rank {p.rank} ({_node_pid(story, p)}) failed first{when}: {p.explanation}{where}.", _job(story)]
     if len(first.traceback) > 1:
         lines.append(f"Its traceback in your code, outermost first: {' → '.join(first.traceback)}.")
     for other in later:
         at = f" at t={other.t:.1f} s" if other.t is not None else ""
-        lines.append(f"Rank {other.process.rank} (pid {other.process.pid}) failed after it{at}: "
+        lines.append(f"Rank {other.process.rank} ({_node_pid(story, other.process)}) failed after it{at}: "
                      f"{other.process.explanation}.")
     if story.stopped:
-        who = spans([q.rank or 0 for q in story.stopped])
-        by = f", most likely by the launcher (pid {story.launcher.pid})" if story.launcher is not None else ""
+        them = who([q.rank or 0 for q in story.stopped], story.nodes)
+        by = (", most likely by their nodes' launchers" if story.launchers
+              else f", most likely by the launcher (pid {story.launcher.pid})" if story.launcher is not None else "")
         habit = (f": {story.launcher_name} stops the other ranks as soon as one fails"
                  if story.launcher_name in knowledge.STOPS_RANKS_ON_FAILURE else "")
-        lines.append(f"{_capital(who)} ({wording.pids([q.pid for q in story.stopped])}) "
+        lines.append(f"{_capital(them)} ({wording.pids([q.pid for q in story.stopped])}) "
                      f"{wording.agree(len(story.stopped), 'was', 'were')} stopped with SIGTERM after it{by}{habit}. "
                      f"That is the effect of rank {p.rank}'s failure, not a cause.")
     waiting = [place for place in story.places if place.process.pid != p.pid]
     if waiting:
-        clauses = "; ".join(_where(group) for group in _grouped(waiting))
+        clauses = "; ".join(_where(group, story.nodes) for group in _grouped(waiting))
         lines.append(f"{_capital(clauses)}: waiting for rank {p.rank}, the effect of its failure.")
     return [*lines, hazards.RANK_FAILED.why, hazards.RANK_FAILED.fix_line]
 

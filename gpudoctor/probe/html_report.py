@@ -220,3 +220,31 @@ def command_page(document: dict[str, Any]) -> str:
     how = "attached to a running process tree (nothing stopped or signalled)" \
         if diagnosis.stop_reason == StopReason.ATTACHED else "supervised command"
     return _page(f"gpudoctor probe — {short[:80] or 'command'}", how, body)
+
+
+def job_page(document: dict[str, Any], chart_run: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """Return the page of ``gpudoctor report DIR``: the job's verdict, explanation and causes,
+    a timeline lane per rank across the nodes, then each node's processes and stacks
+    (``runs``: each node's ``--json`` document, in the order of ``document["nodes"]``)."""
+    nodes = document["nodes"]
+    rows = "".join(
+        f"<tr><td><b>{e(n['name'])}</b></td><td>{e(Path(n['record']).name)}</td>"
+        f"<td>{e(', '.join(str(r['rank']) for r in document['ranks'] if r['node'] == n['name']))}</td>"
+        f"<td>{badge(n['verdict'])}</td><td>{e(n['stop_reason'])}</td>"
+        f"<td class=\"nowrap\">t={float(n['started_at']):.1f} s</td>"
+        f"<td class=\"nowrap\">{float(n['duration']):.1f} s</td>"
+        f"<td><code>{e(' '.join(n.get('command') or []))}</code></td></tr>" for n in nodes)
+    table = ('<table class="grid" id="nodes"><tr><th>node</th><th>record</th><th>ranks</th><th>verdict</th>'
+             f"<th>stopped because</th><th>started</th><th>duration</th><th>command</th></tr>{rows}</table>")
+    body = (f'<section class="run"><h2>Verdict {badge(document["verdict"])}</h2>{table}'
+            f"<h3>Explanation</h3><pre class=\"explanation\">{e(document['explanation'])}</pre>"
+            f"{html_parts.causes(document)}"
+            "<h3>Timeline: a lane per rank, on the wall clock</h3>"
+            f"{html_parts.chart(chart_run, 'job', None)}</section>")
+    for i, (n, run) in enumerate(zip(nodes, runs, strict=True)):
+        body += (f'<section class="run" id="node-{i}"><h2>Node {e(n["name"])} {badge(n["verdict"])}</h2>'
+                 f"<h3>Processes</h3>{html_parts.processes(run)}{html_parts.matches(run)}"
+                 f"{html_parts.stacks(run)}</section>")
+    ranks = len(document["ranks"])
+    return _page(f"gpudoctor report — {plural(len(nodes), 'node')}, {plural(ranks, 'rank')}",
+                 "a distributed job, merged from its nodes' records", body)

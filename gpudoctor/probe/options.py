@@ -193,7 +193,8 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
         "  gpudoctor probe --html report.html\n"
         "  gpudoctor probe --scenario tensorflow-fork-after-init\n"
         "  gpudoctor probe --timeout 300 --hang-after 30 -- python train.py\n"
-        "  gpudoctor probe --pid 4122 --watch 5",
+        "  gpudoctor probe --pid 4122 --watch 5\n"
+        "  srun gpudoctor probe --record runs/42 -- torchrun --nnodes 2 ... train.py",
         formatter_class=_ExamplesFormatter,
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
@@ -251,6 +252,10 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
                      "GPU list and RSS are read every 0.5 s)")
     run.add_argument("--no-native-stacks", dest="native_stacks", action="store_false",
                      help="do not use py-spy for native stacks of hung processes")
+    run.add_argument("--record", metavar="DIR",
+                     help="with a command: also write this node's record of the run to DIR/HOST-PID.json "
+                     "(DIR is created if missing), for `gpudoctor report DIR` to merge the nodes of a "
+                     "job run with one probe per machine (srun gpudoctor probe --record DIR -- ...)")
     parser.add_argument("command", nargs=argparse.REMAINDER, action=_Command, metavar="-- COMMAND ...",
                         help="the command to supervise")
     parser.set_defaults(handler=_run)
@@ -259,5 +264,32 @@ def add_probe_parser(sub: Any) -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from gpudoctor.probe.command import run
+
+    return run(args)
+
+
+def add_report_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``report`` subcommand: one verdict for a job from its nodes' records."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "report",
+        help="merge the records of a job's nodes (gpudoctor probe --record DIR) into one verdict",
+        description="Read every record gpudoctor probe --record DIR wrote into DIR (one per node of a "
+        "distributed job) and explain the job as one: one verdict, the ranks rank by rank across the "
+        "nodes, the first rank that failed as the cause.",
+        epilog="examples:\n"
+        "  srun gpudoctor probe --record runs/42 -- torchrun --nnodes 2 ... train.py\n"
+        "  gpudoctor report runs/42 --html runs/42.html",
+        formatter_class=_ExamplesFormatter,
+    )
+    parser.add_argument("directory", metavar="DIR", help="the directory given to gpudoctor probe --record")
+    parser.add_argument("--json", action="store_true", help="print the job's report as JSON on stdout")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write one self-contained HTML page, with a timeline lane per rank")
+    parser.set_defaults(handler=_report)
+    return parser
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gpudoctor.probe.job_command import run
 
     return run(args)

@@ -21,7 +21,11 @@ _FAMILIES = (
     ("PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"),
     ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"),
 )
-_NAMES = frozenset(name for family in _FAMILIES for name in family)
+# What names the job a rank belongs to, the same on every node of it: the rendezvous's
+# run id and the address of the store every rank connects to (torchrun sets both), or
+# the batch system's job. ``gpudoctor report`` tells records of different jobs apart by it.
+_JOB = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid")
+_NAMES = frozenset([*(name for family in _FAMILIES for name in family), *_JOB])
 # More than this is no environment a launcher wrote: read no further.
 _ENVIRON_LIMIT = 1 << 20
 
@@ -34,6 +38,9 @@ class Rank:
     local_rank: int | None
     world_size: int | None
     source: str  # the variable it came from ("RANK", "SLURM_PROCID")
+    # The job's identity from the same environment ("MASTER_ADDR=10.0.0.1 MASTER_PORT=29500
+    # TORCHELASTIC_RUN_ID=none"); None when none of those variables is set.
+    job: str | None = None
 
     def label(self) -> str:
         """"rank 1/4 (local 1)"."""
@@ -51,8 +58,14 @@ def from_environ(environ: Mapping[str, str]) -> Rank | None:
     for rank, local, world in _FAMILIES:
         number = _number(environ.get(rank))
         if number is not None:
-            return Rank(number, _number(environ.get(local)), _number(environ.get(world)), rank)
+            return Rank(number, _number(environ.get(local)), _number(environ.get(world)), rank, job_of(environ))
     return None
+
+
+def job_of(environ: Mapping[str, str]) -> str | None:
+    """The job an environment belongs to, in words that compare (None: nothing says)."""
+    found = [f"{name}={environ[name]}" for name in _JOB if environ.get(name)]
+    return " ".join(found) or None
 
 
 def read(pid: int) -> Rank | None:

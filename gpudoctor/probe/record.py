@@ -116,6 +116,9 @@ class RunRecord:
     escaped: tuple[int, ...] = ()
     # The sampler failed during the run: ``samples`` and the peaks stop where it did.
     samples_partial: bool = False
+    # The wall clock (``time.time()``) at t=0 of the run: where its times lie beside another
+    # node's (``gpudoctor report``); None where not known.
+    started_at: float | None = None
 
 
 def interrupted(run: RunRecord) -> bool:

@@ -236,6 +236,7 @@ class Supervisor:
             fatal_errors=stacks.fatal_errors(self._workdir.stacks),
             tracking=self._tracking,
             samples_partial=sampler is None or sampler.failure is not None,
+            started_at=start_epoch,
         )
 
     def _sender(self, tree: Tree) -> SignalSender | None:

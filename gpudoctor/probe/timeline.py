@@ -61,6 +61,8 @@ class Look:
 
 
 def _label(process: dict[str, Any]) -> str:
+    if process.get("lane"):  # a merged job's rank ("rank 1 · node-b"): its pid says nothing there
+        return f"{process['lane']} ({process['verdict']})"
     return f"pid {process['pid']} ({process['start']}, {process['verdict']})"
 
 
@@ -255,7 +257,9 @@ def _cpu_lanes(axes: Sequence[Any], lanes: list[dict[str, Any]], use: dict[int, 
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"})
         ax.set_ylim(0, top)
         ax.set_yticks([0, top], ["0", f"{top:.0f}%"], fontsize=6.5)
-        ax.set_ylabel(f"pid {pid}\n{process['start']}, {process['verdict']}", rotation=0, ha="right",
+        name = f"{process['lane']}\n{process['verdict']}" if process.get("lane") else \
+            f"pid {pid}\n{process['start']}, {process['verdict']}"
+        ax.set_ylabel(name, rotation=0, ha="right",
                       va="center", fontsize=7.5, color=look.color)
 
 
@@ -304,7 +308,8 @@ def _draw(fig: Any, run: dict[str, Any], gpu_note: str | None, salt: str) -> Non
 
         extra.append(Line2D([], [], linestyle="none", label=f"GPU memory: {gpu_note}"))
     attached = run.get("stop_reason") == "attached"
-    axes[-1].set_xlabel("seconds since gpudoctor attached" if attached else "seconds since the start of the run")
+    axes[-1].set_xlabel(run.get("axis") or ("seconds since gpudoctor attached" if attached
+                                            else "seconds since the start of the run"))
     axes[-1].set_xlim(left=0, right=max((_end(run) or 0) * 1.02, 0.5))
     lane_axes = axes[len(ratios) - len(lanes):]
     if lanes:
