@@ -416,3 +416,25 @@ def test_gd503_after_a_helper_module_started_the_runtime(lint_source) -> None:  
     findings = [f for f in lint_source(files, select=["GD503", "GD302"])]
     assert [(f.code, f.site.row) for f in findings] == [("GD503", 8)]
     assert "helpers.py:4" in findings[0].message
+
+
+@pytest.mark.parametrize(("source", "acts"), [
+    ("import torch.distributed as dist\n\ndef f():\n    dist.barrier()\n", True),
+    ("from torch import distributed\n\ndef f(t):\n    distributed.all_reduce(t)\n", True),
+    ("import tensorflow as tf\n\ndef f(t):\n    return tf.distribute.MultiWorkerMirroredStrategy()\n", True),
+    # TensorFlow's own all_reduce and checkpoint.save are not in the tables: nothing to lint.
+    ("import tensorflow as tf\n\ndef f(ctx, t):\n    return ctx.all_reduce('sum', t)\n", False),
+    ("import tensorflow as tf\n\ndef f(checkpoint):\n    checkpoint.save('x')\n", False),
+    # Naming the strategy is not making one.
+    ("import tensorflow as tf\n\ndef f(s):\n    return isinstance(s, tf.distribute.MultiWorkerMirroredStrategy)\n",
+     False),
+])
+def test_the_gate_reads_collectives_only_where_they_can_be(source: str, acts: bool) -> None:
+    import ast
+
+    from gpudoctor.lint.frontend.prescan import Prescan
+    from gpudoctor.lint.frontend.text_facts import mentioned_words, mentions_acts, mentions_collectives
+
+    if acts:  # the text gate lets through what the prescan confirms
+        assert mentions_acts(source, mentioned_words(source)) or mentions_collectives(source)
+    assert Prescan(source, ast.parse(source)).acts is acts

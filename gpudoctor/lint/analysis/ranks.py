@@ -103,15 +103,23 @@ def _quantity(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _mentions_rank(node: cst.CSTNode) -> bool:
-    todo: list[cst.CSTNode] = [node]
+def _mentions_rank(node: cst.BaseExpression) -> bool:
+    """Does the test read the rank? Only the expressions a test of it is made of are
+    looked into (libcst's generic ``children`` is slow, and tests are many)."""
+    todo: list[cst.BaseExpression] = [node]
     while todo:
         current = todo.pop()
-        if isinstance(current, cst.BaseExpression) and _quantity(current) in ("rank", "main"):
+        if _quantity(current) in ("rank", "main"):
             return True
-        if isinstance(current, (cst.Lambda, cst.BaseComp)):
-            continue
-        todo.extend(current.children)
+        if isinstance(current, cst.Comparison):
+            todo.append(current.left)
+            todo.extend(target.comparator for target in current.comparisons)
+        elif isinstance(current, (cst.BooleanOperation, cst.BinaryOperation)):
+            todo.extend((current.left, current.right))
+        elif isinstance(current, cst.UnaryOperation):
+            todo.append(current.expression)
+        elif isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value == "int":
+            todo.extend(a.value for a in current.args)
     return False
 
 

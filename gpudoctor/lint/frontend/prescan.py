@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.lint.frontend.reading import split_lines
+from gpudoctor.lint.frontend.text_facts import collectives_possible
 from gpudoctor.lint.knowledge import distributed as D
 from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.knowledge.registry import CONFIG_WORDS, WATCHED_VARIABLES
@@ -66,11 +67,16 @@ ENV_WRITERS = frozenset({"setdefault", "update"})
 # acts as far as the elision of bodies is concerned.
 USE_METHODS = P.POOL_TASK_METHODS | P.EXECUTOR_TASK_METHODS | {"start", "put", "put_nowait", "send"}
 _SPECIAL = START_NAMES | CONFIG_NAMES | METHOD_NAMES | D.WORDS | {"putenv"}
+STRATEGY_NAMES = frozenset(D.STRATEGY_WORDS)
+COLLECTIVE_NAMES = D.WORDS - STRATEGY_NAMES
 
 class Scan:
     """Names referred to, and whether the code starts processes, configures TF or writes env."""
 
-    def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
+    def __init__(self, imports: list[tuple[str, str, int, str | None]], collectives: bool = True) -> None:
+        # Whether the file may call collectives at all (it imports a module that has them:
+        # text_facts.collectives_possible); when not, their names mean something else.
+        self.collectives = collectives
         self.refs: set[str] = set()  # identifiers, and strings that may name an attribute
         # Identifiers the code reads (names and attributes), not counting import statements
         # nor strings: what an importer must mention to use a name it imports.
@@ -133,6 +139,8 @@ class Scan:
                 name = getattr(func, "id", None) or getattr(func, "attr", None)
                 if name is not None:
                     self.calls.add(name)
+                    if name in STRATEGY_NAMES:
+                        self.collective = True  # made here (an isinstance test names it too)
                 if name == "DataLoader" and _may_have_workers(node):
                     self.starts = True
                 elif CONFIG_CALLS and kind is ast.Call and type(func) is ast.Attribute:
@@ -140,7 +148,7 @@ class Scan:
                     owner_name = getattr(owner, "id", None) or getattr(owner, "attr", None)
                     if (owner_name, name) in CONFIG_CALLS:
                         self.config = True
-                    elif name in D.GENERIC_NAMES and owner_name in D.OWNER_WORDS:
+                    elif name in D.GENERIC_NAMES and owner_name in D.OWNER_WORDS and self.collectives:
                         self.collective = True
             elif kind is ast.Subscript:
                 if type(node.ctx) is ast.Store and _is_environ(node.value):
@@ -167,7 +175,7 @@ class Scan:
             self.starts = True
         if found & CONFIG_NAMES:
             self.config = True
-        if found & D.WORDS:
+        if self.collectives and found & COLLECTIVE_NAMES:
             self.collective = True
         if "putenv" in found:
             self.env_write = True
@@ -335,7 +343,8 @@ class Prescan:
             return
         text = self._text
         env_keys = any(key in text for key in WATCHED_VARIABLES)
-        scan = Scan(self._imports)
+        collectives = collectives_possible(text)
+        scan = Scan(self._imports, collectives)
         for node in self._outside:
             scan.scan(node)
         top_calls, top_sites = scan.calls | self._decorators, scan.sites
@@ -344,7 +353,7 @@ class Prescan:
             if read and bound:
                 self._bindings.append((read, bound))
         for name, bases in self._bases:
-            base_scan = Scan(self._imports)
+            base_scan = Scan(self._imports, collectives)
             for node in bases:
                 base_scan.scan(node)
             self._class_bases[name] = base_scan.loads
@@ -353,7 +362,7 @@ class Prescan:
         self._top_used = set(used)
         sites = scan.sites
         for unit, body in zip(self.units, self._bodies, strict=True):
-            inner = Scan(self._imports)
+            inner = Scan(self._imports, collectives)
             for statement in body:
                 inner.scan(statement)
             unit.refs = inner.refs

@@ -25,6 +25,7 @@ from gpudoctor.lint.frontend.text_facts import (
     imported_words,
     mentioned_words,
     mentions_acts,
+    mentions_collectives,
     mentions_processes,
     mentions_starts,
     plain_imports,
@@ -151,9 +152,10 @@ class ProjectGate:
         if isinstance(text, ParseFailure):
             return UNREADABLE
         words = mentioned_words(text)
-        acts = mentions_acts(text, words) and self._acts(path)
+        collectives = mentions_collectives(text)
+        acts = (mentions_acts(text, words) or collectives) and self._acts(path)
         uses_gpu = USES_GPU.search(text) is not None
-        starts = mentions_starts(words) and self._acts(path)
+        starts = (mentions_starts(words) or collectives) and self._acts(path)
         return Facts(acts=acts, uses_gpu=uses_gpu, starts=starts,
                      follow=uses_gpu or ACTS.search(text) is not None,
                      imports=import_names(text) if not acts else (),

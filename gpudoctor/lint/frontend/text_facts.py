@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.lint.knowledge.distributed import COLLECTIVE_MODULES, IMPORT_PATTERN, STRATEGY_WORDS
 from gpudoctor.lint.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
 from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
@@ -19,13 +20,13 @@ from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS,
 ACTS = re.compile(
     r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
     r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|"
-    + "|".join(re.escape(word) for word in (*CONFIG_WORDS, *COLLECTIVE_WORDS)) +
+    + "|".join(re.escape(word) for word in (*CONFIG_WORDS, *STRATEGY_WORDS)) +
     r"|(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
 # Words one of which a file matching ACTS contains (``str.find`` is faster than the
 # regular expression, docs/performance.md "The text gate"; the expression confirms).
 _ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
-               "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, *COLLECTIVE_WORDS, "gpudoctor:")
+               "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, *STRATEGY_WORDS, "gpudoctor:")
 # Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
 _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # What an imported module must mention for a GPU-using importer to matter: it starts
@@ -35,8 +36,11 @@ _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # which ``str.find`` searches for faster than a regular expression (docs/performance.md).
 PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
                  ".spawn(")
-STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *COLLECTIVE_WORDS, *READERS,
+STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *STRATEGY_WORDS, *READERS,
                 *sorted(CALL_TIME_VARIABLES - READERS.keys()))
+# A collective of a distributed job (knowledge/distributed.py): its words, in a file that
+# imports a module whose collectives the tables list (see mentions_collectives).
+_COLLECTIVE_IMPORT = re.compile(IMPORT_PATTERN, re.M)
 
 
 def _alternatives(words: tuple[str, ...]) -> str:
@@ -217,6 +221,18 @@ def attributes_read(text: str, bound: str) -> tuple[str, ...]:
 def mentions_starts(words: frozenset[str]) -> bool:
     """Does the text mention one of STARTS_WORDS? (``words``: its ``mentioned_words``.)"""
     return not words.isdisjoint(STARTS_WORDS)
+
+
+def mentions_collectives(text: str) -> bool:
+    """Does the text name a collective of a distributed job, in a file that imports a module
+    that has them? (The import first: few files have one, and the words are many.)"""
+    return collectives_possible(text) and any(word in text for word in COLLECTIVE_WORDS)
+
+
+def collectives_possible(text: str) -> bool:
+    """Does the text import a module whose collectives the tables list? (The modules' names
+    are looked for first: most files name none.)"""
+    return any(module in text for module in COLLECTIVE_MODULES) and _COLLECTIVE_IMPORT.search(text) is not None
 
 
 def mentions_acts(text: str, words: frozenset[str]) -> bool:

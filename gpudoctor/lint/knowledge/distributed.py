@@ -202,5 +202,11 @@ JOB_TEST_WORDS = ("is_initialized", "is_available", "distributed", "world_size",
 TEXT_PATTERN = "|".join(sorted({"rank", "RANK", "process_index", "PROCID", "LOCALID", *MAIN_FLAGS,
                                  *RANK_ZERO_DECORATORS}))
 # The words the text gate looks for before a file is parsed: a file naming none of them
-# calls no collective of its own.
+# calls no collective of its own. A collective's words count only in a file that imports one
+# of COLLECTIVE_MODULES (TensorFlow's own ``all_reduce`` and ``checkpoint.save`` are not in
+# the tables: a Keras backend file naming them has nothing for these rules); a strategy's
+# name counts anywhere.
 GATE_WORDS = (*sorted(WORDS), *sorted(f"{owner}.{name}(" for owner in OWNER_WORDS for name in GENERIC_NAMES))
+STRATEGY_WORDS = tuple(sorted(name.rsplit(".", 1)[-1] for name in STARTUP_STRATEGIES))
+COLLECTIVE_MODULES = ("torch", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod", "jax")
+IMPORT_PATTERN = r"^[ \t]*(?:import|from)[ \t]+(?:" + "|".join(COLLECTIVE_MODULES) + r")\b"
