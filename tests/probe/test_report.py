@@ -291,6 +291,16 @@ def _two_nodes(tmp_path: Path, name: str, source: str) -> Path:
     return records
 
 
+def _stacks(records: Path) -> list[tuple[Any, ...]]:
+    """Each rank's place and last stack as its node recorded them (said when an assertion fails)."""
+    found: list[tuple[Any, ...]] = []
+    for f in sorted(records.glob("*.json")):
+        record = json.loads(f.read_text())
+        stacks = {p["pid"]: (p.get("stack_source"), p.get("stack")) for p in record["run"]["processes"]}
+        found += [(e["rank"], e["place"], *stacks.get(e["pid"], (None, None))) for e in record["ranks"]]
+    return found
+
+
 def _nothing_left(records: Path, mark: str) -> None:
     pids = [p["pid"] for f in records.glob("*.json") for p in json.loads(f.read_text())["run"]["processes"]]
     assert running(pids) == []
@@ -310,7 +320,7 @@ def test_two_nodes_one_rank_skips_a_barrier_the_report_says_hung_with_both_ranks
     node = {r["rank"]: r["node"] for r in doc["ranks"]}
     test, save, barrier = (_line(BARRIER_SKIPPED, m) for m in ("# TEST", "# SAVE", "# BARRIER"))
     assert any(line.startswith(f"Rank 1 (node {node[1]}) waits in `barrier` at skipped.py:{barrier}")
-               for line in lines), lines
+               for line in lines), (lines, _stacks(records))
     assert any(f"rank 0 (node {node[0]}) is in `save_checkpoint` at skipped.py:{save}" in line
                and f"under `if rank == 0:` (line {test})" in line for line in lines), lines
     assert doc["causes"][0]["kind"] == "collective-not-reached"
