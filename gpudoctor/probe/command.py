@@ -74,7 +74,12 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         echo_err = view.echo(sys.stderr.buffer, 2) if view else sys.stderr.buffer
         # Both to one terminal (or one file): whole lines, so neither cuts the other's.
         echo_out, echo_err = capture.whole_lines(echo_out, echo_err)
-        supervisor = Supervisor(command, limits, echo_out, echo_err, view)
+        hold = None
+        if record is not None:
+            from gpudoctor.probe import node_record
+
+            hold = node_record.hold(record)
+        supervisor = Supervisor(command, limits, echo_out, echo_err, view, hold=hold)
         run = supervisor.run()
         result = diagnose.diagnose(run)
         if view is not None:

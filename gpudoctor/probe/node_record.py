@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,42 @@ def build(run: RunRecord, diagnosis: Diagnosis, document: dict[str, Any]) -> dic
         "ranks": _ranks(run, diagnosis),
         "run": document,
     }
+
+
+def hold(directory: Path) -> Callable[[dict[int, int | None], float], None]:
+    """What a node's probe does on a hang, once its stacks are dumped: leave a mark in the
+    records' folder, then wait until every node of the job has left one (or ``most``
+    seconds). Stopping this node's ranks wakes the other nodes' ranks (their collective
+    fails), so a node that stopped first would leave the others dumping ranks that are
+    already on their way out. The number of nodes is the job's world size over this node's
+    ranks; marks older than the run's start (``most`` earlier, for clocks a little apart)
+    are another run's."""
+    import math
+    import time
+
+    started = time.time()
+    mark = directory / f".{file_name(socket.gethostname(), os.getpid())[:-5]}.hung"
+
+    def wait(sizes: dict[int, int | None], most: float) -> None:
+        here = [size for size in sizes.values() if size is not None]
+        try:
+            mark.touch()
+        except OSError:
+            return  # (the record itself will say why the folder cannot be written)
+        if not here:
+            return
+        nodes = math.ceil(max(here) / len(here))
+        deadline = time.monotonic() + most
+        while time.monotonic() < deadline:
+            try:
+                marks = [m for m in directory.glob(".*.hung") if m.stat().st_mtime >= started - most]
+            except OSError:
+                return
+            if len(marks) >= nodes:
+                return
+            time.sleep(0.1)  # (the other nodes' marks are what is waited on; ``most`` bounds it)
+
+    return wait
 
 
 def write(directory: Path, record: dict[str, Any]) -> Path:

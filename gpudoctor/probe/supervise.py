@@ -56,8 +56,14 @@ class Supervisor:
     """One supervised run; ``run()`` returns its RunRecord."""
 
     def __init__(self, command: list[str], limits: Limits, echo_stdout: Any, echo_stderr: Any,
-                 view: View | None = None, own_program: bool = False):
+                 view: View | None = None, own_program: bool = False,
+                 hold: Callable[[dict[int, int | None], float], None] | None = None):
         self.command = launch.resolve(command)
+        # Called on a hang once this node's stacks are dumped, before its tree is stopped,
+        # with each live process's world size (None: not a rank) and the longest the call may
+        # wait: a node of a distributed job waits there for the other nodes to dump theirs,
+        # since stopping its ranks wakes theirs (node_record.hold).
+        self._hold = hold
         # gpudoctor's own program (a scenario) needs no working folder of the user's: with
         # that folder deleted, it runs in the run's own folder (multiprocessing asks for one).
         self._own_program = own_program
@@ -181,6 +187,10 @@ class Supervisor:
                 # (A fork bomb gets no time to grow, a second Ctrl-C no wait.)
                 stopped = {p for p in live[0] if tree.tracks[p].stopped_since is not None}
                 dumps = self._dump_stacks(live[0], start_epoch, stopped)
+                if reason == StopReason.HUNG and self._hold is not None:
+                    sizes = {p: (rank.world_size if (rank := tree.tracks[p].rank) is not None else None)
+                             for p in live[0]}
+                    self._hold(sizes, self.limits.hang_after)
         finally:
             try:
                 self._stop_tree(tree, live[0], 0.0 if reason == StopReason.PROCESS_LIMIT else None)

@@ -346,3 +346,29 @@ def test_two_nodes_one_rank_raises_the_report_names_its_exception_as_the_cause(
            f"{_line(RANK_1_RAISES, '# RAISE')})" in first, first
     assert doc["causes"][0]["kind"] == "rank-failed" and doc["causes"][0]["processes"][0] == rank1["pid"]
     _nothing_left(records, no_leftovers)
+
+
+def test_a_hung_node_waits_for_the_other_nodes_to_dump_their_stacks(tmp_path: Path) -> None:
+    """On a hang, a node's probe leaves a mark and waits for the job's other nodes' marks
+    before stopping its ranks (stopping them wakes the others'); it waits no longer than
+    it is told, and not at all for a job on one node."""
+    import threading
+    import time
+
+    from gpudoctor.probe import node_record
+
+    wait = node_record.hold(tmp_path)
+    other = threading.Timer(0.2, (tmp_path / ".other-1.hung").touch)
+    other.start()
+    began = time.monotonic()
+    wait({10: 2, 11: None}, 60.0)  # one rank of a world of two here: two nodes
+    assert time.monotonic() - began < 30 and len(list(tmp_path.glob(".*.hung"))) == 2
+    other.join()
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    began = time.monotonic()
+    node_record.hold(alone)({10: 2}, 0.3)  # the other node never comes: the bound
+    assert time.monotonic() - began >= 0.3
+    began = time.monotonic()
+    node_record.hold(alone)({10: 1, 11: 1}, 60.0)  # one node: nothing to wait for
+    assert time.monotonic() - began < 30
