@@ -267,6 +267,8 @@ def is_main_thread(title: str) -> bool:
 def is_library(where: str) -> bool:
     """Tell a library frame from the user's own code, by the file py-spy/faulthandler name."""
     path = where.rsplit(":", 1)[0]
+    if path.startswith("<frozen "):
+        return True  # a frozen module of the standard library (``<frozen runpy>``)
     if os.path.isabs(path):
         libraries = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
         # The supervised interpreter need not be ours: also know the usual layouts.
@@ -313,6 +315,10 @@ class BlockedAt:
 
 def _blocked(native: str | None, python: list[str]) -> BlockedAt:
     user = next((frame for frame in python if not is_library(frame.split(" (", 1)[-1][:-1])), None)
+    if user is not None and len(python) > 1 and user == python[-1] and "(<string>:" in user:
+        # ``python -c "from multiprocessing.spawn import spawn_main; ..."``: the command line
+        # of a spawned worker or of the resource tracker, only calling into the library.
+        user = None
     return BlockedAt(native, python[0] if python else None, user)
 
 

@@ -336,3 +336,29 @@ def test_a_child_seen_before_its_exec_is_named_by_the_program_it_execs(tmp_path:
     finally:
         os.kill(child, signal.SIGKILL)
         parent.wait(60)
+
+
+def test_the_interpreters_own_frames_are_not_your_code() -> None:
+    """torchrun's agent runs under ``<frozen runpy>``, a spawned worker and the resource
+    tracker under ``python -c "from multiprocessing... "``: neither is the user's code; a
+    user's own ``python -c`` program is."""
+    runpy = textwrap.dedent("""\
+        Thread 10 (idle): "MainThread"
+            time_sleep (libpython3.11.so.1.0)
+            _invoke_run (torch/distributed/elastic/agent/server/api.py:923)
+            _run_code (<frozen runpy>:88)
+    """)
+    assert "your code" not in (stacks.blocked_in_native(runpy) or "")
+    tracker = textwrap.dedent("""\
+        Thread 11 (idle): "MainThread"
+            read (libc.so.6)
+            main (multiprocessing/resource_tracker.py:201)
+            <module> (<string>:1)
+    """)
+    assert "your code" not in (stacks.blocked_in_native(tracker) or "")
+    own = textwrap.dedent("""\
+        Thread 12 (idle): "MainThread"
+            clock_nanosleep (libc.so.6)
+            <module> (<string>:1)
+    """)
+    assert stacks._native_blocked(own).user == "<module> (<string>:1)"
