@@ -27,7 +27,7 @@ import pytest
 from gpudoctor.cli import main
 from gpudoctor.probe.node_record import RECORD_KIND, RECORD_VERSION, file_name
 from tests.probe.helpers import marked, running, script, wait_gone
-from tests.probe.test_distributed import _line, _torch_missing
+from tests.probe.test_distributed import BARRIER_SKIPPED, _line, _torch_missing
 
 PY = sys.executable
 TIMEOUT = 120
@@ -219,29 +219,7 @@ def test_record_needs_a_command_and_a_usable_directory(tmp_path: Path, capsys: p
 
 # -- for real: two nodes of a torchrun job on this machine ----------------------------------
 
-BARRIER_SKIPPED = """\
-import threading
-
-import torch.distributed as dist
-
-
-def save_checkpoint():
-    threading.Event().wait()  # SAVE: blocks for ever, as a stuck write to a full disk would
-
-
-def main():
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    if rank == 0:  # TEST
-        save_checkpoint()  # CALL
-    else:
-        dist.barrier()  # BARRIER
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()
-"""
+# (BARRIER_SKIPPED, the program of a rank that skips a barrier, is the single-node tests'.)
 
 RANK_1_RAISES = """\
 import torch.distributed as dist
