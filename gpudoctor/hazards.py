@@ -184,6 +184,16 @@ COLLECTIVES_MISMATCHED = Hazard(
          "(`if rank == 0:`) must have its counterpart on the other ranks, or move out of the test."),
 )
 
+RANK_HELD_UP = Hazard(
+    cause="rank-held-up",
+    rule=None,  # every rank calls the collective: what holds one up is known only at run time
+    why=("Every rank calls the collective, but one never gets there: it is held up before it, in a call that "
+         "does not return (a lock, a queue, a network or file operation with no timeout), and the others "
+         "wait for it in the collective, with no error."),
+    fix=("find why that call never returns and give it a timeout, or move it out of the way of the "
+         "collective (after it, or to a thread of its own); the collective itself is called on every rank."),
+)
+
 RANK_FAILED = Hazard(
     cause="rank-failed",
     rule=None,  # a rank's death is a run-time event
@@ -197,7 +207,7 @@ RANK_FAILED = Hazard(
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, COLLECTIVE_NOT_REACHED,
-                                 COLLECTIVES_MISMATCHED, RANK_FAILED)}
+                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

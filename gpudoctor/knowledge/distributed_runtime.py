@@ -30,6 +30,10 @@ from __future__ import annotations
 # Files whose frames are a collective's own: the outermost such frame names the
 # collective the rank waits in (its function name).
 COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py",)
+# Files of wrappers that run collectives of their own (torch 2.13 ``torch/nn/parallel/
+# distributed.py``: DistributedDataParallel's ``forward`` broadcasts buffers and syncs before
+# the module runs), and what a report calls the wait: "DistributedDataParallel.forward".
+COLLECTIVE_WRAPPERS = {"torch/nn/parallel/distributed.py": "DistributedDataParallel"}
 # Frames between the collective and the caller that are neither (decorators).
 WRAPPER_FILES = ("torch/distributed/c10d_logger.py",)
 

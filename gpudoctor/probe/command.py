@@ -89,6 +89,7 @@ def supervise(command: list[str], args: argparse.Namespace) -> int:
         from gpudoctor.probe import node_record
 
         written = node_record.write(record, node_record.build(run, result, render_run.to_json(run, result, described)))
+        node_record.clear_mark(record)
     # A reader of stdout that left (``| head -1``) ends the printing, never the run: the
     # HTML report is still written and the exit status is the verdict's.
     with reader_may_leave():

@@ -97,7 +97,8 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
         if track is not None and track.killed_by_supervisor:
             return Verdict.KILLED, f"killed by gpudoctor ({name})"
         if -code in _CRASH_SIGNALS or fatal:
-            extra = " — a fatal native error (TensorFlow's 'F' log lines abort)" if code == -6 else ""
+            extra = (" — a fatal native error (abort(): a failed check or an uncaught C++ exception in native "
+                     "code)") if code == -6 else ""
             extra += f"; {fatal}" if fatal else ""
             return Verdict.CRASHED, f"died of {name} (exit {code}){extra}"
         if code == -9:

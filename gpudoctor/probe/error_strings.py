@@ -26,6 +26,7 @@ OTHER_TOOL = "other-tool"
 IPC_PRODUCER_EXIT = "ipc-producer-exit"
 WORKER_NOT_IMPORTABLE = "worker-not-importable"
 START_AT_IMPORT = "process-start-at-import"
+COLLECTIVES_MISMATCHED = "mismatched-collectives"
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,11 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(None, "CPython", CAUSE, START_AT_IMPORT,
        r"An attempt has been made to start a new process before the",
        "a spawned child re-ran the main module's process start at import time"),
+    # gloo (torch 2.13, seen here): a rank's collective received data of another size than it
+    # expected, because the ranks are in different collectives; the rank aborts (SIGABRT).
+    _p(None, "PyTorch", CAUSE, COLLECTIVES_MISMATCHED,
+       r"Is there a distributed collective mismatch in your code\?",
+       "the ranks called different collectives (or the same one with different sizes) at the same point"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
        "CuPy needs a newer (or any) NVIDIA driver"),
     # Generic boilerplate last: a specific row above explains the same line better.

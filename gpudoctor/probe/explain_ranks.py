@@ -94,7 +94,11 @@ class Story:
             return hazards.RANK_FAILED
         waiting = {p.collective for p in self.places}
         if None in waiting and len(waiting) > 1:
-            return hazards.COLLECTIVE_NOT_REACHED
+            # The collective under a test on the rank (or in its ``else``): the ranks that do
+            # not take that branch never call it (GD501). Outside any: every rank calls it,
+            # and the rank elsewhere is held up on its way there.
+            under_test = any(p.condition is not None for p in self.places if p.collective)
+            return hazards.COLLECTIVE_NOT_REACHED if under_test else hazards.RANK_HELD_UP
         if None not in waiting and len(waiting) > 1:
             return hazards.COLLECTIVES_MISMATCHED
         return None
@@ -202,9 +206,17 @@ def place_in(process: ProcessVerdict, frames: Sequence[tuple[str, str]]) -> Plac
     """Where a rank is in ``frames`` (function, "path:line"), innermost first: a stack, or
     the traceback of the exception a collective raised when a peer went away."""
     inside = [i for i, (_, where) in enumerate(frames) if _in(where, knowledge.COLLECTIVE_FILES)]
+    wrapped = [i for i, (_, where) in enumerate(frames) if _in(where, tuple(knowledge.COLLECTIVE_WRAPPERS))]
+    collective = _short(frames[inside[-1]][0]) if inside else None
+    if wrapped and (not inside or wrapped[-1] > inside[-1]):
+        # A wrapper that runs collectives of its own (DDP's forward): its outermost frame.
+        index = wrapped[-1]
+        name, where = frames[index]
+        owner = next(o for f, o in knowledge.COLLECTIVE_WRAPPERS.items() if _in(where, (f,)))
+        collective = f"{owner}.{_short(name)}"
+        inside = [*inside, index]
     start = inside[-1] + 1 if inside else 0
     outer = [(name, where) for name, where in frames[start:] if _users(where)]
-    collective = _short(frames[inside[-1]][0]) if inside else None
     function, at = (_short(outer[0][0]), outer[0][1]) if outer else (None, None)
     condition = next((c for _, where in outer if (c := _condition_at(where, process.cmdline)) is not None), None)
     return Place(process, collective, function, at, condition)
@@ -341,7 +353,7 @@ def hang_lines(story: Story | None) -> list[str]:
         return []
     lines = [_job(story), *_waits(story)]
     hazard = story.hazard
-    if hazard is hazards.COLLECTIVE_NOT_REACHED:
+    if hazard in (hazards.COLLECTIVE_NOT_REACHED, hazards.RANK_HELD_UP):
         waiting = [p for p in story.places if p.collective]
         away = [p for p in story.places if not p.collective]
         names = sorted({f"`{p.collective}`" for p in waiting})
@@ -380,12 +392,18 @@ def failure_lines(story: Story | None) -> list[str]:
         lines.append(f"Rank {other.process.rank} ({_node_pid(story, other.process)}) failed after it{at}: "
                      f"{other.process.explanation}.")
     if story.stopped:
-        them = who([q.rank or 0 for q in story.stopped], story.nodes)
-        by = (", most likely by their nodes' launchers" if story.launchers
+        one = len(story.stopped) == 1
+        if story.nodes:  # "rank 1 (node b, pid 990)": the node and the pid in one parenthesis
+            them = ", ".join(f"rank {q.rank} ({_node_pid(story, q)})" for q in story.stopped)
+        else:
+            them = f"{who([q.rank or 0 for q in story.stopped], story.nodes)} " \
+                   f"({wording.pids([q.pid for q in story.stopped])})"
+        by = ((", most likely by its node's launcher" if one else ", most likely by their nodes' launchers")
+              if story.launchers
               else f", most likely by the launcher (pid {story.launcher.pid})" if story.launcher is not None else "")
         habit = (f": {story.launcher_name} stops the other ranks as soon as one fails"
                  if story.launcher_name in knowledge.STOPS_RANKS_ON_FAILURE else "")
-        lines.append(f"{_capital(them)} ({wording.pids([q.pid for q in story.stopped])}) "
+        lines.append(f"{_capital(them)} "
                      f"{wording.agree(len(story.stopped), 'was', 'were')} stopped with SIGTERM after it{by}{habit}. "
                      f"That is the effect of rank {p.rank}'s failure, not a cause.")
     waiting = [place for place in story.places if place.process.pid != p.pid]

@@ -165,6 +165,17 @@ def hold(directory: Path) -> Callable[[dict[int, int | None], float], None]:
     return wait
 
 
+def clear_mark(directory: Path) -> None:
+    """Remove this probe's hang mark (``hold``) once its record is written: a folder used
+    again must not count it for a later run. (A node that marks before this one's wait ends
+    has seen it; one that marks after waits its own bound.)"""
+    mark = directory / f".{file_name(socket.gethostname(), os.getpid())[:-5]}.hung"
+    try:
+        mark.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def write(directory: Path, record: dict[str, Any]) -> Path:
     """Write ``record`` into ``directory`` atomically; return its path."""
     import json

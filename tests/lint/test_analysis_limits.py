@@ -161,8 +161,8 @@ def test_the_prescan_copies_no_name_twice(monkeypatch: pytest.MonkeyPatch) -> No
             return super().__ior__(other)
 
     class CountedScan(Scan):
-        def __init__(self, imports: list[tuple[str, str, int, str | None]]) -> None:
-            super().__init__(imports)
+        def __init__(self, imports: list[tuple[str, str, int, str | None]], collectives: bool = True) -> None:
+            super().__init__(imports, collectives)
             self.refs = CountingSet()
 
     monkeypatch.setattr(prescan_module, "Scan", CountedScan)

@@ -104,6 +104,20 @@ def test_a_hang_across_two_nodes_is_told_rank_by_rank_with_each_ranks_node(
     assert code == 1 and "verdict: hung" in out and "rank 0 (node a) is in `save_checkpoint`" in out
 
 
+def test_a_rank_held_up_before_a_collective_every_rank_calls_is_not_blamed_on_a_rank_test(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The barrier after the ``if`` (every rank calls it), rank 0 blocked in a call under the
+    test that never returns: the cause is that call, and no rule of the linter's."""
+    _record(tmp_path, "a", 1000.0, [_rank(11, 0, function="upload_metrics", at="train.py:12",
+                                           condition={**IF_RANK, "at": "train.py:26"})])
+    _record(tmp_path, "b", 1000.2, [_rank(21, 1, collective="barrier", at="train.py:27")])
+    code, out, _ = _report(capsys, str(tmp_path), "--json")
+    doc = json.loads(out)
+    assert code == 1 and [(c["kind"], c["rule"]) for c in doc["causes"]] == [("rank-held-up", None)]
+    assert "find why that call never returns" in doc["explanation"]
+    assert "move it out of the rank test" not in doc["explanation"]
+
+
 def test_the_first_failure_by_the_wall_clock_is_the_cause_whatever_each_nodes_own_clock_says(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Node b started 1 s later: its rank failed at its t=2.0 (wall 1003.0), after rank 0's
@@ -131,6 +145,7 @@ def test_a_rank_that_fails_after_gpudoctor_stopped_another_node_is_the_effect_of
             stop_at=5.0)
     _record(tmp_path, "b", 1000.0, [_rank(21, 1, verdict="crashed", waiting=False, failed_at=5.5, exit_code=1,
                                          collective="barrier", at="train.py:40",
+                                         condition={**IF_RANK, "in_else": True, "at": "train.py:40"},
                                          exception="RuntimeError: Connection closed by peer")],
             verdict="crashed", stop_reason="exited", stop_at=6.0)
     code, out, _ = _report(capsys, str(tmp_path), "--json")
