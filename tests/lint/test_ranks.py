@@ -253,6 +253,18 @@ def test_accelerate_and_jax(lint_source) -> None:  # type: ignore[no-untyped-def
     assert found == _rows(textwrap.dedent(source))
 
 
+def test_an_early_exit_is_named_as_written(lint_source) -> None:  # type: ignore[no-untyped-def]
+    source = HEAD + """\
+def log(loss, local_rank):
+    if local_rank != 0:
+        return
+    dist.all_reduce(loss)
+"""
+    found = [f for f in lint_source(source, select=["GD501"])]
+    assert [f.site.row for f in found] == [7]
+    assert "only on the ranks that get past `if local_rank != 0: return` (line 5)" in found[0].message
+
+
 def test_rank_tests_leave_other_rules_alone(lint_source) -> None:  # type: ignore[no-untyped-def]
     """What follows ``if rank != 0: return`` is still analysed for the other rules."""
     source = """\

@@ -339,6 +339,18 @@ class Executor(Evaluator):
         if body_ended == else_ended or not distinguishes(rank_samples(node.test, self.known_integer)):
             return
         self.ctx = self.under(self.ctx, node.test, not body_ended)
+        if body_ended and node.orelse is None:
+            # Named as written, for a message about what follows: "the ranks that get past
+            # `if rank != 0: return`".
+            last = node.body.body[-1] if node.body.body else None
+            small = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else None
+            word = {cst.Return: "return", cst.Continue: "continue", cst.Break: "break", cst.Raise: "raise"}.get(
+                type(small)) if small is not None else None
+            if word is not None:
+                condition = self.ctx.conditions[-1]
+                exit_text = f"if {condition_text(node.test)}: {word}"
+                self.ctx = replace(self.ctx, conditions=(*self.ctx.conditions[:-1], Condition(
+                    condition.site, condition.holds, exit_text, condition.ranks)))
 
     def rank_only(self, node: cst.FunctionDef) -> Context:
         """The context a function's body runs in: on rank 0 only when a decorator says so

@@ -52,7 +52,11 @@ class Condition:
         return value is None or value == self.holds
 
     def describe(self) -> str:
-        return f"`{self.text}` is {'true' if self.holds else 'false'}"
+        text = self.text
+        head, _, word = text.rpartition(": ")
+        if text.startswith("if ") and word in ("return", "continue", "break", "raise"):
+            text = head[3:]  # what follows ``if test: return`` (named so for GD501): the test
+        return f"`{text}` is {'true' if self.holds else 'false'}"
 
 
 Conditions = tuple[Condition, ...]

@@ -14,6 +14,8 @@ from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 # Collectives compared per flow and rank: a flow with more is compared on its first ones.
 _MOST = 400
+# How a branch that leaves the block ends: what follows runs on the ranks that get past it.
+_EXITS = frozenset({"return", "continue", "break", "raise"})
 # A test on an object's own state, made when first needed: ``self.group is None``.
 _LAZY_STATE = re.compile(r"(?:not )?self(?:\.\w+)+(?: is (?:not )?None)?")
 
@@ -243,6 +245,8 @@ class CollectiveUnderRankCondition(Rule):
         test = f"where `{condition.text}` is {side}"
         if condition.text.startswith("@"):
             test = f"that `{condition.text}` lets through"
+        elif condition.text.startswith("if ") and condition.text.rsplit(": ", 1)[-1] in _EXITS:
+            test = f"that get past `{condition.text}`"
         other = ""
         if instead is not None and isinstance(instead.effect, Collective):
             other = f"; the other ranks run {_api(instead.effect)}() at {line_of(instead.effect.site, where)} instead"
