@@ -89,4 +89,8 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                            frameworks=frameworks, evidence=tuple(m.line for m in found_here[:5]),
                            fix=hazard.fix if hazard else None))
     order = {OBSERVED: 0, LIKELY: 1, LATENT: 2}
-    return tuple(sorted(found, key=lambda c: order.get(c.certainty, 3)))
+    # A rank that died of what its backend called a collective mismatch (gloo aborts so)
+    # failed because of the mismatch: that is the cause to lead with, the failure its effect.
+    deeper = {hazards.COLLECTIVES_MISMATCHED.cause} if any(c.kind == hazards.RANK_FAILED.cause for c in found) \
+        else set()
+    return tuple(sorted(found, key=lambda c: (order.get(c.certainty, 3), c.kind not in deeper)))

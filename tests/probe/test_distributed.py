@@ -238,3 +238,48 @@ def test_the_rank_that_failed_first_is_the_cause_not_the_sigterm_of_the_others(
     assert [(c["kind"], c["certainty"], c["parent"], c["processes"][0]) for c in doc["causes"]][:1] == [
         ("rank-failed", "observed", root["pid"], dead["pid"])]
     _nothing_left(doc, no_leftovers)
+
+
+# An evaluation that all-reduces a metric on rank 0 only, while rank 1 goes on to the next
+# step, whose all-reduce is of another size: gloo pairs the two and aborts rank 0 ("Received
+# data size doesn't match expected size. Is there a distributed collective mismatch in your
+# code?", torch 2.13), a SIGABRT.
+EVAL_ON_RANK_0 = """\
+import torch
+import torch.distributed as dist
+
+
+def evaluate():
+    metric = torch.zeros(1)
+    dist.all_reduce(metric)  # EVAL
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    grads = torch.zeros(1000)
+    for step in range(3):
+        dist.all_reduce(grads)
+        if rank == 0 and step == 1:  # TEST
+            evaluate()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_collective_mismatch_the_backend_aborts_on_is_the_cause_before_the_rank_that_died(
+        tmp_path: Path, no_leftovers: str) -> None:
+    path = script(tmp_path, "evaluate.py", EVAL_ON_RANK_0)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    code, doc, _ = gpudoctor_json(["--quiet", "--timeout", str(TIMEOUT), "--hang-after", HANG_AFTER, "--", PY, "-m",
+                                   "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(path)],
+                                  env=env, cwd=tmp_path, timeout=TIMEOUT + 60)
+    kinds = [c["kind"] for c in doc["causes"]]
+    if "mismatched-collectives" not in kinds:
+        pytest.skip(f"this torch's gloo did not abort on the mismatch ({doc['verdict']}: {kinds})")
+    assert code == 1 and kinds[0] == "mismatched-collectives" and doc["causes"][0]["rule"] == "GD501"
+    assert "TensorFlow" not in doc["explanation"]
+    _nothing_left(doc, no_leftovers)
