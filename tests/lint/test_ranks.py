@@ -433,6 +433,9 @@ def test_gd503_after_a_helper_module_started_the_runtime(lint_source) -> None:  
 @pytest.mark.parametrize(("source", "acts"), [
     ("import torch.distributed as dist\n\ndef f():\n    dist.barrier()\n", True),
     ("from torch import distributed\n\ndef f(t):\n    distributed.all_reduce(t)\n", True),
+    ("import torch.distributed as dist\n\ndef f(t):\n    dist.broadcast(t, 0)\n", True),
+    # A tensor's own gather is no collective.
+    ("import torch\n\ndef f(x, i):\n    return x.gather(0, i)\n", False),
     ("import tensorflow as tf\n\ndef f(t):\n    return tf.distribute.MultiWorkerMirroredStrategy()\n", True),
     # TensorFlow's own all_reduce and checkpoint.save are not in the tables: nothing to lint.
     ("import tensorflow as tf\n\ndef f(ctx, t):\n    return ctx.all_reduce('sum', t)\n", False),

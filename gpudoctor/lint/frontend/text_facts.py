@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor.lint.knowledge.distributed import COLLECTIVE_MODULES, IMPORT_PATTERN, STRATEGY_WORDS
+from gpudoctor.lint.knowledge.distributed import (
+    COLLECTIVE_MODULES,
+    GATE_CALLS,
+    GENERIC_CALL_PATTERN,
+    IMPORT_PATTERN,
+    STRATEGY_WORDS,
+)
 from gpudoctor.lint.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
 from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
@@ -41,6 +47,7 @@ STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *STRATEGY_WORDS, *READERS,
 # A collective of a distributed job (knowledge/distributed.py): its words, in a file that
 # imports a module whose collectives the tables list (see mentions_collectives).
 _COLLECTIVE_IMPORT = re.compile(IMPORT_PATTERN, re.M)
+_GENERIC_CALL = re.compile(GENERIC_CALL_PATTERN)
 
 
 def _alternatives(words: tuple[str, ...]) -> str:
@@ -226,7 +233,12 @@ def mentions_starts(words: frozenset[str]) -> bool:
 def mentions_collectives(text: str) -> bool:
     """Does the text name a collective of a distributed job, in a file that imports a module
     that has them? (The import first: few files have one, and the words are many.)"""
-    return collectives_possible(text) and any(word in text for word in COLLECTIVE_WORDS)
+    if not collectives_possible(text):
+        return False
+    if any(word in text for word in COLLECTIVE_WORDS):
+        return True
+    # (``.reduce(`` first, then its owner: one search per generic name, not one per pair)
+    return any(call in text for call in GATE_CALLS) and _GENERIC_CALL.search(text) is not None
 
 
 def collectives_possible(text: str) -> bool:

@@ -206,7 +206,10 @@ TEXT_PATTERN = "|".join(sorted({"rank", "RANK", "process_index", "PROCID", "LOCA
 # of COLLECTIVE_MODULES (TensorFlow's own ``all_reduce`` and ``checkpoint.save`` are not in
 # the tables: a Keras backend file naming them has nothing for these rules); a strategy's
 # name counts anywhere.
-GATE_WORDS = (*sorted(WORDS), *sorted(f"{owner}.{name}(" for owner in OWNER_WORDS for name in GENERIC_NAMES))
+GATE_WORDS = tuple(sorted(WORDS))
+# The generic names, as calls: ``.reduce(`` in the text, then one of OWNER_WORDS before it.
+GATE_CALLS = tuple(f".{name}(" for name in sorted(GENERIC_NAMES))
+GENERIC_CALL_PATTERN = r"(?:" + "|".join(sorted(OWNER_WORDS)) + r")\.(?:" + "|".join(sorted(GENERIC_NAMES)) + r")\("
 STRATEGY_WORDS = tuple(sorted(name.rsplit(".", 1)[-1] for name in STARTUP_STRATEGIES))
 COLLECTIVE_MODULES = ("torch", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod", "jax")
 IMPORT_PATTERN = r"^[ \t]*(?:import|from)[ \t]+(?:" + "|".join(COLLECTIVE_MODULES) + r")\b"
