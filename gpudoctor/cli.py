@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from gpudoctor.lint import options as lint_options
     from gpudoctor.probe import options as probe_options
+    from gpudoctor.server import options as server_options
 
     parser = argparse.ArgumentParser(
         prog="gpudoctor",
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     lint_options.add_rule_parser(sub)
     probe_options.add_probe_parser(sub)
     probe_options.add_report_parser(sub)
+    server_options.add_server_parser(sub)
     for name, command in sub.choices.items():  # an unknown option is reported with its command's usage
         command.set_defaults(command_parser=command, command_name=name)
         command.allow_abbrev = False  # as ruff: --sel is not --select

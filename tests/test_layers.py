@@ -185,3 +185,17 @@ def test_modules_are_imported_at_the_top_but_those_that_load_libcst() -> None:
     hidden = [f"{path.name}:{row} imports {target}" for package in PACKAGES for path in (LINT / package).glob("*.py")
               for target, where, row in _package_imports(path) if where == "function" and not loads_libcst(target)]
     assert hidden == []
+
+
+def test_the_server_reaches_the_linter_only_and_lint_never_loads_the_server() -> None:
+    # The language server is a face over the linter: no probe, NVML, psutil or framework
+    # in its process; and `gpudoctor lint` (pre-commit's start-up) never pays for pygls.
+    code = ("import sys; import gpudoctor.server.server; from gpudoctor.cli import main; "
+            "bad = [m for m in ('pynvml', 'psutil', 'rich', 'torch', 'tensorflow', 'cupy', 'jax', 'gpudoctor.probe')"
+            " if m in sys.modules]; print('LOADED', bad)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.strip().endswith("LOADED []"), run.stdout + run.stderr
+    code = ("import sys; from gpudoctor.cli import main; main(['lint', '--help']);")
+    run = subprocess.run([sys.executable, "-c", code + "print('SERVER', [m for m in sys.modules if 'pygls' in m])"],
+                         capture_output=True, text=True)
+    assert "SERVER []" in run.stdout, run.stdout + run.stderr

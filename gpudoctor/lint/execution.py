@@ -37,7 +37,7 @@ def prepare(inputs: LintInputs, jobs: int | None, no_cache: bool, cache_dir: str
     Never more workers than the CPUs this process may use (``--jobs 10000`` would start
     hundreds of processes that share them, each paying its start-up), nor, later, than
     the files to analyse (the engine's ``_analyse``)."""
-    cache = None if no_cache or inputs.from_stdin else _cache(inputs.settings, cache_dir)
+    cache = None if no_cache or inputs.from_stdin else cache_for(inputs.settings, cache_dir)
     cpus = _cpus()
     return Execution(min(jobs, cpus) if jobs else cpus, cache)
 
@@ -151,7 +151,7 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _cache(settings: Settings, folder: str | None) -> Cache | None:
+def cache_for(settings: Settings, folder: str | None) -> Cache | None:
     """The result cache for these settings (only what changes the analysis is in its key),
     or None when there is no folder gpudoctor may use for it (the cache has said why)."""
     from gpudoctor.lint.cache import Cache

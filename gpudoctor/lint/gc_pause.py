@@ -28,6 +28,13 @@ def process_ends_after_run() -> None:
     _process_ends = True
 
 
+def process_outlives_runs() -> None:
+    """Say that this process goes on after each run (a server): the collector is turned
+    back on after every run, as for a program that embeds the linter."""
+    global _process_ends  # noqa: PLW0603
+    _process_ends = False
+
+
 def off_until_exit() -> None:
     """Turn the collector off for the rest of this process's life: a worker, which only
     analyses (file after file, each adding to its parses) and then exits."""
