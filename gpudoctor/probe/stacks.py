@@ -245,14 +245,20 @@ def _kill_group(process: subprocess.Popen[str]) -> None:
         process.wait(2.0)
 
 
-def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:
-    """Return the frame lines of the main (or signal-handling, or first) thread."""
+def _thread_blocks(text: str, header: re.Pattern[str]) -> list[tuple[str, list[str]]]:
+    """Return each thread's header line and frame lines, in the dump's order."""
     blocks: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
         if header.match(line):
             blocks.append((line, []))
         elif blocks and line.startswith(" ") and line.strip():
             blocks[-1][1].append(line.strip())
+    return blocks
+
+
+def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:
+    """Return the frame lines of the main (or signal-handling, or first) thread."""
+    blocks = _thread_blocks(text, header)
     for title, frames in blocks:
         if is_main_thread(title):
             return frames
@@ -313,8 +319,20 @@ class BlockedAt:
         return ", ".join(parts) or None
 
 
+def own_frames(frames: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The frames (function, "path:line"), innermost first, that a ``multiprocessing`` child
+    runs itself: those inside its ``BaseProcess._bootstrap``. A fork child's stack goes on
+    below it with the frames it inherited from its parent (``p.start()`` and the parent's
+    code): where the parent was when it forked, not where the child is."""
+    for index, (name, where) in enumerate(frames):
+        if name.rsplit(".", 1)[-1] == "_bootstrap" and "multiprocessing/process.py" in where.replace(os.sep, "/"):
+            return frames[:index]
+    return frames
+
+
 def _blocked(native: str | None, python: list[str]) -> BlockedAt:
-    user = next((frame for frame in python if not is_library(frame.split(" (", 1)[-1][:-1])), None)
+    own = python[:len(own_frames([(frame.rsplit(" (", 1)[0], frame.rsplit(" (", 1)[-1][:-1]) for frame in python]))]
+    user = next((frame for frame in own if not is_library(frame.split(" (", 1)[-1][:-1])), None)
     if user is not None and len(python) > 1 and user == python[-1] and "(<string>:" in user:
         # ``python -c "from multiprocessing.spawn import spawn_main; ..."``: the command line
         # of a spawned worker or of the resource tracker, only calling into the library.
@@ -392,6 +410,23 @@ def python_frames(text: str, source: str | None) -> list[tuple[str, str]]:
         frame = re.match(r'^File "(.*)", line (\d+) in (.*)$', line)
         if frame and not is_bootstrap(f"{frame[1]}:{frame[2]}"):
             found.append((frame[3], f"{frame[1]}:{frame[2]}"))
+    return found
+
+
+def threads(text: str, source: str | None) -> list[tuple[str, list[Frame]]]:
+    """Return every thread of a dump (``source``: "py-spy" or "faulthandler") as its header
+    line and its frames, innermost first, gpudoctor's bootstrap left out. A faulthandler
+    dump has Python frames only; py-spy's has native ones too (with ``--native``)."""
+    found: list[tuple[str, list[Frame]]] = []
+    if source == "py-spy":
+        for title, lines in _thread_blocks(text, re.compile(r"^Thread \d+")):
+            frames = [py_spy_frame(line) for line in lines]
+            found.append((title, [f for f in frames if f is not None and not (f.python and is_bootstrap(f.where))]))
+        return found
+    for title, lines in _thread_blocks(text, re.compile(r"^(Current thread|Thread) 0x")):
+        matched = [re.match(r'^File "(.*)", line (\d+) in (.*)$', line) for line in lines]
+        found.append((title, [Frame(m[3], f"{m[1]}:{m[2]}", True) for m in matched
+                              if m is not None and not is_bootstrap(f"{m[1]}:{m[2]}")]))
     return found
 
 
