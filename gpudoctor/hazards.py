@@ -161,6 +161,20 @@ WORKER_DIED_IN_TASK = Hazard(
          "initializer), which turns the kill into a MemoryError the pool reports."),
 )
 
+QUEUE_JOINED_BEFORE_READ = Hazard(
+    cause="join-before-queue-drained",
+    rule=None,  # how much a child puts, and when the parent reads it, is known at run time
+    why=("A process that put items on a `multiprocessing.Queue` does not exit until the queue's feeder thread "
+         "has written them all into the queue's pipe, and the pipe holds little (64 KiB on Linux) until the "
+         "other end reads it; on a queue with a `maxsize`, `put` itself waits while the queue is full. A "
+         "parent that joins the child before it takes the items off the queue waits for a child that waits "
+         "for it: both wait for ever, with no error (Python's multiprocessing documentation, programming "
+         "guidelines: \"Joining processes that use queues\")."),
+    fix=("take the child's items off the queue (`q.get()`, as many as it puts) before `p.join()`; or, if the "
+         "items not yet read may be lost, call `q.cancel_join_thread()` in the child, which then exits without "
+         "writing them (that does not help a `put` waiting on a full queue)."),
+)
+
 # Distributed jobs: the probe names these from the ranks' stacks and exits; GD501 finds the
 # collective under a test on the rank, and the mismatched pair, before the job runs.
 COLLECTIVE_NOT_REACHED = Hazard(
@@ -206,8 +220,8 @@ RANK_FAILED = Hazard(
 
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
-                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, COLLECTIVE_NOT_REACHED,
-                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
+                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, QUEUE_JOINED_BEFORE_READ,
+                                 COLLECTIVE_NOT_REACHED, COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_ranks
+from gpudoctor.probe import (
+    explain_crash_loop,
+    explain_lost_task,
+    explain_queue_join,
+    explain_ranks,
+)
 from gpudoctor.probe.diagnosis import LATENT, LIKELY, OBSERVED, Cause, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, Match
 from gpudoctor.probe.explain import fork_origin, is_forkserver, waiting
@@ -31,7 +36,8 @@ def stuck_processes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVe
 def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                  matches: Sequence[Match], lost: set[int]) -> list[Cause]:
     """One cause per parent that forked children from a hazardous state (``lost``: parents
-    that wait for a dead worker's task, whose threads at the fork are not the cause)."""
+    whose threads at the fork are not the cause: they wait for a dead worker's task, or join
+    a child held by its queue)."""
     stuck, certainty = stuck_processes(run, verdict, judged)
     failed_with_string = {m.pattern.category for m in matches if m.pattern.kind == CAUSE}
     by_pid = {p.pid: p for p in judged}
@@ -73,7 +79,10 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     """Return the causes the evidence of ``run`` names, most certain first."""
     stuck, certainty = stuck_processes(run, verdict, judged)
     lost = explain_lost_task.find(run, judged, stuck)
-    found = _fork_causes(run, verdict, judged, matches, {task.parent for task in lost})
+    queued = explain_queue_join.find(judged, stuck)
+    not_threads = {task.parent for task in lost} | {q.parent for q in queued}
+    found = _fork_causes(run, verdict, judged, matches, not_threads)
+    found += explain_queue_join.causes(queued, certainty)
     found += explain_lost_task.causes(lost, certainty)
     found += explain_crash_loop.causes(run, judged)
     found += explain_ranks.causes(explain_ranks.find(run, judged, stuck), certainty, OBSERVED)

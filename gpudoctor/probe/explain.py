@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_crash_loop, explain_lost_task, explain_oom, explain_ranks, wording
+from gpudoctor.probe import (
+    explain_crash_loop,
+    explain_lost_task,
+    explain_oom,
+    explain_queue_join,
+    explain_ranks,
+    wording,
+)
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.error_strings import CAUSE, CONTEXT, FORK_AFTER_INIT, GPU_OOM, WARNING, Match
 from gpudoctor.probe.units import format_size
@@ -160,31 +167,34 @@ def busy_not_hung(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]
 
 
 def _hung(run: RunRecord, judged: Sequence[ProcessVerdict], lost: set[int],
-          ranks: explain_ranks.Story | None) -> list[str]:
+          ranks: explain_ranks.Story | None, told: set[int]) -> list[str]:
     hung = [p for p in judged if p.verdict == Verdict.HUNG]
     return [f"Hung: {plural(len(hung), 'process')} waited with no CPU progress for at least "
             f"{run.limits.hang_after:g} s: {_pids(hung)}.", *explain_ranks.hang_lines(ranks),
-            *_stuck(hung, judged, lost, ranks)]
+            *_stuck(hung, judged, lost, ranks, told)]
 
 
 def _likely_hung(run: RunRecord, idle: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict],
-                 lost: set[int], ranks: explain_ranks.Story | None) -> list[str]:
+                 lost: set[int], ranks: explain_ranks.Story | None, told: set[int]) -> list[str]:
     """Explain a run stopped before --hang-after from the waits seen so far, as likely."""
     low, high = min(p.stalled_for for p in idle), max(p.stalled_for for p in idle)
     span = f"{low:.1f} s" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f} to {high:.1f} s"
     return [f"Likely hung: {plural(len(idle), 'process')} {agree(len(idle), 'was', 'were')} idle for {span} "
             "(waiting with no CPU progress) when "
             f"the tree was stopped, short of --hang-after {run.limits.hang_after:g} s, so the hang is likely, "
-            f"not proven: {_pids(idle)}.", *explain_ranks.hang_lines(ranks), *_stuck(idle, judged, lost, ranks)]
+            f"not proven: {_pids(idle)}.", *explain_ranks.hang_lines(ranks), *_stuck(idle, judged, lost, ranks, told)]
 
 
 def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], lost: set[int],
-           ranks: explain_ranks.Story | None = None) -> list[str]:
+           ranks: explain_ranks.Story | None = None, told_here: set[int] | None = None) -> list[str]:
     """Say who forked the waiting processes from what state, where they block, and the fix.
 
-    ``lost``: parents that wait for the task of a worker that died (explain_lost_task):
-    the threads they had when their pool forked a replacement are not why they wait.
-    ``ranks``: the ranks of a distributed job, whose places it has told already."""
+    ``lost``: parents whose threads at the fork are not why they wait: they wait for the task
+    of a worker that died (explain_lost_task), or join a child held by its queue
+    (explain_queue_join).
+    ``ranks``: the ranks of a distributed job, whose places it has told already.
+    ``told_here``: processes whose wait those causes tell, each with its own lines."""
+    told_here = told_here or set()
     forked = [p for p in hung if p.start == "fork"]
     lines: list[str] = []
     servers = {p.pid for p in judged if is_forkserver(p)}
@@ -192,13 +202,15 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
     for p in forked:
         by_parent.setdefault((p.ppid, p.runtimes_at_fork), []).append(p)
     for (parent, runtimes), children in by_parent.items():
+        if not runtimes and all(p.pid in told_here for p in children):
+            continue
         lines.append(fork_origin(children, parent, runtimes, parent in servers))
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
         if runtimes:
             lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
         elif threads[-1:] > [1] and parent not in lost:
             lines.append(hazards.MULTITHREADED_FORK.why)
-    told = ranks.told if ranks is not None and (ranks.places or ranks.failed) else set()
+    told = (ranks.told if ranks is not None and (ranks.places or ranks.failed) else set()) | told_here
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork" and p.pid not in told})
     blocked = blocked or sorted({p.blocked_in for p in hung if p.blocked_in and p.pid not in told})
     for where in blocked[:3]:
@@ -348,7 +360,9 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     stuck = {p.pid for p in judged if p.verdict == Verdict.HUNG} if verdict == Verdict.HUNG else {p.pid for p in idle}
     lost = explain_lost_task.find(run, judged, stuck)
-    lost_parents = {task.parent for task in lost}
+    queued = explain_queue_join.find(judged, stuck)
+    lost_parents = {task.parent for task in lost} | {q.parent for q in queued}
+    told = explain_queue_join.told(queued)
     ranks = explain_ranks.find(run, judged, stuck)
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
@@ -357,7 +371,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     if verdict == Verdict.STOPPED:
         lines += _stopped(run, judged)
     elif verdict == Verdict.HUNG:
-        lines += _hung(run, judged, lost_parents, ranks)
+        lines += _hung(run, judged, lost_parents, ranks, told)
     elif run.stop_reason == StopReason.MEMORY_LIMIT:
         total = sum(p.rss_peak or 0 for p in judged)
         lines.append(f"Out of host memory: the tree's resident memory passed --memory-limit "
@@ -369,7 +383,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     elif run.stop_reason == StopReason.TIMEOUT and idle:
         lines.append(f"Stopped at --timeout {run.limits.timeout:g} s, before --hang-after "
                      f"{run.limits.hang_after:g} s.")
-        lines += _likely_hung(run, idle, judged, lost_parents, ranks)
+        lines += _likely_hung(run, idle, judged, lost_parents, ranks, told)
     elif run.stop_reason == StopReason.TIMEOUT:
         working = busy_not_hung(run, judged)
         lines.append(f"Still running after --timeout {run.limits.timeout:g} s; gpudoctor stopped it." if working
@@ -379,7 +393,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
         lines += working
     elif run.stop_reason == StopReason.INTERRUPTED:
         lines.append(_interrupted(run))
-        lines += _likely_hung(run, idle, judged, lost_parents, ranks) if idle else busy_not_hung(run, judged)
+        lines += _likely_hung(run, idle, judged, lost_parents, ranks, told) if idle else busy_not_hung(run, judged)
     elif run.stop_reason == StopReason.CRASH_LOOP:
         lines += explain_crash_loop.lines(run, judged)
     elif root is not None:
@@ -387,6 +401,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     told = {f.process.pid for f in ranks.failed} if ranks is not None else set()
     lines += _failed([p for p in judged if p.pid not in told])
     lines += explain_lost_task.lines(lost)
+    lines += explain_queue_join.lines(queued)
     lines += _matched(matches, CAUSE, "Cause: ")
     causes_at = len(lines)
     cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)
