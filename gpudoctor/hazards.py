@@ -161,6 +161,18 @@ WORKER_DIED_IN_TASK = Hazard(
          "initializer), which turns the kill into a MemoryError the pool reports."),
 )
 
+FORK_AFTER_OPENMP = Hazard(
+    cause="fork-after-openmp",
+    rule=None,  # which CPU ops start an OpenMP pool is known at run time (the probe sees it in a stack)
+    why=("GNU OpenMP's thread pool does not survive `fork()`. The parent's first parallel CPU op started the "
+         "pool's threads and libgomp keeps them for the next op; `fork()` copies only the calling thread, and "
+         "libgomp does not start a new pool in the child, so the child's first parallel op waits for ever for "
+         "threads that do not exist. No GPU is involved: it happens on a CPU-only machine."),
+    fix=('start the workers with the spawn or forkserver start method (multiprocessing.get_context("spawn")), '
+         "or set OMP_NUM_THREADS=1 in the environment before the program starts (the pool never starts; CPU "
+         "ops run on one thread)."),
+)
+
 QUEUE_JOINED_BEFORE_READ = Hazard(
     cause="join-before-queue-drained",
     rule=None,  # how much a child puts, and when the parent reads it, is known at run time
@@ -220,8 +232,9 @@ RANK_FAILED = Hazard(
 
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
-                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, QUEUE_JOINED_BEFORE_READ,
-                                 COLLECTIVE_NOT_REACHED, COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
+                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
+                                 QUEUE_JOINED_BEFORE_READ, COLLECTIVE_NOT_REACHED, COLLECTIVES_MISMATCHED,
+                                 RANK_HELD_UP, RANK_FAILED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

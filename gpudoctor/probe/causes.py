@@ -16,6 +16,7 @@ from gpudoctor import hazards
 from gpudoctor.probe import (
     explain_crash_loop,
     explain_lost_task,
+    explain_openmp_fork,
     explain_queue_join,
     explain_ranks,
 )
@@ -36,8 +37,8 @@ def stuck_processes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVe
 def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
                  matches: Sequence[Match], lost: set[int]) -> list[Cause]:
     """One cause per parent that forked children from a hazardous state (``lost``: parents
-    whose threads at the fork are not the cause: they wait for a dead worker's task, or join
-    a child held by its queue)."""
+    whose threads at the fork are not the cause: they wait for a dead worker's task, join a
+    child held by its queue, or their children wait in an OpenMP pool, a cause of its own)."""
     stuck, certainty = stuck_processes(run, verdict, judged)
     failed_with_string = {m.pattern.category for m in matches if m.pattern.kind == CAUSE}
     by_pid = {p.pid: p for p in judged}
@@ -80,8 +81,10 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     stuck, certainty = stuck_processes(run, verdict, judged)
     lost = explain_lost_task.find(run, judged, stuck)
     queued = explain_queue_join.find(judged, stuck)
-    not_threads = {task.parent for task in lost} | {q.parent for q in queued}
+    openmp = explain_openmp_fork.find(judged, stuck)
+    not_threads = {task.parent for task in lost} | {q.parent for q in queued} | explain_openmp_fork.parents(openmp)
     found = _fork_causes(run, verdict, judged, matches, not_threads)
+    found += explain_openmp_fork.causes(openmp, certainty)
     found += explain_queue_join.causes(queued, certainty)
     found += explain_lost_task.causes(lost, certainty)
     found += explain_crash_loop.causes(run, judged)

@@ -11,6 +11,7 @@ from gpudoctor.probe import (
     explain_crash_loop,
     explain_lost_task,
     explain_oom,
+    explain_openmp_fork,
     explain_queue_join,
     explain_ranks,
     wording,
@@ -190,8 +191,8 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
     """Say who forked the waiting processes from what state, where they block, and the fix.
 
     ``lost``: parents whose threads at the fork are not why they wait: they wait for the task
-    of a worker that died (explain_lost_task), or join a child held by its queue
-    (explain_queue_join).
+    of a worker that died (explain_lost_task), join a child held by its queue
+    (explain_queue_join), or forked children that wait in an OpenMP pool (explain_openmp_fork).
     ``ranks``: the ranks of a distributed job, whose places it has told already.
     ``told_here``: processes whose wait those causes tell, each with its own lines."""
     told_here = told_here or set()
@@ -361,8 +362,9 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     stuck = {p.pid for p in judged if p.verdict == Verdict.HUNG} if verdict == Verdict.HUNG else {p.pid for p in idle}
     lost = explain_lost_task.find(run, judged, stuck)
     queued = explain_queue_join.find(judged, stuck)
-    lost_parents = {task.parent for task in lost} | {q.parent for q in queued}
-    told = explain_queue_join.told(queued)
+    openmp = explain_openmp_fork.find(judged, stuck)
+    lost_parents = {task.parent for task in lost} | {q.parent for q in queued} | explain_openmp_fork.parents(openmp)
+    told = explain_queue_join.told(queued) | explain_openmp_fork.told(openmp)
     ranks = explain_ranks.find(run, judged, stuck)
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
@@ -401,6 +403,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     told = {f.process.pid for f in ranks.failed} if ranks is not None else set()
     lines += _failed([p for p in judged if p.pid not in told])
     lines += explain_lost_task.lines(lost)
+    lines += explain_openmp_fork.lines(openmp)
     lines += explain_queue_join.lines(queued)
     lines += _matched(matches, CAUSE, "Cause: ")
     causes_at = len(lines)
