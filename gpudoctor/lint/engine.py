@@ -22,6 +22,24 @@ if TYPE_CHECKING:
     from gpudoctor.lint.notebook import Notebook
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a run analysed: the linted files, the others analysed for their context, the
+    names the project uses from each, whether the budget left context out; and the
+    findings each analysis made, before they were tidied (``gpudoctor server`` reuses a
+    run's plan and context findings for a quick run after an edit: see ``lint_paths``)."""
+
+    linted: tuple[Path, ...]
+    context: tuple[Path, ...]
+    called: dict[Path, frozenset[str]]
+    left_out: int
+    found: dict[Path, list[Finding]] = field(default_factory=dict)
+
+
+class Cancelled(Exception):
+    """A run stopped because its caller no longer wants its result."""
+
+
 @dataclass
 class LintResult:
     findings: list[Finding] = field(default_factory=list)
@@ -35,6 +53,8 @@ class LintResult:
     context_analysed: int = 0
     workers: int = 0  # worker processes used (0: analysed in this process)
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
+    plan: Plan | None = None  # what was analysed, and what each analysis found
+    reused: bool = False  # the run reused an earlier one's plan and context findings
 
 
 # A run this large may need workers: their fork server starts while the plan is made
@@ -47,7 +67,8 @@ PARALLEL_MIN_BYTES = 150_000
 
 def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = None,
                jobs: int = 1, contents: dict[Path, bytes] | None = None,
-               project_files: list[Path] | None = None, limits: Limits = DEFAULT_LIMITS) -> LintResult:
+               project_files: list[Path] | None = None, limits: Limits = DEFAULT_LIMITS,
+               reuse: Plan | None = None, cancelled: Callable[[], bool] | None = None) -> LintResult:
     """Check ``files`` (already discovered) and return findings in file order.
 
     ``contents`` gives the bytes of some files instead of their file on disk (the text of
@@ -57,25 +78,41 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     (see callers.py). ``limits``: the analysis's budgets (tests make them small); the cache
     holds findings made with the default ones, so a run with others neither reads nor
     writes it.
+
+    ``reuse``: the plan of an earlier run naming the same files, for a quick run after an
+    edit (``gpudoctor server``): the named files are analysed again with the names it
+    found used (unless the edit changed which of them can matter: then the run is a full
+    one, ``reused`` False), and the context files are not, their earlier findings (``reuse.found``,
+    already moved to the edited text by the caller) stand in. Nothing of such a run is
+    cached. ``cancelled``: asked between analyses; when it says so, the run stops with
+    ``Cancelled``.
     """
     from gpudoctor.lint.gc_pause import paused
 
     forget_links()
     with paused():
-        return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache, 1 if contents else jobs,
-                           limits, contents, project_files)
+        return _lint_paths(files, settings, None if limits != DEFAULT_LIMITS else cache,
+                           1 if contents else jobs, limits, contents, project_files, reuse, cancelled)
 
 
 def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs: int, limits: Limits,
                 contents: dict[Path, bytes] | None = None,
-                project_files: list[Path] | None = None) -> LintResult:
+                project_files: list[Path] | None = None, reuse: Plan | None = None,
+                cancelled: Callable[[], bool] | None = None) -> LintResult:
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.rules._registry import all_rules
 
     project = Project(settings.project_root, cache.kept() if cache is not None else None, contents, limits=limits)
-    linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
-                                              prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
-    result = LintResult(files_checked=len(files), context=len(context))
+    if reuse is not None and {project.real(p) for p in files if project.gate.may_matter(p)} != set(reuse.linted):
+        reuse = None  # the edit changed which named files can matter: their uses are not known
+    if reuse is not None:
+        linted, context, called, left_out = list(reuse.linted), list(reuse.context), reuse.called, reuse.left_out
+    else:
+        linted, context, called, left_out = _plan(project, files, settings, project_files, cache,
+                                                  prestart=jobs > 1 and len(files) >= PRESTART_MIN_FILES)
+    if cancelled is not None and cancelled():
+        raise Cancelled
+    result = LintResult(files_checked=len(files), context=len(context), reused=reuse is not None)
     if left_out:
         result.warnings.append(
             "files that use the named ones were not all analysed for their context (over the budget): "
@@ -84,6 +121,9 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     found: dict[Path, list[Finding]] = {}
     todo = []
     for path in [*linted, *context]:
+        if reuse is not None and path in context:
+            found[path] = reuse.found.get(path, [])
+            continue
         cached = cache.lookup(project, path, called[path]) if cache is not None else None
         if cached is None:
             todo.append(path)
@@ -94,7 +134,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
         # and the walks made here are kept (analyses in worker processes keep none).
         project.walks.stored = cache.stored_walk(project)
     outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
-                                        result.warnings, settings.forkserver_preloads_main)
+                                        result.warnings, settings.forkserver_preloads_main, cancelled)
     if cache is not None and cache.usable and todo:
         cache.store_walks(project, len(todo))
     for outcome in outcomes:
@@ -102,6 +142,7 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
         result.internal_errors.extend(outcome.errors)
         if cache is not None:
             cache.store(outcome, called[outcome.path])
+    result.plan = Plan(tuple(linted), tuple(context), called, left_out, found)
     shown = set(linted)
     result.analysed = sum(1 for path in todo if path in shown)
     result.cached = len(linted) - result.analysed
@@ -241,17 +282,24 @@ def _workers_supported() -> bool:
 
 
 def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
-             jobs: int, warnings: list[str], preloads_main: bool = False) -> tuple[list[Outcome], int]:
+             jobs: int, warnings: list[str], preloads_main: bool = False,
+             cancelled: Callable[[], bool] | None = None) -> tuple[list[Outcome], int]:
     """Analyse the linted files, in worker processes when there is enough work to share.
 
     The files a worker took and never returned (it was killed, or ran out of memory) are
-    analysed here, with a warning: a lost worker costs time, not findings."""
+    analysed here, with a warning: a lost worker costs time, not findings. ``cancelled``
+    is asked before each file analysed in this process."""
     from gpudoctor.lint import file_analysis
 
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
     small = jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES
     if small or not _workers_supported():  # (multiprocessing is not even imported for a small run)
-        return [file_analysis.analyse(project, path, method, called[path], preloads_main) for path in todo], 0
+        outcomes = []
+        for path in todo:
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            outcomes.append(file_analysis.analyse(project, path, method, called[path], preloads_main))
+        return outcomes, 0
     from gpudoctor.lint.workers import run_files
 
     processes = min(jobs, len(todo))

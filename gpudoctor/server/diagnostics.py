@@ -148,11 +148,18 @@ def hover_text(finding: Finding) -> str:
 
     rule = rule_by_code(finding.code)
     parts = [f"**{finding.code}** `{finding.name}` ({finding.severity})", finding.message]
+    if finding.related:  # (for editors that do not show a diagnostic's related information)
+        parts.append("\n".join(f"- `{_where(r.site)}`: {r.message}" for r in finding.related))
     if finding.fix_hint:
         parts.append(f"Help: {finding.fix_hint}")
     if rule is not None:
         parts += ["---", rule_text(finding.code)]
     return "\n\n".join(parts)
+
+
+def _where(site: Site) -> str:
+    cell = f" cell {site.cell}" if site.cell is not None else ""
+    return f"{Path(site.path).name}{cell}:{site.row}:{site.col + 1}"
 
 
 def rule_text(code: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import sys
@@ -33,6 +34,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from gpudoctor import __version__
+from gpudoctor.lint.engine import Cancelled
 from gpudoctor.server import diagnostics as D
 from gpudoctor.server.session import Session
 
@@ -44,6 +46,9 @@ __all__ = ["GpudoctorServer", "serve"]
 log = logging.getLogger("gpudoctor.server")
 
 NOTEBOOK_SUFFIX = ".ipynb"
+# Seconds without an edit before the full run starts after a quick one (its result would be
+# dropped if the next keystroke came while it ran).
+QUIET_BEFORE_FULL = 0.3
 
 
 @dataclass(frozen=True)
@@ -106,17 +111,33 @@ class GpudoctorServer(LanguageServer):
             documents = self._snapshot()
             paths = list(dict.fromkeys(d.path for d in documents))
             texts = {d.path: d.text for d in documents}
-            try:
-                result = await loop.run_in_executor(self._linter, self.session.lint, paths, texts)
-            except Exception as exc:  # noqa: BLE001 - the server lives on; the editor is told
-                log.exception("lint failed")
-                self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Error,
-                                                             f"gpudoctor: lint failed: {exc!r}"))
-                continue
-            self.runs += 1
-            for line in [*result.warnings, *result.errors]:
-                self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"gpudoctor: {line}"))
-            self._publish(documents, result.findings)
+            # A quick run first (the edited documents only), then the full run once the
+            # editor has been quiet a moment; it stops as soon as another edit arrives:
+            # that one's quick run comes first.
+            shown_quick = False
+            for quick in (True, False):
+                wanted = self._wanted
+                if not quick and shown_quick and await _arrives(wanted, QUIET_BEFORE_FULL):
+                    break
+                run = functools.partial(self.session.lint, paths, texts, quick=quick, cancelled=wanted.is_set)
+                try:
+                    result = await loop.run_in_executor(self._linter, run)
+                except Cancelled:
+                    break
+                except Exception as exc:  # noqa: BLE001 - the server lives on; the editor is told
+                    log.exception("lint failed")
+                    self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Error,
+                                                                 f"gpudoctor: lint failed: {exc!r}"))
+                    break
+                self.runs += 1
+                for line in [*result.warnings, *result.errors]:
+                    self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"gpudoctor: {line}"))
+                self._publish([d for d in documents if d.path in result.findings], result.findings)
+                # (a quick run with nothing to reuse, for a document just opened, shows
+                # nothing: the full run follows at once)
+                shown_quick = quick and bool(result.findings)
+                if wanted.is_set():
+                    break
 
     def _snapshot(self) -> list[Linted]:
         """Every open document the linter can read: Python files, and notebooks as the
@@ -300,6 +321,15 @@ class GpudoctorServer(LanguageServer):
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Info, D.rule_text(str(code))))
             return
         self.window_show_document(lsp.ShowDocumentParams(page, take_focus=True), lambda _: None)
+
+
+async def _arrives(event: asyncio.Event, seconds: float) -> bool:
+    """Is ``event`` set within ``seconds``?"""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except asyncio.TimeoutError:
+        return False
+    return True
 
 
 def _cells(server: GpudoctorServer, uri: str) -> set[str]:

@@ -9,23 +9,33 @@ What makes a run after an edit cheap is kept between runs: the interpreter with
 gpudoctor's modules and libcst loaded, and one result cache per project and settings
 (the same ``.gpudoctor_cache`` the command line uses; its entries are keyed by the
 digests of the bytes analysed, so an unsaved text neither reads nor spoils an entry of
-the saved file). A run re-analyses the edited files and every file whose analysis read
-one of them; the others come from the cache.
+the saved file). A full run re-analyses the edited files and every file whose analysis
+read one of them (the other files of the project that use them: their context); the
+others come from the cache.
+
+A *quick* run follows an edit first: it analyses the edited documents again with the
+plan of the last full run of the same documents (which files are context, which names
+the project uses from each), and takes the context files' findings from that run instead
+of analysing them again, moved to the edited text (a finding on a line the edit changed
+is left to the full run). The full run follows and corrects what the edit changed in the
+context's analyses.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from gpudoctor.lint.cache import Cache
-    from gpudoctor.lint.findings import Finding
+    from gpudoctor.lint.engine import Plan
+    from gpudoctor.lint.findings import Finding, Site
     from gpudoctor.lint.settings import Settings
 
 __all__ = ["Linted", "Session"]
@@ -44,6 +54,7 @@ class Linted:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     analysed: int = 0  # documents analysed in this run (the others came from the cache)
+    quick: bool = False  # a quick run (see the module's text): a full one follows
 
 
 class Session:
@@ -52,6 +63,9 @@ class Session:
     def __init__(self, cache: bool = True) -> None:
         self._use_cache = cache
         self._caches: OrderedDict[str, Cache | None] = OrderedDict()
+        # The last full run of each set of documents linted together: its plan, and the
+        # texts (by real path) of the documents given (what its findings' rows are of).
+        self._full: OrderedDict[tuple[object, ...], tuple[Plan, dict[str, bytes]]] = OrderedDict()
 
     def settings(self, path: Path) -> Settings:
         """The settings ``gpudoctor lint PATH`` would use for ``path``."""
@@ -61,18 +75,22 @@ class Session:
                                    ignore=None, extend_exclude=None)
         return build_settings(plain, [str(path)])
 
-    def lint(self, paths: Sequence[Path], texts: Mapping[Path, bytes]) -> Linted:
+    def lint(self, paths: Sequence[Path], texts: Mapping[Path, bytes], *, quick: bool = False,
+             cancelled: Callable[[], bool] | None = None) -> Linted:
         """Lint ``paths`` (absolute paths of the open documents), each with its text in
         ``texts`` where the editor holds one (else as it is on disk).
 
         Documents of one project are linted together, with one project's settings; a file
         the project's configuration excludes, as ``gpudoctor lint --force-exclude`` would
-        leave it out, gets no findings."""
+        leave it out, gets no findings. ``quick``: a quick run (see the module's text) of
+        the documents that had a full run, None for the others. ``cancelled``: asked
+        between analyses; the run then stops with ``engine.Cancelled``."""
         from gpudoctor.lint.discovery import in_default_excludes
         from gpudoctor.lint.engine import lint_paths
         from gpudoctor.lint.notebook import read as read_notebook
+        from gpudoctor.lint.paths import real_path
 
-        out = Linted()
+        out = Linted(quick=quick)
         groups: dict[tuple[object, ...], tuple[Settings, list[Path]]] = {}
         for path in paths:
             settings = self.settings(path)
@@ -81,9 +99,23 @@ class Session:
                 continue
             key = (settings.project_root, settings.config_file, settings.cache_root)
             groups.setdefault(key, (settings, []))[1].append(path)
-        for settings, group in groups.values():
+        for project, (settings, group) in groups.items():
             given = {path: texts[path] for path in group if path in texts}
-            result = lint_paths(group, settings, cache=self._cache(settings), contents=given)
+            run_key = (*project, settings.target_minor, settings.platform, tuple(group))
+            reuse = None
+            if quick:
+                before = self._full.get(run_key)
+                now = {str(real_path(path)): text for path, text in given.items()}
+                if before is None or before[1] == now:
+                    continue  # no plan to reuse, or nothing edited since: the full run only
+                reuse = _moved(before[0], before[1], now)
+            result = lint_paths(group, settings, cache=self._cache(settings), contents=given, reuse=reuse,
+                                cancelled=cancelled)
+            if not result.reused and result.plan is not None:
+                self._full[run_key] = (result.plan, {str(real_path(path)): text for path, text in given.items()})
+                self._full.move_to_end(run_key)
+                while len(self._full) > MAX_CACHES:
+                    self._full.popitem(last=False)
             for path in group:
                 out.findings[path] = []
             for finding in result.findings:
@@ -109,3 +141,43 @@ class Session:
                 self._caches.popitem(last=False)
         self._caches.move_to_end(key)
         return self._caches[key]
+
+
+def _moved(plan: Plan, before: dict[str, bytes], now: dict[str, bytes]) -> Plan:
+    """``plan`` with its context findings moved to the texts ``now`` (by real path): a
+    site on a line that is still there, unchanged, moves with it; a finding with a site on
+    a line the edit changed or removed is dropped (the full run says what it is now)."""
+    from dataclasses import replace
+
+    rows: dict[str, dict[int, int]] = {}
+    for path, text in now.items():
+        old = before.get(path)
+        if old is None or old == text:
+            continue
+        matcher = difflib.SequenceMatcher(None, old.splitlines(), text.splitlines(), autojunk=False)
+        rows[path] = {a + i + 1: b + i + 1 for a, b, size in matcher.get_matching_blocks() for i in range(size)}
+
+    def site(place: Site) -> Site | None:
+        table = rows.get(place.path)
+        if table is None:
+            return place
+        row, end = table.get(place.row), table.get(place.end_row)
+        return None if row is None or end is None else replace(place, row=row, end_row=end)
+
+    def finding(found: Finding) -> Finding | None:
+        where = site(found.site)
+        related = [replace(r, site=moved) for r in found.related if (moved := site(r.site)) is not None]
+        reached = found.reached
+        if reached is not None:
+            moved = site(reached.site)
+            if moved is None:
+                return None
+            reached = replace(reached, site=moved)
+        if where is None or len(related) != len(found.related):
+            return None
+        fix = found.fix if found.site.path not in rows else None  # (a fix of the old text: the full run's)
+        return replace(found, site=where, related=tuple(related), reached=reached, fix=fix)
+
+    found = {path: [f for f in (finding(item) for item in items) if f is not None]
+             for path, items in plan.found.items() if path in plan.context}
+    return replace(plan, found=found)
