@@ -95,6 +95,11 @@ class GpudoctorServer(LanguageServer):
         self._idle.clear()
         self._wanted.set()
 
+    def warm_up(self) -> None:
+        """Load what linting needs (libcst, the analysis, the rules) in the linting thread
+        now, so that the first document opened does not wait for it."""
+        self._linter.submit(_load_the_linter)
+
     async def settled(self) -> None:
         """Return once every edit so far is linted and its diagnostics published."""
         if self._idle is not None:
@@ -323,6 +328,16 @@ class GpudoctorServer(LanguageServer):
         self.window_show_document(lsp.ShowDocumentParams(page, take_focus=True), lambda _: None)
 
 
+def _load_the_linter() -> None:
+    import libcst
+
+    from gpudoctor.lint import file_analysis  # noqa: F401 - loaded for its imports
+    from gpudoctor.lint.rules._registry import all_rules
+
+    all_rules()
+    libcst.parse_module("import multiprocessing\n")
+
+
 async def _arrives(event: asyncio.Event, seconds: float) -> bool:
     """Is ``event`` set within ``seconds``?"""
     try:
@@ -394,6 +409,7 @@ def build(cache: bool = True) -> GpudoctorServer:
 
     @server.feature(lsp.INITIALIZED)
     async def initialized(ls: GpudoctorServer, params: lsp.InitializedParams) -> None:
+        ls.warm_up()
         watching = ls.client_capabilities.workspace
         changes = watching.did_change_watched_files if watching is not None else None
         if changes is None or not changes.dynamic_registration:

@@ -149,19 +149,19 @@ def _moved(plan: Plan, before: dict[str, bytes], now: dict[str, bytes]) -> Plan:
     a line the edit changed or removed is dropped (the full run says what it is now)."""
     from dataclasses import replace
 
-    rows: dict[str, dict[int, int]] = {}
-    for path, text in now.items():
-        old = before.get(path)
-        if old is None or old == text:
-            continue
-        matcher = difflib.SequenceMatcher(None, old.splitlines(), text.splitlines(), autojunk=False)
-        rows[path] = {a + i + 1: b + i + 1 for a, b, size in matcher.get_matching_blocks() for i in range(size)}
+    rows: dict[str, _Rows | None] = {}
+
+    def table(path: str) -> _Rows | None:
+        if path not in rows:
+            old, new = before.get(path), now.get(path)
+            rows[path] = None if old is None or new is None or old == new else _Rows(old, new)
+        return rows[path]
 
     def site(place: Site) -> Site | None:
-        table = rows.get(place.path)
-        if table is None:
+        lines = table(place.path)
+        if lines is None:
             return place
-        row, end = table.get(place.row), table.get(place.end_row)
+        row, end = lines.get(place.row), lines.get(place.end_row)
         return None if row is None or end is None else replace(place, row=row, end_row=end)
 
     def finding(found: Finding) -> Finding | None:
@@ -175,9 +175,36 @@ def _moved(plan: Plan, before: dict[str, bytes], now: dict[str, bytes]) -> Plan:
             reached = replace(reached, site=moved)
         if where is None or len(related) != len(found.related):
             return None
-        fix = found.fix if found.site.path not in rows else None  # (a fix of the old text: the full run's)
+        fix = found.fix if table(found.site.path) is None else None  # (a fix of the old text: the full run's)
         return replace(found, site=where, related=tuple(related), reached=reached, fix=fix)
 
     found = {path: [f for f in (finding(item) for item in items) if f is not None]
              for path, items in plan.found.items() if path in plan.context}
     return replace(plan, found=found)
+
+
+class _Rows:
+    """Where each line of an old text is in the new one, if it is there unchanged. An edit
+    is mostly a few lines in one place: the lines before and after it are matched first,
+    and only the lines between them are compared."""
+
+    def __init__(self, old: bytes, new: bytes) -> None:
+        a, b = old.splitlines(), new.splitlines()
+        head = 0
+        while head < min(len(a), len(b)) and a[head] == b[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+            tail += 1
+        self._head, self._old_end, self._shift = head, len(a) - tail, len(b) - len(a)
+        middle = difflib.SequenceMatcher(None, a[head:len(a) - tail], b[head:len(b) - tail], autojunk=False)
+        self._middle = {head + x + i + 1: head + y + i + 1
+                        for x, y, size in middle.get_matching_blocks() for i in range(size)}
+
+    def get(self, row: int) -> int | None:
+        """The row (from 1) in the new text of old row ``row``, or None if it changed."""
+        if row <= self._head:
+            return row
+        if row > self._old_end:
+            return row + self._shift
+        return self._middle.get(row)

@@ -82,3 +82,12 @@ def test_a_cancelled_run_stops(tmp_path: Path) -> None:
     helpers = root / "helpers.py"
     with pytest.raises(Cancelled):
         Session(cache=False).lint([helpers], {helpers: helpers.read_bytes()}, cancelled=lambda: True)
+
+
+def test_rows_of_an_old_text_are_found_in_the_new_one() -> None:
+    from gpudoctor.server.session import _Rows
+
+    moved = _Rows(b"a\nb\nc\nd\ne\n", b"a\nX\nb\nc\nD\ne\nf\n")
+    assert [moved.get(row) for row in range(1, 6)] == [1, 3, 4, None, 6]
+    assert [_Rows(b"x\na\nb\n", b"a\nb\n").get(row) for row in (1, 2, 3)] == [None, 1, 2]
+    assert [_Rows(b"a\nb\n", b"a\nb\nc\n").get(row) for row in (1, 2)] == [1, 2]
