@@ -114,7 +114,8 @@ def render(run: RunRecord, diagnosis: Diagnosis, console: Console) -> None:
         fork = ""
         if p.start == "fork":
             # An attached tree's forks have no thread count at the fork: it was not watched then.
-            threads = f" with {p.threads_at_fork} threads" if p.threads_at_fork is not None else ""
+            threads = (f" with {p.threads_at_fork} thread{'s' if p.threads_at_fork != 1 else ''}"
+                       if p.threads_at_fork is not None else "")
             fork = f", forked{threads}, runtimes: {', '.join(p.runtimes_at_fork) or 'none'}"
         role = f", {p.role}" if p.role else ""
         console.print(f"  pid {p.pid} ({p.start}{role}) [{_STYLES.get(p.verdict, 'bold')}]{p.verdict}[/]: "
