@@ -46,6 +46,9 @@ class Condition:
     line: int
     in_else: bool  # the line is in the test's else branch
     at: str  # "file:line" of the frame whose line the test encloses
+    # The test does not enclose the line: it ends the function (or the loop's turn) early
+    # before it ("if rank != 0: return"), so the line runs on the other ranks only.
+    exits: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,11 +193,46 @@ def _condition_at(where: str, cmdline: Sequence[str]) -> Condition | None:
                 and _about_rank(node.test) and (best is None or node.lineno > best.lineno):
             best = node
     if best is None:
-        return None
+        return _early_exit_before(tree, text, line, where)
     in_else = bool(best.orelse) and best.orelse[0].lineno <= line
     keyword = "elif" if text.splitlines()[best.lineno - 1].lstrip().startswith("elif") else "if"
     test = " ".join((ast.get_source_segment(text, best.test) or ast.unparse(best.test)).split())
     return Condition(f"{keyword} {test[:100]}:", best.lineno, in_else, where)
+
+
+def _early_exit_before(tree: ast.Module, text: str, line: int, where: str) -> Condition | None:
+    """The last rank test before ``line``, in a block that holds it, whose body only leaves
+    (``if rank != 0: return``, ``continue``, ``break``, ``raise``, ``sys.exit()``)."""
+    best: ast.If | None = None
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            holder = next((i for i, s in enumerate(block) if isinstance(s, ast.stmt)
+                           and s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+            for statement in block[:holder] if holder is not None else ():
+                if isinstance(statement, ast.If) and not statement.orelse and _about_rank(statement.test) \
+                        and _leaves(statement.body) and (best is None or statement.lineno > best.lineno):
+                    best = statement
+    if best is None:
+        return None
+    test = " ".join((ast.get_source_segment(text, best.test) or ast.unparse(best.test)).split())
+    last = best.body[-1]
+    leaving = " ".join((ast.get_source_segment(text, last) or ast.unparse(last)).split())
+    return Condition(f"if {test[:100]}: {leaving[:40]}", best.lineno, False, where, exits=True)
+
+
+def _leaves(body: Sequence[ast.stmt]) -> bool:
+    """Does a block end by leaving (return, continue, break, raise, an exit call)?"""
+    last = body[-1] if body else None
+    if isinstance(last, (ast.Return, ast.Continue, ast.Break, ast.Raise)):
+        return True
+    call = last.value if isinstance(last, ast.Expr) else None
+    if isinstance(call, ast.Call):
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        return name in ("exit", "_exit", "quit")
+    return False
 
 
 def place(process: ProcessVerdict) -> Place:
@@ -283,7 +321,8 @@ def _condition_text(place: Place) -> str:
     if c is None:
         return ""
     called = f", called at {_file_line(c.at)}" if c.at != place.at else ""
-    branch = f"in the `else` of `{c.text}`" if c.in_else else f"under `{c.text}`"
+    branch = f"after `{c.text}`" if c.exits else f"in the `else` of `{c.text}`" if c.in_else \
+        else f"under `{c.text}`"
     return f"{called} {branch} (line {c.line})"
 
 

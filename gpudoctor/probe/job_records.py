@@ -88,7 +88,7 @@ def _condition(data: object) -> Condition | None:
     if not isinstance(data, Mapping):
         return None
     return Condition(str(data.get("text", "")), int(data.get("line", 0)), bool(data.get("in_else")),
-                     str(data.get("at", "")))
+                     str(data.get("at", "")), bool(data.get("exits")))
 
 
 def _rank(data: Mapping[str, Any], processes: Mapping[int, ProcessVerdict]) -> RankEntry:

@@ -67,7 +67,8 @@ def _place(place: explain_ranks.Place | None, source: str) -> dict[str, Any] | N
     if place is None:
         return None
     c = place.condition
-    condition = None if c is None else {"text": c.text, "line": c.line, "in_else": c.in_else, "at": c.at}
+    condition = None if c is None else {"text": c.text, "line": c.line, "in_else": c.in_else, "at": c.at,
+                                          "exits": c.exits}
     return {"collective": place.collective, "function": place.function, "at": place.at,
             "condition": condition, "from": source}
 
