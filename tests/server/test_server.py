@@ -280,3 +280,30 @@ async def test_bad_input_is_a_diagnostic_or_nothing_and_the_server_lives_on(clie
     client.text_document_did_open(T.DidOpenTextDocumentParams(T.TextDocumentItem("untitled:Untitled-1", "python", 1,
                                                                                  FORKS_AFTER_INIT)))
     assert "untitled:" not in await settled(client)
+
+
+async def test_saving_lints_the_saved_text_and_an_unused_noqa_has_its_fix(client: LanguageClient,
+                                                                         tmp_path: Path) -> None:
+    root = _project(tmp_path, {"train.py": "import multiprocessing as mp\n"})
+    uri = open_file(client, root / "train.py")
+    assert await diagnostics_for(client, uri, 1) == []
+    text = "import multiprocessing as mp  # noqa: GD101\n"
+    change_file(client, uri, text, 2)
+    [unused] = await diagnostics_for(client, uri, 2)
+    assert unused.code == "GD001"
+    (root / "train.py").write_text(text)
+    client.text_document_did_save(T.DidSaveTextDocumentParams(T.TextDocumentIdentifier(uri)))
+    await settled(client)
+    assert [d.code for d in await diagnostics_for(client, uri, 2)] == ["GD001"]
+    actions = await client.text_document_code_action_async(T.CodeActionParams(
+        T.TextDocumentIdentifier(uri), unused.range, T.CodeActionContext([unused])))
+    fixes = [a for a in actions or () if isinstance(a, T.CodeAction) and a.edit is not None
+             and not a.title.startswith("Disable")]
+    assert [f.title for f in fixes] == ["Remove the unused code from the noqa comment (GD001; unsafe: may change "
+                                       "behaviour)"]
+    [change] = fixes[0].edit.document_changes or ()  # type: ignore[union-attr]
+    assert isinstance(change, T.TextDocumentEdit)
+    cleaned = apply_edits(text, list(change.edits))  # type: ignore[arg-type]
+    assert cleaned == "import multiprocessing as mp\n"
+    change_file(client, uri, cleaned, 3)
+    assert await diagnostics_for(client, uri, 3) == []
