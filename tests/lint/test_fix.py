@@ -240,3 +240,48 @@ def test_fix_with_unsafe_fixes_says_why_a_finding_was_left(repo: Path, capsys: p
     err = capsys.readouterr().err
     assert "gpudoctor: no fix for GD101 at train.py:25:10: its child runs a lambda" in err
     assert "Fixed 4 findings in 1 file." in err
+
+
+LAID_OUT = '''\
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+
+def work(i):
+    return torch.ones(i).cuda().sum().item()
+
+
+def main():
+    torch.cuda.is_available()
+    if True:
+        with multiprocessing.Pool(
+            processes=4,
+            maxtasksperchild=10,
+        ) as pool:
+            pool.map(work, range(4))
+        with ProcessPoolExecutor(
+            max_workers=2,
+        ) as pool:
+            list(pool.map(work, range(4)))
+        with multiprocessing.Pool(processes=2, initializer=print, initargs=("""a
+b""",)) as pool:
+            pool.map(work, range(4))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_call_over_several_lines_keeps_its_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # libcst writes a node's lines without the indentation of its block: a rewritten call
+    # over several lines lost it (the arguments at column 4, the parenthesis at 0).
+    (tmp_path / "train.py").write_text(LAID_OUT)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--fix", "--unsafe-fixes", "train.py"]) in (0, 1)
+    fixed = (tmp_path / "train.py").read_text()
+    spawn = 'multiprocessing.get_context("spawn")'
+    assert fixed == LAID_OUT.replace("with multiprocessing.Pool(", f"with {spawn}.Pool(").replace(
+        "            max_workers=2,\n", f"            max_workers=2,\n            mp_context={spawn},\n")

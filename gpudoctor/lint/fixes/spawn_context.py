@@ -107,9 +107,16 @@ def _rewrite(call: cst.Call, start: Start, state: ModuleState, tree: ParsedModul
     func = call.func
     parsed = state.parsed
 
-    def replaced(new_call: cst.Call, *imports: Edit) -> tuple[Edit, ...]:
-        code = tree.module.code_for_node(new_call)
-        return (*imports, Edit(code, (site.row, site.col), (site.end_row, site.end_col)))
+    def replaced(new_call: cst.Call, *imports: Edit) -> tuple[Edit, ...] | str:
+        code = _indented(tree.module.code_for_node(call), tree.module.code_for_node(new_call), parsed.text, site)
+        if code is not None:
+            return (*imports, Edit(code, (site.row, site.col), (site.end_row, site.end_col)))
+        old_func = tree.module.code_for_node(call.func)
+        if new_call.args is call.args and not call.lpar and "\n" not in old_func:
+            # Only what is called changes: that alone is rewritten, the arguments are left as written.
+            return (*imports, Edit(tree.module.code_for_node(new_call.func), (site.row, site.col),
+                                   (site.row, site.col + len(old_func))))
+        return "the call's lines are not laid out in a way the fix can keep"
 
     if start.kind == P.EXECUTOR:
         given = next((arg for arg in call.args if arg.keyword is not None and arg.keyword.value == "mp_context"), None)
@@ -121,7 +128,17 @@ def _rewrite(call: cst.Call, start: Start, state: ModuleState, tree: ParsedModul
         tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                 whitespace_after=cst.SimpleWhitespace(""))
         extra = cst.Arg(_spawn_ctx(mp_name), keyword=cst.Name("mp_context"), equal=tight)
-        return replaced(call.with_changes(args=[*call.args, extra]), *_import_edit(parsed, state))
+        args = [*call.args, extra]
+        last = call.args[-1] if call.args else None
+        if last is not None and isinstance(last.comma, cst.Comma) and \
+                "\n" in tree.module.code_for_node(last.comma):
+            # One argument a line, with a trailing comma: the new one on a line of its own,
+            # laid out as the last one.
+            before = call.args[-2].comma if len(call.args) > 1 else None
+            space = before.whitespace_after if isinstance(before, cst.Comma) else call.whitespace_before_args
+            args = [*call.args[:-1], last.with_changes(comma=cst.Comma(whitespace_after=space)),
+                    extra.with_changes(comma=last.comma)]
+        return replaced(call.with_changes(args=args), *_import_edit(parsed, state))
     if start.kind == P.OS_FORK:
         return "os.fork() has no start method to switch: start the child with a spawn context instead"
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
@@ -139,6 +156,31 @@ def _rewrite(call: cst.Call, start: Start, state: ModuleState, tree: ParsedModul
         new_func = cst.Attribute(value=_spawn_ctx(cst.Name("multiprocessing")), attr=func)
         return replaced(call.with_changes(func=new_func), *_import_edit(parsed, state))
     return f"the fix does not know how to switch `{_short(tree.module.code_for_node(func))}` to spawn"
+
+
+def _indented(old: str, new: str, text: str, site: Site) -> str | None:
+    """``new``, the code libcst wrote for the rewritten call at ``site``, with the lines
+    after its first indented as the call's are in ``text``: libcst writes a node's lines
+    without the indentation of the block it is in. None when the call's own lines are not
+    libcst's lines with that indentation (a string spanning lines, say): rewriting them
+    could change what they hold."""
+    if "\n" not in old:
+        return new
+    lines = text.splitlines()
+    if not 0 < site.row <= site.end_row <= len(lines):
+        return None
+    written = [lines[site.row - 1][site.col:], *lines[site.row:site.end_row - 1], lines[site.end_row - 1]]
+    written[-1] = written[-1][:site.end_col] if site.end_row > site.row else written[-1]
+    line = lines[site.row - 1]
+    indent = line[:len(line) - len(line.lstrip())]
+    made = old.split("\n")
+
+    def indented(code: list[str]) -> list[str]:
+        return [code[0], *(indent + part if part else part for part in code[1:])]
+
+    if indented(made) != written:
+        return None
+    return "\n".join(indented(new.split("\n")))
 
 
 def _is_get_context(func: cst.BaseExpression, state: ModuleState) -> bool:
