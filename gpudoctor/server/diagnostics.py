@@ -9,6 +9,7 @@ the file on disk.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -147,14 +148,24 @@ def hover_text(finding: Finding) -> str:
     from gpudoctor.lint.rules._registry import rule_by_code
 
     rule = rule_by_code(finding.code)
-    parts = [f"**{finding.code}** `{finding.name}` ({finding.severity})", finding.message]
+    parts = [f"**{finding.code}** `{finding.name}` ({finding.severity})", _plain(finding.message)]
     if finding.related:  # (for editors that do not show a diagnostic's related information)
-        parts.append("\n".join(f"- `{_where(r.site)}`: {r.message}" for r in finding.related))
+        parts.append("\n".join(f"- `{_where(r.site)}`: {_plain(r.message)}" for r in finding.related))
     if finding.fix_hint:
-        parts.append(f"Help: {finding.fix_hint}")
+        parts.append(f"Help: {_plain(finding.fix_hint)}")
     if rule is not None:
         parts += ["---", rule_text(finding.code)]
     return "\n\n".join(parts)
+
+
+def _plain(text: str) -> str:
+    """Text shown as written in Markdown: outside its `code` spans, the characters
+    Markdown would read as emphasis or markup are escaped (``is_available`` is no
+    emphasis)."""
+    parts = text.split("`")
+    for index in range(0, len(parts), 2):  # (the even parts are outside code spans)
+        parts[index] = re.sub(r"([\\_*\[\]<>#])", r"\\\1", parts[index])
+    return "`".join(parts)
 
 
 def _where(site: Site) -> str:

@@ -18,6 +18,8 @@ def add_server_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the result cache (.gpudoctor_cache)")
+    parser.add_argument("--stdio", action="store_true",
+                        help="speak over stdin and stdout (the only way it speaks; accepted because editors pass it)")
     parser.set_defaults(handler=_run)
     return parser
 
@@ -29,7 +31,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if sys.stdin.isatty():
         raise GpudoctorError("`gpudoctor server` speaks the Language Server Protocol on stdin and stdout: "
-                             "start it from an editor's LSP client (see docs/server.md), not a terminal")
+                             "start it from your editor's LSP client, with the command `gpudoctor server`, not "
+                             "from a terminal (set-up for Neovim, Helix, Emacs and VS Code: docs/server.md in "
+                             "gpudoctor's repository)")
     from gpudoctor.server.server import serve
 
     return serve(cache=not args.no_cache)

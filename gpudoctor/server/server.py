@@ -34,11 +34,14 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from gpudoctor import __version__
+from gpudoctor.errors import GpudoctorError
 from gpudoctor.lint.engine import Cancelled
 from gpudoctor.server import diagnostics as D
 from gpudoctor.server.session import Session
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gpudoctor.lint.findings import Finding
 
 __all__ = ["GpudoctorServer", "serve"]
@@ -84,6 +87,7 @@ class GpudoctorServer(LanguageServer):
         # One thread lints (the analysis holds the GIL; two would only take turns).
         self._linter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpudoctor-lint")
         self._pages: Path | None = None
+        self._said: str | None = None  # the error shown last (shown again only when it changes)
         self.runs = 0  # lint runs made (tests and the benchmark read it)
 
     # -- scheduling --------------------------------------------------------------------------
@@ -94,6 +98,17 @@ class GpudoctorServer(LanguageServer):
             self._task = asyncio.get_running_loop().create_task(self._lint_forever())
         self._idle.clear()
         self._wanted.set()
+
+    def say_once(self, message: str) -> None:
+        """Show an error the user must act on (a pop-up, as editors show them), once until
+        it changes or goes away, and clear the diagnostics it leaves stale."""
+        if message == self._said:
+            return
+        self._said = message
+        self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Error, message))
+        self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Error, message))
+        for uri in list(self.shown):
+            self.clear(uri)
 
     def warm_up(self) -> None:
         """Load what linting needs (libcst, the analysis, the rules) in the linting thread
@@ -129,11 +144,15 @@ class GpudoctorServer(LanguageServer):
                     result = await loop.run_in_executor(self._linter, run)
                 except Cancelled:
                     break
+                except GpudoctorError as exc:  # a bad pyproject.toml: the user's to fix, said once
+                    self.say_once(f"gpudoctor: {exc} (nothing is linted until it is fixed)")
+                    break
                 except Exception as exc:  # noqa: BLE001 - the server lives on; the editor is told
                     log.exception("lint failed")
                     self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Error,
                                                                  f"gpudoctor: lint failed: {exc!r}"))
                     break
+                self._said = None  # (a problem said before is gone)
                 self.runs += 1
                 for line in [*result.warnings, *result.errors]:
                     self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"gpudoctor: {line}"))
@@ -197,7 +216,7 @@ class GpudoctorServer(LanguageServer):
                 per_uri[document.uri] = []
             for finding in findings.get(document.path, ()):
                 place = places.place(finding.site)
-                shown = D.diagnostic(finding, places, self.rule_page)
+                shown = D.diagnostic(finding, places, self.rule_link)
                 if place is None or shown is None or place.uri not in per_uri:
                     continue
                 per_uri[place.uri].append(Shown(shown, finding))
@@ -273,8 +292,13 @@ class GpudoctorServer(LanguageServer):
         self.remove_pages()
 
     # -- requests ------------------------------------------------------------------------------
-    def shown_at(self, uri: str, where: lsp.Range) -> list[Shown]:
-        return [s for s in self.shown.get(uri, []) if D.overlaps(s.diagnostic.range, where)]
+    def shown_at(self, uri: str, where: lsp.Range, named: Sequence[lsp.Diagnostic] = ()) -> list[Shown]:
+        """What was shown in ``uri`` in the range ``where``, or among the diagnostics the
+        client names (some send the line's diagnostics for a cursor beside them)."""
+        keys = {(d.code, d.message, d.range.start.line, d.range.start.character) for d in named}
+        return [s for s in self.shown.get(uri, []) if D.overlaps(s.diagnostic.range, where) or
+                (s.diagnostic.code, s.diagnostic.message, s.diagnostic.range.start.line,
+                 s.diagnostic.range.start.character) in keys]
 
     def is_current(self, uri: str) -> bool:
         """Were the diagnostics shown in ``uri`` made from the editor's text now?"""
@@ -287,7 +311,7 @@ class GpudoctorServer(LanguageServer):
         wanted = params.context.only
         places = D.Places(self._find_place, self.workspace.position_codec)
         actions: list[lsp.CodeAction] = []
-        for shown in self.shown_at(uri, params.range):
+        for shown in self.shown_at(uri, params.range, params.context.diagnostics):
             made = [D.fix_action(shown.finding, shown.diagnostic, places),
                     D.noqa_action(shown.finding, shown.diagnostic, places),
                     D.rule_action(shown.finding.code, shown.diagnostic)]
@@ -297,8 +321,14 @@ class GpudoctorServer(LanguageServer):
         return actions
 
     def hover(self, params: lsp.HoverParams) -> lsp.Hover | None:
+        """The findings under the pointer (else those of its line), made from the text the
+        editor holds now."""
         uri = params.text_document.uri
-        under = [s for s in self.shown.get(uri, []) if D.contains(s.diagnostic.range, params.position)]
+        if not self.is_current(uri):
+            return None
+        shown = self.shown.get(uri, [])
+        under = [s for s in shown if D.contains(s.diagnostic.range, params.position)] or \
+            [s for s in shown if s.diagnostic.range.start.line == params.position.line]
         if not under:
             return None
         text = "\n\n---\n\n".join(D.hover_text(s.finding) for s in under)
@@ -312,20 +342,34 @@ class GpudoctorServer(LanguageServer):
         lines = [f"gpudoctor {__version__} server (pygls), Python {sys.version.split()[0]} at {sys.executable}",
                  f"lint runs: {self.runs}"]
         for document in self._snapshot():
-            settings = self.session.settings(document.path)
             shown = sum(len(v) for uri, v in self.shown.items() if uri == document.uri or
                         uri in _cells(self, document.uri))
+            try:
+                settings = self.session.settings(document.path)
+            except GpudoctorError as exc:
+                lines.append(f"{document.uri} (version {document.version}): not linted: {exc}")
+                continue
             lines.append(f"{document.uri} (version {document.version}): {shown} diagnostics; project "
                          f"{settings.project_root}, configuration {settings.config_file or 'none'}, target "
                          f"py3{settings.target_minor} on {settings.platform}")
         return "\n".join(lines)
 
     def show_rule(self, code: object) -> None:
-        page = self.rule_page(str(code))
+        """Open the rule's page where the client can show a document, else show its text as
+        a message."""
+        window = self.client_capabilities.window
+        support = window.show_document if window is not None else None
+        page = self.rule_page(str(code)) if support is not None and support.support else None
         if page is None:
             self.window_show_message(lsp.ShowMessageParams(lsp.MessageType.Info, D.rule_text(str(code))))
             return
         self.window_show_document(lsp.ShowDocumentParams(page, take_focus=True), lambda _: None)
+
+    def rule_link(self, code: str) -> str | None:
+        """The rule page's URI for a diagnostic's code, for clients that show the link."""
+        document = self.client_capabilities.text_document
+        publish = document.publish_diagnostics if document is not None else None
+        return self.rule_page(code) if publish is not None and publish.code_description_support else None
 
 
 def _load_the_linter() -> None:
@@ -457,6 +501,13 @@ def serve(cache: bool = True) -> int:
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="gpudoctor server: %(message)s")
     server = build(cache=cache)
+
+    def stop(signum: int, _frame: object) -> None:  # an editor that stops its server: SIGTERM
+        raise SystemExit(0)
+
+    import signal
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         server.start_io(sys.stdin.buffer, out)
     finally:

@@ -48,4 +48,4 @@ def test_started_from_a_terminal_it_says_what_it_is_for() -> None:
         os.close(leader)
         os.close(follower)
     assert done.returncode == 2
-    assert "start it from an editor's LSP client" in done.stderr and "Traceback" not in done.stderr
+    assert "start it from your editor's LSP client" in done.stderr and "Traceback" not in done.stderr

@@ -307,3 +307,40 @@ async def test_saving_lints_the_saved_text_and_an_unused_noqa_has_its_fix(client
     assert cleaned == "import multiprocessing as mp\n"
     change_file(client, uri, cleaned, 3)
     assert await diagnostics_for(client, uri, 3) == []
+
+
+async def test_a_bad_configuration_is_said_once_and_clears_what_it_leaves_stale(client: LanguageClient,
+                                                                               tmp_path: Path) -> None:
+    root = _project(tmp_path, {"train.py": FORKS_AFTER_INIT})
+    uri = open_file(client, root / "train.py")
+    assert [d.code for d in await diagnostics_for(client, uri, 1)] == ["GD101"]
+    (root / "pyproject.toml").write_text("[tool.gpudoctor]\nignore = 'GD101'\n")
+    for version in (2, 3):  # two edits: one message
+        change_file(client, uri, FORKS_AFTER_INIT + f"# {version}\n", version)
+        await settled(client)
+    said = [m.message for m in client.messages if m.type == T.MessageType.Error]
+    assert len(said) == 1 and "ignore" in said[0] and "pyproject.toml" in said[0], said
+    assert "nothing is linted until it is fixed" in said[0]
+    assert client.diagnostics[uri] == ()  # nothing stale left on screen
+    (root / "pyproject.toml").write_text("[tool.gpudoctor]\n")
+    change_file(client, uri, FORKS_AFTER_INIT, 4)
+    assert [d.code for d in await diagnostics_for(client, uri, 4)] == ["GD101"]
+
+
+async def test_hover_and_actions_answer_for_the_line_and_never_for_an_older_text(client: LanguageClient,
+                                                                                tmp_path: Path) -> None:
+    root = _project(tmp_path, {"train.py": FORKS_AFTER_INIT})
+    uri = open_file(client, root / "train.py")
+    [shown] = await diagnostics_for(client, uri, 1)
+    line_start = T.Position(shown.range.start.line, 0)  # on `with`, beside the finding's columns
+    hover = await client.text_document_hover_async(T.HoverParams(T.TextDocumentIdentifier(uri), line_start))
+    assert hover is not None
+    actions = await client.text_document_code_action_async(T.CodeActionParams(
+        T.TextDocumentIdentifier(uri), T.Range(line_start, line_start), T.CodeActionContext([shown])))
+    assert actions
+    # An edit the server has not linted yet: no answer made from the text before it.
+    change_file(client, uri, "\n" + FORKS_AFTER_INIT, 2)
+    hover = await client.text_document_hover_async(T.HoverParams(T.TextDocumentIdentifier(uri), shown.range.start))
+    assert hover is None  # (linted or not yet, line 9 holds no finding of the text it now has)
+    [moved] = await diagnostics_for(client, uri, 2)
+    assert moved.range.start.line == shown.range.start.line + 1
