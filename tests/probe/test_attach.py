@@ -362,3 +362,16 @@ def test_the_missing_py_spy_note_says_how_to_install_it_the_way_gpudoctor_was_in
     monkeypatch.setattr(install_hint, "source_checkout", lambda: None)
     (note,) = attach._stacks({1}, seen, True)[1]
     assert f"{sys.executable} -m pip install matplotlib py-spy" in note
+
+
+def test_a_library_under_jaxlib_is_not_jax_s_runtime() -> None:
+    # Keras maps jaxlib's LAPACK helpers for its linear algebra: JAX's runtime is not loaded
+    # (a --pid run blamed JAX for it). jaxlib's runtime extension is.
+    from gpudoctor.probe.maps import runtimes_in
+
+    lapack = "7f00-7f10 r-xp 0 08:01 1 /venv/lib/python3.11/site-packages/jaxlib/cpu/_lapack.so\n"
+    runtime = "7f20-7f30 r-xp 0 08:01 2 /venv/lib/python3.11/site-packages/jaxlib/_jax.so\n"  # (jaxlib 0.10.2)
+    assert runtimes_in([lapack]) == {}
+    assert set(runtimes_in([lapack, runtime])) == {"jax"}
+    older = "7f40-7f50 r-xp 0 08:01 3 /venv/lib/python3.11/site-packages/jaxlib/xla_extension.so\n"
+    assert set(runtimes_in([older])) == {"jax"}
