@@ -34,10 +34,13 @@ WHY = {
     MAIN_BLOCK: '`{name}` is defined in the `if __name__ == "__main__":` block, which a {worker} does not run: '
                 "each worker fails with AttributeError: Can't get attribute '{name}' on <module '__mp_main__'>, "
                 "and {consequence}",
+    # What CPython raises (checked with 3.10.13, 3.11.7, 3.12.1 and 3.13.0; 3.14's _pickle.c
+    # raises PicklingError "Can't pickle local object <function ...>").
     "local": "`{name}` is defined inside a function, so pickle cannot send it by name: sending it fails "
-             "with \"Can't pickle local object '...<locals>.{name}'\"",
-    "lambda": "pickle cannot send a lambda: sending it fails with \"PicklingError: Can't pickle <function "
-              "<lambda>>\"",
+             "with AttributeError: Can't pickle local object '...<locals>.{name}' (Python 3.10 to 3.12; "
+             "\"Can't get local object\" on 3.13, a PicklingError on 3.14)",
+    "lambda": "pickle cannot send a lambda: sending it fails with PicklingError: Can't pickle <function "
+              "<lambda> at 0x...>: attribute lookup <lambda> on ... failed",
 }
 # A module that imports one of these may send functions by value, not by name: the pools of
 # multiprocess and pathos pickle with dill; a module that imports cloudpickle or dill, or
