@@ -90,7 +90,7 @@ ANALYSIS_LAYERS = (
     ("abstract values and the events code emits", ("values", "arguments", "events", "pickling", "ranks")),
     ("what an analysis knows of classes and modules", ("classes", "module_state")),
     ("the checked project: its files, its shared module walks and their summaries",
-     ("shared_walks", "project", "summaries")),
+     ("shared_walks", "rings", "project", "summaries")),
     ("the interpreter: a frame, expressions and calls, statements", (
         "interpreter", "frame", "process_calls", "evaluator", "executor")),
     ("the analysis of a linted file and its flows", ("analyzer", "flows")),

@@ -18,6 +18,7 @@ from gpudoctor.lint.analysis.classes import ClassModel
 from gpudoctor.lint.analysis.events import Branch, Context, Event, Merge
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.module_state import ModuleState, compress
+from gpudoctor.lint.analysis.rings import RING_ROUNDS, RingSummary, call_graph
 from gpudoctor.lint.analysis.shared_walks import IN_DENSE_CYCLE, Active, Walked
 from gpudoctor.lint.analysis.summaries import place_of
 from gpudoctor.lint.analysis.values import (
@@ -99,6 +100,13 @@ class Analyzer:
         # node, the first such call's function and values (see FlowBuilder.cut_flows).
         self.depth_cuts: dict[int, tuple[FuncRef, tuple[Value, ...], Value, dict[str, Value], Value]] = {}
         self._defaults: dict[int, dict[str, Value]] = {}  # function node -> its evaluated defaults
+        # Rings of modules (rings.py): the round this analysis makes (None: it is a linted
+        # file's analysis, or a module walk), and whether a call between two modules is a ring call.
+        self._round: int | None = None
+        self._ring_pairs: dict[tuple[str, str], bool] = {}
+        self._mates: dict[Path, frozenset[Path]] = {}
+        self._taken: dict[int, RingSummary] = {}  # the rounds of ring calls it took in, by id
+        self._merged: set[int] = set()  # those whose calls are in ``calls`` (see ``call_graph``)
 
     # -- modules -------------------------------------------------------------------------
     def module(self, path: Path, direct: bool = False, importer: Path | None = None) -> ModuleState | ParseFailure:
@@ -134,7 +142,11 @@ class Analyzer:
             # kept as such: reached from less deep, it is walked).
             return ParseFailure(str(key), NOT_ANALYSED, 1, 0)
         depth = self._depth + self._import_depth
-        if importer is not None and self.project.real(importer) in self.project.imported(key):
+        dense = False
+        if self._round is not None and importer is None:
+            # A ring's module, in a round of a ring call: reached as its mates' imports reach it.
+            dense = bool(self._ring_mates(key))
+        if dense or (importer is not None and self.project.real(importer) in self.project.imported(key)):
             mates = self.project.cycle_mates(key)
             if len(mates) >= DENSE_CYCLE:
                 depth += IN_DENSE_CYCLE
@@ -176,6 +188,9 @@ class Analyzer:
         (a summary is taken in by every call of the function: Frame.take)."""
         found = self._marks.get(id(events))
         if found is None or found[0] is not events:
+            ring = self.project.rings.marks_of(events)
+            if ring is not None:
+                return ring
             found = self._marks[id(events)] = (events, [e for e in events if isinstance(e.effect, (Branch, Merge))])
         return found[1]
 
@@ -378,9 +393,9 @@ class Analyzer:
                        entry: bool = False) -> tuple[list[Event], Value, Value]:
         """``call`` made by code of the same thread, whose default device is ``device``
         (values.DEFAULT_DEVICE); also return the default device the call leaves."""
+        caller = self._stack[-1][0] if self._stack else None
         if not entry:
             self.reached.add(id(func.node))
-            caller = self._stack[-1][0] if self._stack else None
             if isinstance(caller, FuncRef):
                 self.calls.setdefault(id(caller.node), set()).add(id(func.node))
         env = self._bind(func, (*func.bound, *positional), rest, keywords)
@@ -402,6 +417,15 @@ class Analyzer:
             # Not followed from here; the flows may start again from it (FlowBuilder.cut_flows).
             self.depth_cuts.setdefault(id(func.node), (func, positional, rest, keywords, device))
             return [], UNKNOWN, device
+        if isinstance(caller, FuncRef) and self.in_ring(caller, func):
+            return self.ring_call(func, key, env, device)
+        return self._summarise(func, key, env, device)
+
+    def _summarise(self, func: FuncRef, key: tuple[object, ...], env: dict[str, Value],
+                   device: Value) -> tuple[list[Event], Value, Value]:
+        """Run ``func``'s body with the names ``env`` (its arguments) for the call ``key``;
+        its events, its return value and the default device it leaves, kept for the call."""
+        limits = self.limits
         # (a function the code calls is analysed wherever it is: the budget of modules
         # followed bounds what imports bring in, not the calls the code makes)
         state = self.module(self.project.path_of(func.module), direct=True)
@@ -438,6 +462,107 @@ class Analyzer:
         result = (events, executor.result(), executor.env.get(DEFAULT_DEVICE, UNKNOWN))
         self._summaries[key] = result
         return result
+
+    def call_graph(self) -> dict[int, set[int]]:
+        """Function node -> the function nodes it called, in this analysis and in the rounds
+        of ring calls it took in (rings.py)."""
+        if len(self._merged) < len(self._taken):
+            call_graph(list(self._taken.values()), self.calls, self._merged)
+        return self.calls
+
+    # -- rings of modules (rings.py) ------------------------------------------------------
+    def in_ring(self, caller: FuncRef, func: FuncRef) -> bool:
+        """Is a call from ``caller`` to ``func`` a call into a ring of modules (rings.py)?
+
+        It is when the two functions' modules are each in import cycles of two with the
+        other and with DENSE_CYCLE modules or more (package ``__init__`` files, which their
+        own modules import back for the names they hand on, not counted), and no module's
+        top level is being walked (the summary would depend on which are: shared_walks.py).
+        """
+        if caller.module == func.module or self.project.walks.busy:
+            return False
+        pair = (caller.module, func.module)
+        found = self._ring_pairs.get(pair)
+        if found is None:  # (asked once per analysis, answered once per project)
+            known = self.project.rings.pairs.get(pair)
+            if known is None:
+                mine, theirs = self.project.path_of(caller.module), self.project.path_of(func.module)
+                with self.project.tracking() as touched:
+                    ring = theirs in self._ring_mates(mine) and mine in self._ring_mates(theirs)
+                known = self.project.rings.pairs[pair] = (ring, touched)
+            else:
+                self.project.note_touched(known[1])
+            found = self._ring_pairs[pair] = known[0]
+        return found
+
+    def _ring_mates(self, path: Path) -> frozenset[Path]:
+        """The modules ``path`` is in a ring with (see ``in_ring``): none for most."""
+        found = self._mates.get(path)
+        if found is None:  # (asked once per analysis, answered once per project)
+            known = self.project.rings.mates.get(path)
+            if known is None:
+                with self.project.tracking() as touched:
+                    mates = frozenset() if path.name == "__init__.py" else \
+                        frozenset(m for m in self.project.cycle_mates(path) if m.name != "__init__.py")
+                known = self.project.rings.mates[path] = (mates if len(mates) >= DENSE_CYCLE else frozenset(), touched)
+            else:
+                self.project.note_touched(known[1])
+            found = self._mates[path] = known[0]
+        return found
+
+    def ring_call(self, func: FuncRef, key: tuple[object, ...], env: dict[str, Value],
+                  device: Value) -> tuple[list[Event], Value, Value]:
+        """A call into a ring, answered by the round of it the call is owed (RING_ROUNDS
+        from code outside the ring, one fewer than the round being made from inside one),
+        made once in the project and shared (rings.py)."""
+        rounds = RING_ROUNDS if self._round is None else self._round - 1
+        if rounds <= 0:
+            return [], UNKNOWN, device  # round 0: a call that does nothing
+        state = self.module(self.project.path_of(func.module), direct=True)
+        if isinstance(state, ParseFailure):
+            return [], UNKNOWN, device
+        meter = self.meter
+        room = meter.walk_room()
+        if room is None:  # nested past the meter: unknown, and not kept
+            return [], UNKNOWN, device
+
+        def make(room: int, work: int) -> RingSummary:
+            return self._ring_round(func, key, env, device, rounds, room, work)
+
+        found = self.project.rings.get(key, rounds, *room, make)
+        meter.walked(found.peak, found.height, found.work, found.tripped)
+        self.closure |= found.closure
+        if found.touched is not None:
+            self.project.note_touched(found.touched)
+        self.failures.extend(f for f in found.failures if f not in self.failures)
+        self.reached |= found.reached
+        if id(found) not in self._taken:
+            self._taken[id(found)] = found
+        for node, cut in found.depth_cuts.items():
+            self.depth_cuts.setdefault(node, cut)
+        for cls, bases in found.classes.items():
+            self.classes.class_bases.setdefault(cls, bases)
+        self.events_cut = self.events_cut or found.events_cut
+        self.summaries_full = self.summaries_full or found.summaries_full
+        return found.events, found.result, found.device
+
+    def _ring_round(self, func: FuncRef, key: tuple[object, ...], env: dict[str, Value], device: Value,
+                    rounds: int, room: int, work: int) -> RingSummary:
+        """Make round ``rounds`` of the ring call ``key``: ``func``'s body run in an
+        analysis of its own, whose calls into the ring get round ``rounds - 1``."""
+        analyzer = Analyzer(self.project, depth=1, limit=room, work=work)
+        analyzer._round = rounds
+        with self.project.tracking() as touched:
+            events, result, left = analyzer._summarise(func, key, env, device)
+        events = self.project.rings.interned(events)
+        meter = analyzer.meter
+        return RingSummary(
+            events, result, left, [e for e in events if isinstance(e.effect, (Branch, Merge))],
+            frozenset(analyzer.closure), touched, tuple(analyzer.failures), frozenset(analyzer.reached),
+            {caller: frozenset(callees) for caller, callees in analyzer.calls.items()},
+            tuple(analyzer._taken.values()), dict(analyzer.depth_cuts),
+            dict(analyzer.classes.class_bases), analyzer.cut_events(), analyzer.summaries_full,
+            meter.peak, meter.height, meter.work, meter.tripped)
 
     def _bind(self, func: FuncRef, positional: tuple[Value, ...], rest: Value,
               keywords: dict[str, Value]) -> dict[str, Value]:

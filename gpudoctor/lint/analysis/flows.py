@@ -468,7 +468,7 @@ class FlowBuilder:
 
     def _called_from(self, starts: set[int]) -> set[int]:
         """The function nodes ``starts`` are, and those they call, directly or not."""
-        calls = self.analyzer.calls
+        calls = self.analyzer.call_graph()
         found = set(starts)
         todo = list(starts)
         while todo:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpudoctor.lint.analysis.rings import RingStore
 from gpudoctor.lint.analysis.shared_walks import ModuleStore
 from gpudoctor.lint.frontend.module_files import ModuleFinder
 from gpudoctor.lint.frontend.prescan import Prescan, TooDeep, Unit, prescan
@@ -63,10 +64,12 @@ class Project:
         self._paths: dict[str, Path] = {}
         self._framework_names: dict[Path, str | None] = {}
         self._imported: dict[Path, tuple[frozenset[Path], Touched]] = {}  # (see ``imported``)
+        self._cycle_mates: dict[Path, tuple[frozenset[Path], Touched]] = {}  # (see ``cycle_mates``)
         self._sizes: dict[Path, int] = {}  # text lengths of modules a summary stood for (summaries.py)
         self.summary_parts: dict[object, object] = {}  # what summaries read back share (summaries.py)
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(limits)
+        self.rings = RingStore(limits)  # summaries of calls into rings of modules (rings.py)
         self._given: set[Path] = set()
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
             self._bytes[self.real(path)] = data
@@ -302,7 +305,14 @@ class Project:
         """The modules ``path`` imports that import it back: each is in an import cycle of two
         with it (read from the prescans of ``path`` and of the modules it imports)."""
         path = self.real(path)
-        return frozenset(m for m in self.imported(path) if path in self.imported(m))
+        found = self._cycle_mates.get(path)
+        if found is None:
+            with self.tracking() as touched:
+                mates = frozenset(m for m in self.imported(path) if path in self.imported(m))
+            found = self._cycle_mates[path] = (mates, touched)
+        else:
+            self.note_touched(found[1])
+        return found[0]
 
     # -- module names ------------------------------------------------------------------------
     def framework_name(self, path: Path) -> str | None:

@@ -150,6 +150,11 @@ class ModuleStore:
             self.made.append((path, depth, memo))
         return walked
 
+    @property
+    def busy(self) -> bool:
+        """Is a module's top level being walked (what its lookups find depends on which)?"""
+        return bool(self._active)
+
     def begin(self, path: Path, state: ModuleState) -> Active:
         """A module's top level is being walked (a linted file's own walk too)."""
         entry = Active(path, state)
