@@ -11,6 +11,7 @@ cheap RSS total (an upper bound of the PSS total) is over the limit.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import psutil
 
@@ -18,32 +19,59 @@ import psutil
 MEASURES = ("pss", "uss", "rss")
 
 
-def process_memory(pid: int) -> tuple[int, str] | None:
-    """Return (bytes, measure) for one process, or None if it is gone."""
+@dataclass(frozen=True)
+class Footprint:
+    """One process's memory at one moment: its RSS, and, where /proc/PID/smaps_rollup was
+    readable, its PSS and USS (the pages no other process maps: what it holds alone)."""
+
+    rss: int
+    pss: int | None = None
+    uss: int | None = None
+
+    def measured(self) -> tuple[int, str]:
+        """The most exact measure there is, and its name."""
+        for measure in MEASURES:
+            value = getattr(self, measure)
+            if value is not None:
+                return int(value), measure
+        return self.rss, "rss"  # not reached: rss is always there
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"rss": self.rss, "pss": self.pss, "uss": self.uss}
+
+
+def footprint(pid: int) -> Footprint | None:
+    """Return one process's footprint, or None if it is gone."""
     try:
         process = psutil.Process(pid)
         try:
             full = process.memory_full_info()
         except psutil.AccessDenied:
-            return int(process.memory_info().rss), "rss"
+            return Footprint(int(process.memory_info().rss))
     except psutil.Error:
         return None
-    for measure in MEASURES:
-        value = getattr(full, measure, None)
-        if value is not None:
-            return int(value), measure
-    return None
+    pss, uss = getattr(full, "pss", None), getattr(full, "uss", None)
+    return Footprint(int(full.rss), None if pss is None else int(pss), None if uss is None else int(uss))
 
 
-def tree_memory(pids: Iterable[int]) -> tuple[int, set[str]]:
-    """Return the tree's total memory and the measures it was counted with."""
-    total, used = 0, set()
+def process_memory(pid: int) -> tuple[int, str] | None:
+    """Return (bytes, measure) for one process, or None if it is gone."""
+    found = footprint(pid)
+    return None if found is None else found.measured()
+
+
+def tree_memory(pids: Iterable[int]) -> tuple[int, set[str], dict[int, Footprint]]:
+    """Return the tree's total memory, the measures it was counted with, and each
+    process's footprint."""
+    total, used, each = 0, set(), {}
     for pid in pids:
-        found = process_memory(pid)
+        found = footprint(pid)
         if found is not None:
-            total += found[0]
-            used.add(found[1])
-    return total, used
+            each[pid] = found
+            amount, measure = found.measured()
+            total += amount
+            used.add(measure)
+    return total, used, each
 
 
 def describe(used: set[str]) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudoctor.probe import events, stacks
+from gpudoctor.probe.footprint import Footprint
 from gpudoctor.probe.ranks import Rank
 from gpudoctor.probe.sampler import Peaks, Sample
 from gpudoctor.probe.tree import Track
@@ -97,6 +98,9 @@ class RunRecord:
     # between the processes sharing it), "uss" or "rss" for processes whose
     # /proc/PID/smaps was unreadable ("pss+rss": both kinds); None without a limit.
     memory_measure: str | None = None
+    # Each process's footprint (RSS, PSS, USS) when the tree passed --memory-limit; empty
+    # when it did not (or no limit was set).
+    at_memory_limit: dict[int, Footprint] = field(default_factory=dict)
     # OOM kills the kernel counted in gpudoctor's cgroup during the run (None: unreadable).
     oom_kills: int | None = None
     # "Fatal Python error: ..." reports faulthandler wrote for processes that crashed.

@@ -80,6 +80,9 @@ class Supervisor:
         self._tree_gone = False  # set once kill_tree has returned: then the watchdog may stand down
         self._measures: set[str] = set()
         self._shared_note: str | None = None
+        # Each process's footprint when the tree passed --memory-limit (its own memory, USS,
+        # tells a worker's own copy from pages it shares with its parent).
+        self._at_limit: dict[int, footprint.Footprint] = {}
         self._tracking = "psutil scan"
         self._told: set[int] = set()  # the members the watchdog knows of
         self._escaped: set[int] = set()
@@ -242,6 +245,7 @@ class Supervisor:
             stderr=err,
             notes=tuple(self._notes),
             memory_measure=footprint.describe(self._measures) if self.limits.memory_limit else None,
+            at_memory_limit=self._at_limit,
             oom_kills=None if oom_before is None or oom_after is None else oom_after - oom_before,
             fatal_errors=stacks.fatal_errors(self._workdir.stacks),
             tracking=self._tracking,
@@ -390,7 +394,7 @@ class Supervisor:
         rss = sum(tree.tracks[p].rss for p in live)
         if rss <= limit and self._measures:
             return False
-        total, used = footprint.tree_memory(live)
+        total, used, each = footprint.tree_memory(live)
         self._measures |= used
         if rss > limit and total <= limit and self._shared_note is None:
             self._shared_note = (
@@ -399,6 +403,7 @@ class Supervisor:
                 f"{format_size(total)}: memory shared between processes (fork workers) "
                 "counts once")
         elif total > limit:
+            self._at_limit = each
             self._shared_note = (f"--memory-limit counted {footprint.describe(used)}: the tree's "
                                  f"total was {format_size(total)} when it was stopped")
         return total > limit
