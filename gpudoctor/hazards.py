@@ -187,6 +187,23 @@ QUEUE_JOINED_BEFORE_READ = Hazard(
          "writing them (that does not help a `put` waiting on a full queue)."),
 )
 
+WORKERS_EACH_A_COPY = Hazard(
+    cause="workers-each-a-copy",
+    rule=None,  # how much each worker loads is data, known at run time
+    why=("Each worker process has memory of its own: data or a model that every worker loads or builds itself "
+         "(in its initializer, or when it imports the module that loads it) exists once per worker, and N "
+         "workers need N times as much. A fork child starts out sharing its parent's pages, but the kernel "
+         "copies each page a child writes (copy-on-write), and CPython writes an object's reference count "
+         "whenever it uses the object: a worker that reads a list of Python objects copies the pages they lie "
+         "in, until it holds a copy of its own."),
+    fix=("load the data once, in the parent before the workers start, and share it: under fork keep it in a "
+         "few large read-only arrays or `bytes` (no list or dict of Python objects, whose reference counts are "
+         "written when read); under spawn, put it in `multiprocessing.shared_memory` or in a file each worker "
+         "maps (`numpy.memmap`, `mmap`); or use fewer workers; or give each worker a budget "
+         "(`resource.setrlimit(resource.RLIMIT_AS, ...)` in the pool's initializer), which turns the kill into "
+         "a MemoryError the worker reports."),
+)
+
 # Distributed jobs: the probe names these from the ranks' stacks and exits; GD501 finds the
 # collective under a test on the rank, and the mismatched pair, before the job runs.
 COLLECTIVE_NOT_REACHED = Hazard(
@@ -233,8 +250,8 @@ RANK_FAILED = Hazard(
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
-                                 QUEUE_JOINED_BEFORE_READ, COLLECTIVE_NOT_REACHED, COLLECTIVES_MISMATCHED,
-                                 RANK_HELD_UP, RANK_FAILED)}
+                                 QUEUE_JOINED_BEFORE_READ, WORKERS_EACH_A_COPY, COLLECTIVE_NOT_REACHED,
+                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

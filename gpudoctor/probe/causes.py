@@ -16,6 +16,7 @@ from gpudoctor import hazards
 from gpudoctor.probe import (
     explain_crash_loop,
     explain_lost_task,
+    explain_memory,
     explain_openmp_fork,
     explain_queue_join,
     explain_ranks,
@@ -89,6 +90,8 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     found += explain_lost_task.causes(lost, certainty)
     found += explain_crash_loop.causes(run, judged)
     found += explain_ranks.causes(explain_ranks.find(run, judged, stuck), certainty, OBSERVED)
+    if explain_memory.host_ran_out(run, judged):
+        found += explain_memory.causes(explain_memory.attribute(run, judged), verdict)
     named = {c.kind for c in found}
     strings: dict[str, list[Match]] = {}
     for m in matches:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, explain_ranks, failures, stacks, wording
+from gpudoctor.probe import error_strings, events, explain, explain_memory, explain_ranks, failures, stacks, wording
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
@@ -243,4 +243,7 @@ def diagnose(run: RunRecord) -> Diagnosis:
     found = tuple(ErrorMatch(m.pattern.row, m.pattern.framework, m.pattern.kind, m.pattern.category, m.line)
                   for m in matches)
     named = find_causes(run, verdict, judged, matches)
-    return Diagnosis(verdict, run.exit_code, text, tuple(judged), found, StopReason(run.stop_reason), named)
+    memory = explain_memory.attribute(run, judged) if verdict == Verdict.OOM or \
+        explain_memory.host_ran_out(run, judged) else None
+    return Diagnosis(verdict, run.exit_code, text, tuple(judged), found, StopReason(run.stop_reason), named,
+                     memory)

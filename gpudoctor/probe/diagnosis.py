@@ -146,6 +146,86 @@ class Cause:
         return cls(**values)
 
 
+@dataclass(frozen=True, kw_only=True)
+class MemoryHolder:
+    """One process's part of the tree's memory, as the OOM explanation ranks it."""
+
+    pid: int
+    role: str  # "parent", "command", "spawn worker 2", "resource tracker", ...
+    rss_peak: int
+    share: float  # of the tree's total (the sum of the peaks), 0 to 1
+    gpu_peak: int | None = None  # on all GPUs (None: NVML did not say, or none used)
+    # Its USS (the pages no other process maps) when the tree passed --memory-limit
+    # (None: not read).
+    own: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryHolder:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerCopies:
+    """Sibling workers that each held about the same memory: ``copies`` True when each
+    held its own (a fresh interpreter, or a fork child's own pages, its USS, were a large
+    part of the tree), False when most was shared with the parent, None when that was not
+    measured (fork children, no --memory-limit)."""
+
+    parent: int | None
+    start: str  # how they started: "spawn", "fork", "forkserver", ...
+    processes: tuple[int, ...]
+    siblings: int  # how many workers the parent had (the group may leave some out)
+    each: int  # their median peak RSS
+    together: int  # their peaks added up
+    total: int  # the tree's total
+    copies: bool | None
+    own_each: int | None = None  # their median USS at the --memory-limit stop
+    parent_rss: int | None = None  # the parent's peak RSS
+    # Workers counted in while still growing when memory ran out (loading their copy):
+    # (pid, peak RSS) each.
+    growing: tuple[tuple[int, int], ...] = ()
+    # What ``each``, ``together`` and ``total`` count: "rss" (peaks; ``total`` their sum) or
+    # "uss" (fork workers' own pages at --memory-limit; ``total`` the tree's PSS there).
+    measure: str = "rss"
+    resident_each: int | None = None  # with "uss": their median peak RSS, shared pages included
+    low: int | None = None  # the least and the most one of them held (``measure``)
+    high: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkerCopies:
+        values = _known(cls, data)
+        values["processes"] = tuple(values.get("processes") or ())
+        values["growing"] = tuple((int(pid), int(size)) for pid, size in values.get("growing") or ())
+        return cls(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryAttribution:
+    """Who held the memory of a run that ran out of it: every process ranked by its peak,
+    and the workers that each held about as much, when there are such."""
+
+    total: int  # the peaks' sum
+    processes: tuple[MemoryHolder, ...]
+    workers: WorkerCopies | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": self.total, "processes": [p.to_json() for p in self.processes],
+                "workers": None if self.workers is None else self.workers.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryAttribution:
+        workers = data.get("workers")
+        return cls(total=int(data.get("total") or 0),
+                   processes=tuple(MemoryHolder.from_json(p) for p in data.get("processes") or ()),
+                   workers=None if workers is None else WorkerCopies.from_json(workers))
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """The command's verdict, why the run stopped, the explanation in plain words, the
@@ -158,6 +238,8 @@ class Diagnosis:
     matches: tuple[ErrorMatch, ...] = ()
     stop_reason: StopReason | None = None  # None: the run was not watched to its end
     causes: tuple[Cause, ...] = ()
+    # Who held the memory, when the run ran out of it (None: it did not, or not known).
+    memory: MemoryAttribution | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The diagnosis's keys of the report (the run's evidence is added by render_run)."""
@@ -169,6 +251,7 @@ class Diagnosis:
             "processes": [p.to_json() for p in self.processes],
             "matches": [m.to_json() for m in self.matches],
             "causes": [c.to_json() for c in self.causes],
+            "memory": None if self.memory is None else self.memory.to_json(),
         }
 
     @classmethod
@@ -183,6 +266,8 @@ class Diagnosis:
         values["processes"] = tuple(ProcessVerdict.from_json(p) for p in values.get("processes") or ())
         values["matches"] = tuple(ErrorMatch.from_json(m) for m in values.get("matches") or ())
         values["causes"] = tuple(Cause.from_json(c) for c in values.get("causes") or ())
+        memory = values.get("memory")
+        values["memory"] = None if memory is None else MemoryAttribution.from_json(memory)
         return cls(**values)
 
     def processes_with(self, verdict: Verdict) -> list[ProcessVerdict]:

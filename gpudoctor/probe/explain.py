@@ -10,6 +10,7 @@ from gpudoctor import hazards
 from gpudoctor.probe import (
     explain_crash_loop,
     explain_lost_task,
+    explain_memory,
     explain_oom,
     explain_openmp_fork,
     explain_queue_join,
@@ -423,6 +424,9 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     if verdict == Verdict.OOM or any(m.pattern.category == GPU_OOM for m in matches):
         lines += _memory(run)
         lines += explain_oom.one_holds_all(run, judged)
+    if verdict == Verdict.OOM or any(m.pattern.category == GPU_OOM for m in matches) or \
+            explain_memory.host_ran_out(run, judged):
+        lines += explain_memory.lines(explain_memory.attribute(run, judged))
     lines[causes_at:causes_at] = _string_fixes(matches, lines)
     lines += _matched(matches, WARNING, "Warning: ")
     lines += _matched(matches, CONTEXT, "Context (not the cause): ")

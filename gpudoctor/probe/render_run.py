@@ -41,6 +41,11 @@ def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None
         "matches": judged["matches"],
         # The causes named, as data: kind, rule, frameworks, parent, processes, evidence, fix.
         "causes": judged["causes"],
+        # Who held the memory of a run that ran out of it (null otherwise): the processes
+        # ranked by peak, and the workers that each held about as much.
+        "memory": judged["memory"],
+        # Each process's RSS, PSS and USS when the tree passed --memory-limit ({}: it did not).
+        "at_memory_limit": {str(pid): f.to_json() for pid, f in sorted(run.at_memory_limit.items())},
         "events": run.events,
         "samples": [{k: v for k, v in asdict(s).items() if v is not None} for s in run.samples],
         "notes": list(run.notes),

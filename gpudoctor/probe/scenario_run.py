@@ -220,6 +220,7 @@ def to_json(result: VariantResult) -> dict[str, Any]:
         "processes": run.get("processes", []),
         "matches": run.get("matches", []),
         "causes": run.get("causes", []),
+        "memory": run.get("memory"),  # who held the memory, when the variant ran out of it
         "events": run.get("events", []),
         "samples": run.get("samples", []),
         "memory_limit": run.get("memory_limit"),  # the variant's host-memory budget, for the timeline
