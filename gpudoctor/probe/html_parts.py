@@ -11,8 +11,8 @@ from html import escape
 from typing import Any
 
 from gpudoctor.printable import printable_lines
-from gpudoctor.probe import install_hint, stack_frames
-from gpudoctor.probe.diagnosis import Cause, ErrorMatch, ProcessVerdict
+from gpudoctor.probe import explain_memory, install_hint, stack_frames
+from gpudoctor.probe.diagnosis import Cause, ErrorMatch, MemoryAttribution, ProcessVerdict
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.wording import plural
 
@@ -209,8 +209,37 @@ def causes(run: dict[str, Any]) -> str:
             f"{rows}</table>")
 
 
+def memory(run: dict[str, Any]) -> str:
+    """Return who held the memory of a run that ran out of it: the processes ranked by their
+    peak, and the workers that each held about as much, from the report's ``memory``."""
+    found = run.get("memory")
+    if not found:
+        return ""
+    held = MemoryAttribution.from_json(found)
+    workers = held.workers
+    grouped = set(workers.processes) if workers is not None else set()
+    own = any(h.own is not None for h in held.processes)
+    gpu = any(h.gpu_peak for h in held.processes)
+    head = ("<tr><th>pid</th><th>role</th><th>peak RSS</th><th>share</th>"
+            + ("<th>own (USS) at --memory-limit</th>" if own else "") + ("<th>peak GPU</th>" if gpu else "")
+            + "</tr>")
+    rows = []
+    for h in held.processes:
+        share = f'<span class="bar" style="width:{100 * h.share:.0f}px"></span> {100 * h.share:.0f}%'
+        marked = ' class="group"' if h.pid in grouped else ""
+        rows.append(f"<tr{marked}><td>{e(h.pid)}</td><td>{e(h.role)}</td>"
+                    f'<td class="nowrap">{e(format_size(h.rss_peak))}</td><td class="nowrap">{share}</td>'
+                    + (f'<td class="nowrap">{e(format_size(h.own))}</td>' if own else "")
+                    + (f'<td class="nowrap">{e(format_size(h.gpu_peak))}</td>' if gpu else "") + "</tr>")
+    said = f"<p>{e(explain_memory.group_line(workers))}</p>" if workers is not None else ""
+    return (f'<h3>Memory by process</h3><p class="dim">Peak resident memory (RSS) of each process, '
+            f"{e(format_size(held.total))} in all; a fork child's RSS counts the pages it shares with its parent."
+            f'</p><table class="grid" id="memory">{head}{"".join(rows)}</table>{said}')
+
+
 def run_body(run: dict[str, Any], salt: str, gpu_note: str | None) -> str:
     """Return everything shown about one supervised run below its heading."""
     return (f"<h3>Explanation</h3><pre class=\"explanation\">{e(run.get('explanation'))}</pre>{causes(run)}"
+            f"{memory(run)}"
             f"<h3>Timeline: memory and CPU per process</h3>{chart(run, salt, gpu_note)}"
             f"<h3>Processes</h3>{processes(run)}{matches(run)}{stacks(run)}")

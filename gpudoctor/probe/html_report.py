@@ -45,6 +45,7 @@ figure.chart{margin:6px 0}figure.chart svg{width:100%;height:auto}
 details{margin:4px 0}summary{cursor:pointer;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
 section.run{margin-top:8px}a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}
 .nowrap{white-space:nowrap}tr.skipped td{color:#6a717b}
+.bar{display:inline-block;height:9px;background:#1a5fb4;vertical-align:middle}tr.group td{background:#fff4e5}
 pre.stack{white-space:pre;padding:8px 0}pre.stack>span{display:block;padding:0 12px}
 .f-user{background:#fff1b8;font-weight:600}.f-lib{color:#3a4049}.f-native{color:#8a9099}
 .f-thread{color:#1a5fb4;font-weight:600;margin-top:4px}.f-head,.f-note{color:#6a717b}

@@ -331,3 +331,21 @@ def test_the_page_shows_the_structured_causes_of_the_report() -> None:
                  "start the workers with the spawn start method"):
         assert text in page.text
     assert "causes" not in Page(html_report.command_page({"machine": MACHINE, "run": RUN})).ids
+
+
+def test_the_page_ranks_who_held_the_memory_and_marks_the_workers_copies() -> None:
+    holders = [{"pid": 10, "role": "parent", "rss_peak": 300 * MIB, "share": 0.3, "own": 290 * MIB},
+               *({"pid": pid, "role": f"spawn worker {pid - 10}", "rss_peak": 170 * MIB, "share": 0.17,
+                  "own": 160 * MIB, "gpu_peak": None} for pid in (11, 12, 13, 14)),
+               {"pid": 15, "role": "<tracker>", "rss_peak": 20 * MIB, "share": 0.02}]
+    workers = {"parent": 10, "start": "spawn", "processes": [11, 12, 13, 14], "siblings": 4, "each": 170 * MIB,
+               "together": 680 * MIB, "total": 1000 * MIB, "copies": True, "parent_rss": 300 * MIB}
+    run = {**RUN, "verdict": "oom", "memory": {"total": 1000 * MIB, "processes": holders, "workers": workers}}
+    page = Page(html_report.command_page({"schema_version": 1, "machine": MACHINE, "run": run}))
+    assert "memory" in page.ids
+    for text in ("Memory by process", "own (USS) at --memory-limit", "spawn worker 4", "<tracker>", "30%",
+                 "290.0 MiB", "4 spawn workers × ~170.0 MiB (each its own copy: together 680.0 MiB of the "
+                 "1000.0 MiB; their parent, pid 10, holds 300.0 MiB too: 5 copies in all)."):
+        assert text in page.text, text
+    assert page.text.count("peak GPU") == 1  # the processes table's: none had GPU memory, no column here
+    assert "memory" not in Page(html_report.command_page({"machine": MACHINE, "run": RUN})).ids
