@@ -230,7 +230,9 @@ def diagnose(run: RunRecord) -> Diagnosis:
             blocked_in=stack.blocked_in if stack else None,
             stack=stack.text if stack else None,
             stack_source=stack.source if stack else None,
-            rss_peak=track.rss_peak if track else run.peaks.process_rss.get(pid),
+            # What --memory-limit read may be later than the scan's last look, and more.
+            rss_peak=max(track.rss_peak, limit.rss if (limit := run.at_memory_limit.get(pid)) else 0) if track
+            else run.peaks.process_rss.get(pid),
             gpu_memory_peak=gpu,
             explanation=reason,
             fatal_error=fatal,

@@ -13,7 +13,6 @@ children, by their USS, read when the tree passed --memory-limit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -80,8 +79,7 @@ def attribute(run: RunRecord, judged: Sequence[ProcessVerdict]) -> MemoryAttribu
     """Rank the processes by their peak RSS; find the workers that each held about as much
     (only when host memory ran out: a GPU that ran out says nothing of host copies)."""
     at_limit = run.at_memory_limit
-    # The scan's peak, or what was read at --memory-limit if that came later and was more.
-    peak = {p.pid: max(p.rss_peak or 0, at_limit[p.pid].rss if p.pid in at_limit else 0) for p in judged}
+    peak = {p.pid: p.rss_peak or 0 for p in judged}
     held = [p for p in judged if peak[p.pid]]
     total = sum(peak[p.pid] for p in held)
     if not total:
@@ -94,8 +92,7 @@ def attribute(run: RunRecord, judged: Sequence[ProcessVerdict]) -> MemoryAttribu
         for p in sorted(held, key=lambda p: (-peak[p.pid], p.pid)))
     if not host_ran_out(run, judged):
         return MemoryAttribution(total=total, processes=ranked)
-    peaked = [replace(p, rss_peak=peak[p.pid]) for p in judged]
-    return MemoryAttribution(total=total, processes=ranked, workers=_workers(run, peaked, total, peak))
+    return MemoryAttribution(total=total, processes=ranked, workers=_workers(run, judged, total, peak))
 
 
 def _growing(run: RunRecord, pid: int) -> bool:
