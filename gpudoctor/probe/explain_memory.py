@@ -42,7 +42,10 @@ _SHARE_AT_START = ("fork",)
 
 
 def _sigkilled(run: RunRecord, judged: Sequence[ProcessVerdict]) -> bool:
-    """Did some process die of a SIGKILL gpudoctor did not send (the kernel's OOM killer's)?"""
+    """Did some process die of a SIGKILL gpudoctor did not send, which may be the kernel's OOM
+    killer's (the cgroup's OOM kill counter rose, or could not be read)?"""
+    if run.oom_kills == 0:
+        return False  # the counter was read and did not move: someone else's SIGKILL
     by_us = {p.pid for p in run.processes if p.killed_by_supervisor}
     return any(p.exit_code == -9 and p.pid not in by_us for p in judged)
 

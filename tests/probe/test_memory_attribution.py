@@ -160,3 +160,9 @@ def test_a_spawn_worker_killed_from_outside_names_the_copies_as_likely() -> None
 def test_a_run_that_did_not_run_out_of_memory_has_no_attribution() -> None:
     diagnosis = _round_trip(_run(250, [250, 245, 250, 240], stop=StopReason.EXITED))
     assert diagnosis.memory is None and "Memory by process" not in diagnosis.explanation
+
+
+def test_a_sigkill_the_oom_counter_did_not_see_is_no_memory_story() -> None:
+    run = _run(250, [250, 245, 250, 240], stop=StopReason.EXITED, killed=103)
+    diagnosis = _round_trip(RunRecord(**{**run.__dict__, "oom_kills": 0}))
+    assert diagnosis.memory is None and not diagnosis.causes
