@@ -181,12 +181,11 @@ def group_line(w: WorkerCopies) -> str:
         f"{count} {kind} × ~{format_size(w.each)}"
     together = f"together {format_size(w.together)} of the {format_size(w.total)}"
     if w.measure == "uss":
-        parent = f", of the {format_size(w.parent_rss)} their parent, pid {w.parent}, holds" \
-            if w.parent is not None and w.parent_rss else ""
-        return (f"{head} of their own, each a copy in the making (its USS at --memory-limit: the pages "
-                f"copy-on-write copied for it as it wrote to them{parent}; each maps "
-                f"~{format_size(w.resident_each)} in all): together {format_size(w.together)} of the tree's "
-                f"{format_size(w.total)} counted once (PSS).")
+        parent = f" (pid {w.parent}, {format_size(w.parent_rss)})" if w.parent is not None and w.parent_rss else ""
+        return (f"{head} of their own (each its own copy: its USS at --memory-limit, pages no other process "
+                f"shares: what the worker loaded itself, or its parent's{parent} pages that copy-on-write copied "
+                f"for it as it wrote to them; each maps ~{format_size(w.resident_each)} in all): together "
+                f"{format_size(w.together)} of the tree's {format_size(w.total)} counted once (PSS).")
     if w.copies is False:
         return (f"{head} resident, most of it shared with their parent (each one's own: ~"
                 f"{format_size(w.own_each)} at --memory-limit): not copies ({together}).")

@@ -135,8 +135,10 @@ def test_fork_workers_that_copied_their_parents_pages_are_copies_in_the_making()
     workers = diagnosis.memory.workers if diagnosis.memory else None
     assert workers is not None and (workers.measure, workers.copies) == ("uss", True)
     assert workers.total == (200 + 180 + 160 + 150 + 120) * MIB and workers.together == 460 * MIB
-    assert ("4 fork workers × 90.0 MiB to 150.0 MiB of their own, each a copy in the making (its USS at "
-            "--memory-limit") in diagnosis.explanation
+    assert ("4 fork workers × 90.0 MiB to 150.0 MiB of their own (each its own copy: its USS at --memory-limit, "
+            "pages no other process shares: what the worker loaded itself, or its parent's (pid 100, 300.0 MiB) "
+            "pages that copy-on-write copied for it as it wrote to them; each maps ~300.0 MiB in all)") \
+        in diagnosis.explanation
     assert "together 460.0 MiB of the tree's 810.0 MiB counted once (PSS)" in diagnosis.explanation
     assert [c.kind for c in diagnosis.causes] == ["workers-each-a-copy"]
 

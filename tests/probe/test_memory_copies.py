@@ -140,7 +140,8 @@ def test_fork_workers_reading_a_list_of_objects_copy_it_each(tmp_path: Path) -> 
     assert (group["processes"], group["measure"], group["copies"]) == (workers, "uss", True)
     # Each copied most of the ~130 MiB of strings it read (their pages, copy-on-write).
     assert group["low"] > 64 << 20
-    assert "4 fork workers × " in doc["explanation"] and "of their own, each a copy in the making" in doc["explanation"]
+    assert "4 fork workers × " in doc["explanation"] and "of their own (each its own copy: " in doc["explanation"]
+    assert "pages that copy-on-write copied for it as it wrote to them" in doc["explanation"]
     assert "counted once (PSS)" in doc["explanation"]
     assert "no list or dict of Python objects" in doc["explanation"]
     assert [c["processes"] for c in doc["causes"] if c["kind"] == "workers-each-a-copy"] == [workers]
