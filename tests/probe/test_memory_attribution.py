@@ -168,3 +168,14 @@ def test_a_sigkill_the_oom_counter_did_not_see_is_no_memory_story() -> None:
     run = _run(250, [250, 245, 250, 240], stop=StopReason.EXITED, killed=103)
     diagnosis = _round_trip(RunRecord(**{**run.__dict__, "oom_kills": 0}))
     assert diagnosis.memory is None and not diagnosis.causes
+
+
+def test_the_resource_tracker_is_neither_oom_nor_hung() -> None:
+    # It waits for its parent by design and holds none of the work's memory: the memory
+    # ranking still lists it, the verdicts do not count it among the processes that ran out.
+    for stop in (StopReason.MEMORY_LIMIT, StopReason.HUNG):
+        diagnosis = diagnose(_run(260, [250, 240, 245, 255], stop=stop))
+        [tracker] = [p for p in diagnosis.processes if p.pid == 99]
+        assert tracker.verdict == Verdict.KILLED and "resource tracker" in tracker.explanation
+    diagnosis = diagnose(_run(260, [250, 240, 245, 255]))
+    assert sum(1 for p in diagnosis.processes if p.verdict == Verdict.OOM) == 5
