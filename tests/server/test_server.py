@@ -49,12 +49,21 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def _cli_json(folder: Path) -> list[dict[str, object]]:
-    run = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "--output-format", "json", "--exit-zero",
-                          "--no-cache", str(folder)], capture_output=True, text=True, cwd=folder)
+# `gpudoctor lint --output-format json --no-cache FOLDER` for each folder named, in one
+# interpreter (the command line's own entry, one run after the other), a report a line.
+_EACH = ("import sys, contextlib, io\nfrom gpudoctor.cli import main\n"
+         "for folder in sys.argv[1:]:\n    out = io.StringIO()\n"
+         "    with contextlib.redirect_stdout(out):\n"
+         "        assert main(['lint', '--output-format', 'json', '--exit-zero', '--no-cache', folder]) == 0\n"
+         "    print(out.getvalue().replace('\\n', ' '))\n")
+
+
+def _cli_json(folders: list[Path]) -> list[list[dict[str, object]]]:
+    run = subprocess.run([sys.executable, "-c", _EACH, *map(str, folders)], capture_output=True, text=True,
+                         cwd=folders[0].parent)
     assert run.returncode == 0, run.stderr
-    found = json.loads(run.stdout)
-    assert isinstance(found, list)
+    found = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(found) == len(folders)
     return found
 
 
@@ -86,19 +95,21 @@ def _json_key(entry: dict[str, object]) -> tuple[object, ...]:
 async def test_diagnostics_equal_the_json_report_on_every_fixture_project(client: LanguageClient,
                                                                           tmp_path: Path) -> None:
     compared = 0
+    roots = []
     for fixture in sorted(p for p in PROJECTS.iterdir() if p.is_dir()):
-        root = tmp_path / fixture.name
-        shutil.copytree(fixture, root)
-        (root / "pyproject.toml").write_text("")  # the project is the fixture's folder, for both
+        roots.append(tmp_path / fixture.name)
+        shutil.copytree(fixture, roots[-1])
+        (roots[-1] / "pyproject.toml").write_text("")  # the project is the fixture's folder, for both
+    for root, report in zip(roots, _cli_json(roots), strict=True):
         files = sorted(root.rglob("*.py"))
-        expected = sorted(_json_key(e) for e in _cli_json(root))
+        expected = sorted(_json_key(e) for e in report)
         uris = [open_file(client, path) for path in files]
         await settled(client)
         shown = []
         for uri in uris:
             shown += [_as_json(uri, d) for d in await diagnostics_for(client, uri, 1)]
         shown.sort()
-        assert shown == expected, fixture.name
+        assert shown == expected, root.name
         compared += len(expected)
         for uri in uris:
             client.text_document_did_close(T.DidCloseTextDocumentParams(T.TextDocumentIdentifier(uri)))
