@@ -11,6 +11,7 @@ initialized parent that did no harm this time is ``latent``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from gpudoctor import hazards
 from gpudoctor.probe import (
@@ -36,11 +37,16 @@ def stuck_processes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVe
 
 
 def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
-                 matches: Sequence[Match], lost: set[int]) -> list[Cause]:
+                 matches: Sequence[Match], lost: set[int], explained: AbstractSet[int] = frozenset()) -> list[Cause]:
     """One cause per parent that forked children from a hazardous state (``lost``: parents
     whose threads at the fork are not the cause: they wait for a dead worker's task, join a
-    child held by its queue, or their children wait in an OpenMP pool, a cause of its own)."""
+    child held by its queue, or their children wait in an OpenMP pool, a cause of its own).
+
+    ``explained``: children whose wait another cause tells from their own stacks (held by
+    their queue, waiting in an OpenMP pool): forked after a framework was initialized, that
+    is a hazard of theirs (latent), not why they wait."""
     stuck, certainty = stuck_processes(run, verdict, judged)
+    stuck = stuck - explained
     failed_with_string = {m.pattern.category for m in matches if m.pattern.kind == CAUSE}
     by_pid = {p.pid: p for p in judged}
     groups: dict[tuple[int | None, tuple[str, ...]], list[ProcessVerdict]] = {}
@@ -84,7 +90,8 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     queued = explain_queue_join.find(judged, stuck)
     openmp = explain_openmp_fork.find(judged, stuck)
     not_threads = {task.parent for task in lost} | {q.parent for q in queued} | explain_openmp_fork.parents(openmp)
-    found = _fork_causes(run, verdict, judged, matches, not_threads)
+    explained = {c.pid for q in queued for c in q.children} | {w.pid for story in openmp for w in story.waiters}
+    found = _fork_causes(run, verdict, judged, matches, not_threads, explained)
     found += explain_openmp_fork.causes(openmp, certainty)
     found += explain_queue_join.causes(queued, certainty)
     found += explain_lost_task.causes(lost, certainty)

@@ -65,10 +65,12 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
         if run.stop_reason == StopReason.STOPPED:  # waiting, most likely on a process that was held
             return Verdict.KILLED, (f"waiting with no CPU progress for {track.stalled_for:.1f} s while the tree "
                               "was held stopped, killed by gpudoctor")
-        if failures.is_helper(track.cmdline) and run.stop_reason in (StopReason.HUNG, StopReason.MEMORY_LIMIT):
-            # It waits for its parent by design and holds none of the work's memory.
-            return Verdict.KILLED, ("multiprocessing's helper (resource tracker or fork server): it waits for its "
-                                    "parent by design, stopped with the tree")
+        if any("resource_tracker" in a for a in track.cmdline) and \
+                run.stop_reason in (StopReason.HUNG, StopReason.MEMORY_LIMIT):
+            # It waits for its parent by design and holds none of the work's memory. (Not the
+            # fork server: the workers it forks carry its command line.)
+            return Verdict.KILLED, ("multiprocessing's resource tracker: it waits for its parent by design, "
+                                    "stopped with the tree")
         if track.stalled_for >= run.limits.hang_after and explain.tree_still(run):
             return Verdict.HUNG, explain.stall(track)
         if run.stop_reason == StopReason.MEMORY_LIMIT:

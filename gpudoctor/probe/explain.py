@@ -208,7 +208,12 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
             continue
         lines.append(fork_origin(children, parent, runtimes, parent in servers))
         threads = sorted({p.threads_at_fork for p in children if p.threads_at_fork})
-        if runtimes:
+        if runtimes and all(p.pid in told_here for p in children):
+            # Their stacks show another wait, told below: the framework is not why they wait.
+            lines.append(f"That is a hazard of its own ({hazards.FORK_AFTER_INIT.rule}) for a child that runs "
+                         f"{runtime_names(runtimes)}, but {agree(len(children), 'this one waits', 'these wait')} "
+                         "elsewhere, as told below.")
+        elif runtimes:
             lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
         elif threads[-1:] > [1] and parent not in lost:
             lines.append(hazards.MULTITHREADED_FORK.why)
@@ -221,7 +226,7 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
     if forked and waiting_ones and not lost & {p.pid for p in waiting_ones}:
         lines.append(f"{_pids(waiting_ones)} {agree(len(waiting_ones), 'waits', 'wait')} for "
                      f"{agree(len(forked), 'it', 'them')} (e.g. Pool.map waiting for results).")
-    initialized = [p for p in forked if p.runtimes_at_fork]
+    initialized = [p for p in forked if p.runtimes_at_fork and p.pid not in told_here]
     if initialized:
         lines += _fork_fix(initialized, judged)
     elif any((p.threads_at_fork or 0) > 1 for p in forked if p.ppid not in lost):

@@ -11,6 +11,7 @@ bounds only a stuck run reaches.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,26 @@ def test_a_child_waiting_to_put_on_a_full_queue_is_named_with_its_put_line(
 def test_reading_the_queue_before_the_join_is_ok_and_names_no_cause(tmp_path: Path) -> None:
     _, code, doc = _run(tmp_path, GET_BEFORE_JOIN, "fork")
     assert (code, doc["verdict"], doc["causes"]) == (0, "ok", []), doc["explanation"]
+
+
+@pytest.mark.tensorflow
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs TensorFlow")
+def test_a_queue_held_child_of_an_initialized_parent_is_the_queue_s_not_the_framework_s(
+        tmp_path: Path, no_leftovers: str) -> None:
+    # An earlier step of the program (or, under the pytest plugin, an earlier test) ran
+    # TensorFlow in the parent: the child is forked after it, but waits at its exit for its
+    # queue, never in TensorFlow. The queue is the cause; the fork is a hazard of its own.
+    source = JOIN_BEFORE_GET.replace("import multiprocessing\n", "import multiprocessing\n\nimport tensorflow as tf\n")
+    source = source.replace("    context = multiprocessing", "    print(float(tf.reduce_sum(tf.ones((64, 64)))))\n"
+                                                          "    context = multiprocessing")
+    _, code, doc = _run(tmp_path, source, "fork")
+    assert (code, doc["verdict"]) == (1, "hung"), doc["explanation"]
+    child = _child(doc)
+    assert [(c["kind"], c["certainty"]) for c in doc["causes"]] == [
+        ("join-before-queue-drained", "observed"), ("fork-after-init", "latent")]
+    lines = doc["explanation"].splitlines()
+    assert ("That is a hazard of its own (GD101) for a child that runs TensorFlow, but this one waits elsewhere, "
+            "as told below.") in lines
+    assert hazards.why_for(hazards.FORK_AFTER_INIT, ["tensorflow"]) not in lines
+    assert running(p["pid"] for p in doc["processes"]) == [] and child["verdict"] == "hung"
+    assert wait_gone(marked(no_leftovers), timeout=30) == []
