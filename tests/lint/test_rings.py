@@ -57,6 +57,7 @@ def _lint(root: Path, files: list[Path], *options: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_ring_gives_the_same_findings_in_any_order_with_any_jobs_and_cache(tmp_path: Path) -> None:
     files = _ring(tmp_path, 8)
