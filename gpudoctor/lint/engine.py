@@ -315,8 +315,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
     outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
                                {str(p): sorted(names) for p, names in called.items()}, project.gate.all_facts(),
-                               project.all_scans(), preloads_main, limits=project.limits, analyse_here=here,
-                               sizes={str(p): size for p, size in sizes.items()})
+                               project.all_scans(), preloads_main, limits=project.limits, analyse_here=here)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "

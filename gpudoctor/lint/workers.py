@@ -282,8 +282,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
               facts: dict[str, tuple[str, Facts]] | None = None,
               scans: dict[str, tuple[str, Prescan]] | None = None,
               preloads_main: bool = False, *, limits: Limits,
-              analyse_here: Callable[[str], Outcome] | None = None,
-              sizes: dict[str, int] | None = None) -> tuple[list[Outcome], list[str]]:
+              analyse_here: Callable[[str], Outcome] | None = None) -> tuple[list[Outcome], list[str]]:
     """Analyse the linted files in ``processes`` worker processes, and in this one with
     ``analyse_here``; return the outcomes, in the order of ``paths``, and the files a
     worker took and did not return (it died).
@@ -296,8 +295,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     modules this process walked while planning the run are walked again by nobody.
     ``facts`` and ``scans`` are the gate's facts and the prescans this process already
     made (by file and digest): the workers do not compute them again. ``limits``: the
-    run's budgets, the workers' too. ``sizes``: each file's size, which shares are cut by
-    (a share of the largest files holds few of them); else each file counts one.
+    run's budgets, the workers' too.
 
     A worker that dies (killed, out of memory, a crash in a parser) is noticed, not waited
     for: the executor, unlike a multiprocessing pool, sees a worker that is gone. The files
@@ -335,7 +333,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
                 nonlocal broken
                 with _sigint_deferred() if served else _sigint_ignored(), _clean_launch():
                     while left and not broken and len(in_flight) < 2 * processes:
-                        share = left[:_share_length(left, analysing, sizes)]
+                        share = left[:_share_size(len(left), analysing)]
                         del left[:len(share)]
                         try:
                             in_flight.add(executor.submit(analyse_in_worker, share))
@@ -446,21 +444,6 @@ def _share_size(left: int, processes: int) -> int:
     processes (each costs a round trip), and small shares at the end, when a large one
     would keep one process busy while the others wait."""
     return max(1, left // (2 * processes))
-
-
-def _share_length(left: list[str], processes: int, sizes: dict[str, int] | None) -> int:
-    """How many files from the front of ``left`` make the next share: about 1/(2 x
-    processes) of the work left, by size where the sizes are known (_share_size)."""
-    if not sizes:
-        return _share_size(len(left), processes)
-    goal = sum(sizes.get(path, 0) for path in left) / (2 * processes)
-    taken, count = 0, 0
-    for path in left:
-        if count and taken + sizes.get(path, 0) > goal:
-            break
-        taken += sizes.get(path, 0)
-        count += 1
-    return max(1, count)
 
 
 def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:

@@ -258,15 +258,3 @@ def test_no_process_of_a_run_outlives_it(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=300)
     assert "in 2 processes (1 worker and this one)" in err, err
     assert _in_session(process.pid) == []
-
-
-def test_a_share_is_cut_by_the_size_of_its_files() -> None:
-    from gpudoctor.lint.workers import _share_length
-
-    paths = ["big", "mid", *(f"s{i}" for i in range(8))]
-    sizes = {"big": 600, "mid": 200, **{f"s{i}": 25 for i in range(8)}}
-    # A quarter of the 1,000 left, for two processes: the largest file alone.
-    assert _share_length(paths, 2, sizes) == 1
-    assert _share_length(paths[1:], 2, sizes) == 1  # 200 of the 400 left: more than a quarter alone
-    assert _share_length(paths[2:], 2, sizes) == 2  # 50 of 200
-    assert _share_length(paths, 2, None) == 2  # by count where sizes are not known
