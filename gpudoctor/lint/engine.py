@@ -302,20 +302,12 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
         return outcomes, 0
     from gpudoctor.lint.workers import run_files
 
-    # This process analyses too (the cheapest files, while the workers take the costly
-    # ones): ``jobs`` processes in all.
-    processes = min(jobs, len(todo)) - 1
+    processes = min(jobs, len(todo))
     # The largest first: a worker that took a large file last would finish long after the other.
     ordered = sorted(todo, key=lambda p: -sizes[p])
-
-    def here(path: str) -> Outcome:
-        if cancelled is not None and cancelled():
-            raise Cancelled
-        return file_analysis.analyse(project, Path(path), method, called[Path(path)], preloads_main)
-
     outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
                                {str(p): sorted(names) for p, names in called.items()}, project.gate.all_facts(),
-                               project.all_scans(), preloads_main, limits=project.limits, analyse_here=here)
+                               project.all_scans(), preloads_main, limits=project.limits)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "

@@ -36,12 +36,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
     from gpudoctor.lint.file_analysis import Outcome
     from gpudoctor.lint.frontend.prescan import Prescan
@@ -281,21 +281,15 @@ def prestart() -> None:
 def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
               facts: dict[str, tuple[str, Facts]] | None = None,
               scans: dict[str, tuple[str, Prescan]] | None = None,
-              preloads_main: bool = False, *, limits: Limits,
-              analyse_here: Callable[[str], Outcome] | None = None) -> tuple[list[Outcome], list[str]]:
-    """Analyse the linted files in ``processes`` worker processes, and in this one with
-    ``analyse_here``; return the outcomes, in the order of ``paths``, and the files a
-    worker took and did not return (it died).
+              preloads_main: bool = False, *, limits: Limits) -> tuple[list[Outcome], list[str]]:
+    """Analyse the linted files in ``processes`` worker processes; return the outcomes, in
+    the order of ``paths``, and the files a worker took and did not return (it died).
 
-    Workers take shares of files from the front (in the order given: the costly first),
-    the next one as a share is done, so none waits long while another still has work: the
-    shares shrink as the work left does (see _shares). This process takes one file at a
-    time from the back (the cheapest) while they work, and hands out the next shares
-    between its files: one worker fewer to start than processes analysing, and the
-    modules this process walked while planning the run are walked again by nobody.
-    ``facts`` and ``scans`` are the gate's facts and the prescans this process already
-    made (by file and digest): the workers do not compute them again. ``limits``: the
-    run's budgets, the workers' too.
+    A worker takes the next share of files when it is done with one (in the order given:
+    the costly first), so none waits long while another still has work: the shares shrink
+    as the work left does (see _shares). ``facts`` and ``scans`` are the
+    gate's facts and the prescans this process already made (by file and digest): the
+    workers do not compute them again. ``limits``: the run's budgets, the workers' too.
 
     A worker that dies (killed, out of memory, a crash in a parser) is noticed, not waited
     for: the executor, unlike a multiprocessing pool, sees a worker that is gone. The files
@@ -321,49 +315,25 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
                                            initargs=(os.getpid(), setup))
         found: dict[str, Outcome] = {}
         try:
-            left = list(paths)  # not handed out yet: shares from the front, this process's from the back
-            in_flight: set[Future[list[tuple[str, Outcome]]]] = set()
-            analysing = processes + (1 if analyse_here is not None else 0)
+            # Forked from the server, workers ignore SIGINT as it does; spawned ones are
+            # started with it ignored (quick: each is started and left to boot). Submitting
+            # starts them.
+            shares = {}
             broken = False
-
-            def hand_out() -> None:
-                # Forked from the server, workers ignore SIGINT as it does; spawned ones
-                # are started with it ignored (quick: each is started and left to boot).
-                # Submitting starts them. At most one share waits for each worker.
-                nonlocal broken
-                with _sigint_deferred() if served else _sigint_ignored(), _clean_launch():
-                    while left and not broken and len(in_flight) < 2 * processes:
-                        share = left[:_share_size(len(left), analysing)]
-                        del left[:len(share)]
-                        try:
-                            in_flight.add(executor.submit(analyse_in_worker, share))
-                        # A worker died already; or while it was being started, and the
-                        # pipe to it broke (that BrokenPipeError must not reach the CLI,
-                        # which reads it as its output's reader having gone: ``| head``).
-                        except (BrokenProcessPool, OSError, EOFError):
-                            broken = True
-
-            def collect(done: Iterable[Future[list[tuple[str, Outcome]]]]) -> None:
-                nonlocal broken
-                for future in list(done):
-                    in_flight.discard(future)
+            with _sigint_deferred() if served else _sigint_ignored(), _clean_launch():
+                for share in _shares(paths, processes):
                     try:
-                        found.update(future.result())
-                    except BrokenProcessPool:
+                        shares[executor.submit(analyse_in_worker, share)] = share
+                    # A worker died already; or while it was being started, and the pipe
+                    # to it broke (that BrokenPipeError must not reach the CLI, which reads
+                    # it as its output's reader having gone: ``| head``).
+                    except (BrokenProcessPool, OSError, EOFError):
                         broken = True
-
-            hand_out()
-            while analyse_here is not None and left and not broken:
-                path = left.pop()
-                found[path] = analyse_here(path)
-                collect([f for f in in_flight if f.done()])
-                hand_out()
-            while in_flight:
-                collect([next(as_completed(in_flight))])
-                hand_out()
-            while analyse_here is not None and left:  # (a worker died: the rest is this process's)
-                path = left.pop()
-                found[path] = analyse_here(path)
+            for done in as_completed(shares):
+                try:
+                    found.update(done.result())
+                except BrokenProcessPool:
+                    broken = True
             if broken:
                 _stop(executor)  # the other workers may be blocked on the broken pool's queues
             else:
@@ -439,18 +409,13 @@ def _stop(executor: ProcessPoolExecutor) -> None:
     executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _share_size(left: int, processes: int) -> int:
-    """A share of about 1/(2 x processes) of the files left: few hand-overs between the
-    processes (each costs a round trip), and small shares at the end, when a large one
-    would keep one process busy while the others wait."""
-    return max(1, left // (2 * processes))
-
-
 def _shares(paths: list[str], processes: int) -> Iterator[list[str]]:
-    """The files in consecutive shares (``_share_size``), all handed to workers."""
+    """The files in consecutive shares of about 1/(2 x processes) of what is left: few
+    hand-overs between the processes (each costs a round trip), and small shares at the
+    end, when a large one would keep one process busy while the others wait."""
     start = 0
     while start < len(paths):
-        size = _share_size(len(paths) - start, processes)
+        size = max(1, (len(paths) - start) // (2 * processes))
         yield paths[start:start + size]
         start += size
 

@@ -31,8 +31,8 @@ def account(result: LintResult, seconds: float) -> str:
     def files(count: int) -> str:
         return f"{count} file{'s' if count != 1 else ''}"
 
-    where = (f"in {result.workers + 1} processes ({result.workers} worker{'s' if result.workers != 1 else ''} "
-             "and this one)" if result.workers else "in this process")
+    where = (f"in {result.workers} worker process{'es' if result.workers != 1 else ''}" if result.workers
+             else "in this process")
     skipped = result.files_checked - result.analysed - result.cached
     context = (f"; {files(result.context)} importing them analysed for context "
                f"({result.context - result.context_analysed} from the cache)" if result.context else "")
