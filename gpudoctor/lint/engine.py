@@ -83,8 +83,9 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     edit (``gpudoctor server``): the named files are analysed again with the names it
     found used (unless the edit changed which of them can matter: then the run is a full
     one, ``reused`` False), and the context files are not, their earlier findings (``reuse.found``,
-    already moved to the edited text by the caller) stand in. Nothing of such a run is
-    cached. ``cancelled``: asked between analyses; when it says so, the run stops with
+    already moved to the edited text by the caller) stand in. The analyses made are
+    cached as in any run (each is the one a run that found those names used makes); the
+    plan is not. ``cancelled``: asked between analyses; when it says so, the run stops with
     ``Cancelled``.
     """
     from gpudoctor.lint.gc_pause import paused
