@@ -41,6 +41,18 @@ def _private_user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "user-cache"))
 
 
+@pytest.fixture(autouse=True)
+def _inner_runs_without_asyncio(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest runs tests start (pytester, subprocesses) load every installed plugin:
+    pytest-asyncio and pytest-lsp, there for tests/server only, would load too, and
+    pytest-asyncio's warning that its loop scope is unset fails a run made with ``-W
+    error::DeprecationWarning``. Those runs test gpudoctor's plugin: without them. (Set
+    once pytester exists: it clears PYTEST_ADDOPTS as it starts.)"""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:asyncio -p no:pytest-lsp")
+
+
 @pytest.fixture
 def lint_source(tmp_path: Path) -> Callable[..., list[Finding]]:
     """Write sources into a temporary project and lint it; return the findings."""
