@@ -247,11 +247,123 @@ RANK_FAILED = Hazard(
          "(a file that one rank reads) is best checked on every rank before the first collective."),
 )
 
+# Exceptions that mean something specific when processes share work (the probe's
+# explain_exceptions.py recognizes them; no lint rule sees them: they happen at run time).
+TASK_EXCEPTION_UNPICKLABLE = Hazard(
+    cause="task-exception-unpicklable",
+    rule=None,  # whether an exception class rebuilds from its args is known when it is unpickled
+    why=("A `multiprocessing.Pool` worker sends the exception its task raised back to the parent pickled, and the "
+         "parent rebuilds it by calling its class with the exception's `args`. An exception class whose "
+         "`__init__` takes other arguments than it passes to `super().__init__()` cannot be rebuilt: the "
+         "unpickling raises TypeError in the Pool's result-handler thread (`_handle_results`), that thread "
+         "dies, no result of any task is delivered any more, and `Pool.map`, `apply` and `AsyncResult.get()` "
+         "wait for ever (python/cpython#79492)."),
+    fix=("make the exception picklable: pass every argument of its `__init__` on to `super().__init__(...)` "
+         "(so that `args` rebuilds it), or define `__reduce__`; or raise a plain exception type from code that "
+         "runs in a worker; `concurrent.futures.ProcessPoolExecutor` reports such an exception instead of "
+         "hanging."),
+)
+
+TASK_RESULT_UNPICKLABLE = Hazard(
+    cause="task-result-unpicklable",
+    rule=None,  # what a task returns is known at run time
+    why=("A worker sends its task's return value back to the parent pickled; a value that holds something "
+         "that cannot be pickled (a lock, an open file, a socket, a generator, a database connection, a "
+         "lambda) fails in the worker, and `Pool.map` raises `multiprocessing.pool.MaybeEncodingError` in the "
+         "parent, naming the value and what could not be pickled."),
+    fix=("return plain data from the task (numbers, strings, lists, dicts, arrays: the values, not an object "
+         "that holds a lock or an open file), or give the class `__getstate__`/`__reduce__` that leaves the "
+         "unpicklable part out."),
+)
+
+TOO_MANY_OPEN_FILES = Hazard(
+    cause="too-many-open-files",
+    rule=None,  # how many descriptors a run keeps open is known at run time
+    why=("A process reached its limit of open file descriptors (`ulimit -n`, errno 24 EMFILE). PyTorch's "
+         "default sharing strategy on Linux, `file_descriptor`, sends every tensor a DataLoader worker (or any "
+         "`torch.multiprocessing` process) returns as an open descriptor of a shared-memory segment, which "
+         "stays open as long as the tensor lives: a loop that keeps the batches' tensors (in a list) keeps "
+         "their descriptors until the limit is reached, and receiving the next one fails (\"received 0 items "
+         "of ancdata\", \"Too many open files\")."),
+    fix=("call `torch.multiprocessing.set_sharing_strategy('file_system')` at the start of the program, or "
+         "raise the limit (`ulimit -n 65536` in the shell, `resource.setrlimit(resource.RLIMIT_NOFILE, ...)`, "
+         "docker `--ulimit nofile=...`), or keep copies of what you keep (`tensor.clone()`, "
+         "`tensor.numpy().copy()`), not the shared tensors themselves."),
+)
+
+SHARED_MEMORY_FULL = Hazard(
+    cause="shared-memory-full",
+    rule=None,  # the size of /dev/shm and of the batches in flight are known at run time
+    why=("DataLoader workers (and `torch.multiprocessing`) pass each batch to the parent in a shared-memory "
+         "segment in /dev/shm; every batch in flight (`num_workers` × `prefetch_factor`) holds one. When "
+         "/dev/shm is too small for them (a Docker container gets 64 MB unless told otherwise) a worker "
+         "fails to allocate its batch (\"unable to allocate shared memory(shm)\", \"No space left on "
+         "device\") or dies of SIGBUS (\"Bus error\"), and the parent's loop over the loader raises it."),
+    fix=("give /dev/shm more room (docker `--shm-size=8g` or `--ipc=host`; Kubernetes: an `emptyDir` with "
+         "`medium: Memory` mounted on /dev/shm), or keep less in flight: fewer workers, smaller batches, a "
+         "smaller `prefetch_factor`; the `file_system` sharing strategy does not help, its segments live in "
+         "/dev/shm too."),
+)
+
+POOL_INITIALIZER_FAILED = Hazard(
+    cause="pool-initializer-failed",
+    rule=None,  # whether an initializer fails (a missing file, a busy device) is known at run time
+    why=("A `multiprocessing.Pool`'s initializer runs in every worker before its first task; when it raises, "
+         "the worker exits with status 1 before taking a task, and the Pool starts another in its place, "
+         "which fails the same way, for ever: the tasks are never run and `Pool.map` never returns "
+         "(python/cpython#87472)."),
+    fix=("check or load what the initializer needs in the parent, before the Pool starts (a missing file or "
+         "device then fails once, visibly); or use `concurrent.futures.ProcessPoolExecutor(initializer=...)`, "
+         "which marks the pool broken and raises `BrokenProcessPool` instead of starting workers for ever."),
+)
+
+BROKEN_PROCESS_POOL = Hazard(
+    cause="broken-process-pool",
+    rule=None,  # a worker's death is a run-time event
+    why=("`concurrent.futures.ProcessPoolExecutor` raises `BrokenProcessPool` in the parent when one of its "
+         "workers ended abruptly (killed by a signal, such as the SIGKILL of the kernel's OOM killer; a crash; "
+         "`os._exit` or `sys.exit` in a task; an initializer that raised): the executor cannot tell which "
+         "task was lost, so it fails every pending one and can no longer be used. The exception is the effect: "
+         "the worker's death is the cause."),
+    fix=("find why the worker ended (its exit, its exception, its memory: above) and fix that: if it was "
+         "killed for memory, use fewer workers or smaller tasks or cap each worker's memory; to survive it, "
+         "catch `BrokenProcessPool` around the results and submit the lost tasks again to a new executor."),
+)
+
+PEER_PROCESS_GONE = Hazard(
+    cause="peer-process-gone",
+    rule=None,  # which process is at the other end of a connection is known at run time
+    why=("`EOFError`, `ConnectionResetError`, `BrokenPipeError` and `ConnectionRefusedError` raised inside "
+         "multiprocessing's connections (a `Pipe`, a `Queue`'s reader, a `Manager` proxy) mean the process "
+         "at the other end is gone: it exited, crashed or was killed, or closed its end. For a `Manager` "
+         "proxy that is the Manager's server process, which holds every shared object: once it is dead, "
+         "every proxy call of every process fails."),
+    fix=("find why the other process ended and keep it alive for as long as it is used (a Manager must "
+         "outlive the processes that use its proxies: do not let it be killed or OOM-killed, and shut it down "
+         "last); treat its death as fatal (catch the error and stop), and pass bulk data through "
+         "`multiprocessing.shared_memory`, files or result queues rather than a Manager."),
+)
+
+START_METHOD_SET_TWICE = Hazard(
+    cause="start-method-set-twice",
+    rule=None,
+    why=("`multiprocessing.set_start_method()` may be called once per program, before any process starts: a "
+         "second call, or one after the start method was fixed (by a library, or by a first process start), "
+         "raises `RuntimeError: context has already been set`."),
+    fix=("call `set_start_method` once, in the `if __name__ == \"__main__\":` block before anything starts a "
+         "process, or do not set it globally: use `ctx = multiprocessing.get_context(\"spawn\")` and "
+         "`ctx.Pool`/`ctx.Process` (or `ProcessPoolExecutor(mp_context=ctx)`); `set_start_method(..., "
+         "force=True)` only where you own the whole program."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
                                  QUEUE_JOINED_BEFORE_READ, WORKERS_EACH_A_COPY, COLLECTIVE_NOT_REACHED,
-                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED)}
+                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED, TASK_EXCEPTION_UNPICKLABLE,
+                                 TASK_RESULT_UNPICKLABLE, TOO_MANY_OPEN_FILES, SHARED_MEMORY_FULL,
+                                 POOL_INITIALIZER_FAILED, BROKEN_PROCESS_POOL, PEER_PROCESS_GONE,
+                                 START_METHOD_SET_TWICE)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the
@@ -318,3 +430,82 @@ def fill(text: str) -> str:
         return hazard.why if match[2] == "why" else hazard.fix
 
     return _PLACEHOLDER.sub(sentence, text)
+
+
+# A process that died or blocks, and the processes that wait on it (the probe reads these
+# from exit statuses, signals and the waiting processes' stacks; no rule sees them).
+TASK_CALLED_EXIT = Hazard(
+    cause="task-called-exit",
+    rule=None,  # whether the exit is reached is known at run time
+    why=("`sys.exit()` raises SystemExit, which is not an `Exception`: in a `multiprocessing.Pool` task it escapes "
+         "the `except Exception` with which the pool's worker loop sends a task's error back, and ends the worker "
+         "process without a result. The pool starts a new worker in its place but never learns that the task is "
+         "lost: `Pool.map`, `apply` and `AsyncResult.get()` without a timeout wait for ever."),
+    fix=("raise an exception (such as `ValueError`) instead of calling `sys.exit` (or `exit`) in code that runs in "
+         "a worker, or catch `SystemExit` in the task and raise an error from it; "
+         "`concurrent.futures.ProcessPoolExecutor` would raise `BrokenProcessPool` instead of waiting."),
+)
+
+RESULT_NEVER_SENT = Hazard(
+    cause="result-never-sent",
+    rule=None,  # a child's death is a run-time event
+    why=("A process that waits for another's result without a timeout (`Queue.get()`, `Connection.recv()`) does "
+         "not notice that the process that was to send it died: the result never comes, and it waits for ever."),
+    fix=("wait with a timeout and check the workers (`q.get(timeout=...)`, then `p.exitcode` or `p.is_alive()`), "
+         "have the worker's target catch its exceptions and put them on the queue in place of the result, or use "
+         "`concurrent.futures.ProcessPoolExecutor`, which returns a worker's exception to the caller and raises "
+         "`BrokenProcessPool` when a worker dies."),
+)
+
+PIPE_BOTH_SENDING = Hazard(
+    cause="pipe-both-sending",
+    rule=None,  # how much each side sends is data, known at run time
+    why=("A pipe holds little (a Linux pipe or socket buffer holds a few hundred KiB at most) until the other end "
+         "reads: `Connection.send()` of a larger message waits for the reader. When both processes send on the "
+         "same `Pipe` before either receives, each waits for the other to read, and neither ever does."),
+    fix=("let one side receive before it sends (a strict request-then-reply order), send from a separate thread, "
+         "use a `multiprocessing.Queue` (its feeder thread sends in the background), or pass large data through "
+         "shared memory or a file."),
+)
+
+LOCK_HOLDER_DIED = Hazard(
+    cause="lock-holder-died",
+    rule=None,  # a death inside the critical section is a run-time event
+    why=("A `multiprocessing.Lock` (as `RLock`, `Semaphore` and `Condition`) is a semaphore that nothing releases "
+         "when the process holding it dies: `with lock:` releases it only when Python runs the end of the block, "
+         "and a SIGKILL (the kernel's OOM killer's) or `os._exit` runs no code. Every process that then acquires "
+         "it waits for ever."),
+    fix=("keep the critical section small and do nothing there that can be killed (no large allocation or long "
+         "work under the lock); acquire with a timeout (`lock.acquire(timeout=...)`) and check whether the holder "
+         "is still alive (record its pid); or use a lock the kernel releases when its holder dies "
+         "(`fcntl.flock` on a file)."),
+)
+
+MANAGER_DIED = Hazard(
+    cause="manager-died",
+    rule=None,  # a death is a run-time event
+    why=("A `multiprocessing.Manager()` runs a server process that holds every object its proxies name "
+         "(`manager.dict()`, `list()`, `Queue()`, ...), and every proxy call is a message to it. When that process "
+         "dies (killed by a signal, such as the OOM killer's SIGKILL: it grows with everything put in its "
+         "objects), every later proxy call in every process fails with `ConnectionResetError`, `BrokenPipeError`, "
+         "`EOFError` or `ConnectionRefusedError`."),
+    fix=("keep the manager's process alive: do not pass bulk data through it (use "
+         "`multiprocessing.shared_memory`, files, or a `Queue` of results), and treat its death as fatal (catch "
+         "those connection errors where the workers call the proxies and stop them cleanly)."),
+)
+
+EXECUTOR_WORKER_DIED = Hazard(
+    cause="executor-worker-died",
+    rule=None,  # a worker's death is a run-time event
+    why=("When a worker of a `concurrent.futures.ProcessPoolExecutor` dies (killed by a signal, such as the "
+         "kernel's OOM killer's SIGKILL, or a crash), the executor cannot tell which task killed it: it marks "
+         "the pool broken and every pending future raises `BrokenProcessPool`."),
+    fix=("find why the worker died: if memory ran short, lower each task's memory (process a large input in "
+         "chunks), use fewer workers, set `max_tasks_per_child` (Python 3.11+) so that workers whose memory grows "
+         "are replaced, or give each worker a budget (`resource.setrlimit(resource.RLIMIT_AS, ...)` in the "
+         "executor's `initializer`, which turns the kill into a MemoryError the future raises); catch "
+         "`BrokenProcessPool` and submit the remaining tasks to a new executor."),
+)
+
+BY_CAUSE.update({h.cause: h for h in (TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING, LOCK_HOLDER_DIED,
+                                      MANAGER_DIED, EXECUTOR_WORKER_DIED)})
