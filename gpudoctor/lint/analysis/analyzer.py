@@ -88,7 +88,11 @@ class Analyzer:
         self.reached_at: set[tuple[str, tuple[int, ...]]] = set()  # the same, from summaries (shared_walks.py)
         self.failures: list[ParseFailure] = []  # modules the analysis needed and could not parse
         self.closure: set[Path] = set()  # the modules analysed for it, walked here or shared
-        self._cost, self._costed = 0, 0  # the closure's characters, when it had _costed modules
+        # The closure's characters: the sizes of the modules in ``_costed`` (a module's
+        # size, once known, stays), and those whose size was not known yet (asked again).
+        self._cost = 0
+        self._costed: set[Path] = set()
+        self._unsized: set[Path] = set()
         self.linted_paths = frozenset(str(p) for p in self.linted)
         self.failed_imports: dict[str, LazySite] = {}  # unparseable module -> import in a linted file
         self.calls: dict[int, set[int]] = {}  # function node -> the function nodes it called
@@ -223,8 +227,16 @@ class Analyzer:
         """Is ``times`` the budget of modules followed used up (see the class docstring)?"""
         if len(self.closure) >= self.limits.max_extra_modules * times:
             return True
-        if len(self.closure) != self._costed:  # the closure only grows
-            self._cost, self._costed = sum(self.project.size(p) for p in self.closure), len(self.closure)
+        if len(self.closure) != len(self._costed) or self._unsized:  # the closure only grows
+            size = self.project.size
+            for path in [*(self.closure - self._costed), *self._unsized]:
+                self._costed.add(path)
+                known = size(path)
+                self._cost += known
+                if known:
+                    self._unsized.discard(path)
+                else:
+                    self._unsized.add(path)
         return self._cost >= self.limits.max_extra_chars * times
 
     def walk_own(self, key: Path) -> tuple[ModuleState | ParseFailure, Active | None]:

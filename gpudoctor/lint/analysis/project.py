@@ -70,6 +70,9 @@ class Project:
         self.modules = ModuleFinder(self._roots, self.real)
         self.walks = ModuleStore(limits)
         self.rings = RingStore(limits)  # summaries of calls into rings of modules (rings.py)
+        # The spawn fix of a start, by its node and its module's walk (fixes/spawn_context.py):
+        # a walk many analyses share gives each the same rewrite.
+        self.rewrites: dict[tuple[int, int, str], tuple[object, object, object]] = {}
         self._given: set[Path] = set()
         for path, data in (contents or {}).items():  # text given for a file (read from stdin)
             self._bytes[self.real(path)] = data

@@ -270,15 +270,20 @@ def _use_refused(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode],
     return None if why is None else f"a start that cannot switch to spawn: {why}"
 
 
+# Rewrites of starts by (node, module walk, kind), shared by the analyses of one project.
+Rewrites = dict[tuple[int, int, str], tuple[object, object, object]]
+
+
 def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState],
               import_time_sites: set[object], made: dict[int, Fix | NoFix] | None = None,
-              check: StartCheck | None = None) -> Fix | NoFix:
+              check: StartCheck | None = None, rewrites: Rewrites | None = None) -> Fix | NoFix:
     """The fix that makes this start use spawn, or why it must not be offered.
 
     ``made``: the fixes already made for starts of the same analysis, by start (a start
     reached by many paths is checked once per path; its rewrite is the same). ``check``:
     whether another start of the file, at a row and column, may switch too (for a context
-    held in a variable, which every start through it shares)."""
+    held in a variable, which every start through it shares). ``rewrites``: the rewrites
+    other analyses made of the same node in the same walk of its module."""
     start = event.effect
     assert isinstance(start, Start)
     if made is not None:
@@ -286,7 +291,7 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
         if why is not None:
             return NoFix(why)
         if id(start) not in made:
-            made[id(start)] = spawn_fix(event, None, state_of, import_time_sites, check=check)
+            made[id(start)] = spawn_fix(event, None, state_of, import_time_sites, check=check, rewrites=rewrites)
         return made[id(start)]
     target = start.site if start.kind in (P.POOL, P.EXECUTOR) else start.started
     if start.kind == P.OS_FORK:
@@ -307,5 +312,31 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
     why = unloadable_child(child)
     if why is not None:
         return NoFix(why)
-    edits = _rewrite(node, start, state, target.tree, target.concrete(), check)
+    edits = _shared_rewrite(node, start, state, target.tree, target.concrete(), check, rewrites)
     return NoFix(edits) if isinstance(edits, str) else Fix(TITLE, "unsafe", edits)
+
+
+def _shared_rewrite(call: cst.Call, start: Start, state: ModuleState, tree: ParsedModule, site: Site,
+                    check: StartCheck | None, rewrites: Rewrites | None) -> tuple[Edit, ...] | str:
+    """``_rewrite``, made once for a node in one walk of its module: what it reads is
+    the node, the walk's names and the text, the same in every analysis that shares the
+    walk, unless it asked ``check`` about the other starts of the file (a context held
+    in a variable), which is the analysis's own answer: that one is never shared. The
+    entry holds the node and the walk themselves, so that their ids stay theirs."""
+    if rewrites is None:
+        return _rewrite(call, start, state, tree, site, check)
+    key = (id(call), id(state), start.kind)
+    kept = rewrites.get(key)
+    if kept is not None and kept[0] is call and kept[1] is state:
+        return kept[2]  # type: ignore[return-value]
+    asked = False
+
+    def asking(row: int, col: int) -> str | None:
+        nonlocal asked
+        asked = True
+        return check(row, col) if check is not None else None
+
+    edits = _rewrite(call, start, state, tree, site, asking if check is not None else None)
+    if not asked:
+        rewrites[key] = (call, state, edits)
+    return edits

@@ -47,6 +47,7 @@ class ParsedModule:
         self._located: dict[cst.CSTNode, CodeRange] = {}
         self._every = False  # every node's position is in _located
         self._searches = 0
+        self._resolved: dict[int, Site] = {}  # id(node) -> where it is (see resolve)
         self._top_rows: list[int] | None = None  # original first row of each top-level statement
         self._anchors: dict[int, cst.CSTNode] | None = None  # see anchor_of
         self._tops: dict[int, int] | None = None
@@ -221,6 +222,17 @@ class ParsedModule:
         return self._shifts[max(index, 0)][1]
 
     def resolve(self, node: cst.CSTNode, anchor: cst.CSTNode | None = None) -> Site:
+        # One node is named by many sites (every analysis of a ring of modules makes its
+        # own): its place is found once. The tree holds the node, so its id stays its own.
+        found = self._resolved.get(id(node))
+        if found is None:
+            found = self._resolve(node, anchor)
+            if found is None:  # (not kept: a snippet parsed later may hold it)
+                return Site(self.path, 1, 0, 1, 0)
+            self._resolved[id(node)] = found
+        return found
+
+    def _resolve(self, node: cst.CSTNode, anchor: cst.CSTNode | None) -> Site | None:
         # The walk created sites from the tree each node is in (see tree_of), so the first
         # try is nearly always right; the others are a safety net.
         if anchor is None and id(node) in self._top_index():
@@ -236,7 +248,7 @@ class ParsedModule:
             if other is not None and other is not self:
                 found = other._span(node)
         if found is None:
-            return Site(self.path, 1, 0, 1, 0)
+            return None
         span, start, end = found
         return Site(self.path, span.start.line + start, span.start.column, span.end.line + end, span.end.column)
 

@@ -60,6 +60,7 @@ class CheckContext:
     _starts: list[StartSite] | None = None
     _fixes: dict[int, Fix | NoFix] = field(default_factory=dict)  # start -> its spawn fix (spawn_context)
     _by_position: dict[tuple[str, int, int], list[StartSite]] | None = None  # see _start_switchable
+    _states: dict[str, ModuleState | None] = field(default_factory=dict)  # path -> its state (see _state)
 
     def joined_later(self, flow: Flow, index: int, started: object, loop: object,
                      threads: bool | None = None) -> bool:
@@ -123,7 +124,7 @@ class CheckContext:
         state = self._state(path) if path else None
         states = {path: state} if path and state is not None else {}
         return spawn_fix(site.event, site.child, states, set(self._import_time_starts()), self._fixes,
-                         self._start_switchable)
+                         self._start_switchable, self._analyzer.project.rewrites)
 
     def _import_time_starts(self) -> frozenset[object]:
         if self._import_time is None:
@@ -184,12 +185,15 @@ class CheckContext:
         return state.parsed.tree_of(func.node).site(node)
 
     def _state(self, path: str) -> ModuleState | None:
+        if path in self._states:
+            return self._states[path]
         from pathlib import Path
 
         from gpudoctor.lint.analysis.module_state import ModuleState
 
         state = self._analyzer.module(Path(path))
-        return state if isinstance(state, ModuleState) else None
+        found = self._states[path] = state if isinstance(state, ModuleState) else None
+        return found
 
 
 def display(framework: str) -> str:
@@ -353,6 +357,17 @@ class Rule:
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
         raise NotImplementedError
+
+    def first_at(self, site: object) -> bool:
+        """Is this the first time this check reports at ``site`` (a start's site)? Of the
+        findings of one rule at one place the first is the one shown (engine.py), so a
+        rule reaching a start by many paths (each flow that runs it) need not build the
+        later ones: in a ring of modules that call each other there are hundreds."""
+        seen: set[object] = self.__dict__.setdefault("_reported_at", set())
+        if site in seen:
+            return False
+        seen.add(site)
+        return True
 
     def finding(self, site: Site | LazySite, message: str, related: tuple[Related, ...] = (),
                 severity: str | None = None, fix: Fix | NoFix | None = None, hint: str | None = None) -> Finding:

@@ -311,6 +311,8 @@ class ForkAfterGpuInit(Rule):
             received = received_gpu_objects(child)
             if use is None and not received:
                 continue
+            if not self.first_at(effect.site):
+                continue
             if method == "fork":
                 yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child, site.event)
             else:

@@ -158,6 +158,8 @@ class ImplicitForkStartMethod(Rule):
             received = received_gpu_objects(child)
             if use is None and not received:
                 continue  # the children do CPU-only work (or what they run is not known)
+            if not self.first_at(effect.site):
+                continue
             init = None if use is None else use.effect
             assert init is None or isinstance(init, Init)  # (what first_gpu_use finds)
             used = init.framework if init is not None else received[0]

@@ -272,6 +272,8 @@ class UnboundedGpuMemoryPerWorker(Rule):
             hit = self._greedy_init(child, site.parent)
             if hit is None:
                 continue
+            if not self.first_at(effect.site):
+                continue
             init = hit.effect
             assert isinstance(init, Init)
             count = f"{workers} workers" if workers else "several workers"
