@@ -349,7 +349,7 @@ START_METHOD_SET_TWICE = Hazard(
     rule=None,
     why=("`multiprocessing.set_start_method()` may be called once per program, before any process starts: a "
          "second call, or one after the start method was fixed (by a library, or by a first process start), "
-         "raises `RuntimeError: context has already been set`."),
+         "raises RuntimeError."),
     fix=("call `set_start_method` once, in the `if __name__ == \"__main__\":` block before anything starts a "
          "process, or do not set it globally: use `ctx = multiprocessing.get_context(\"spawn\")` and "
          "`ctx.Pool`/`ctx.Process` (or `ProcessPoolExecutor(mp_context=ctx)`); `set_start_method(..., "

@@ -19,6 +19,7 @@ from gpudoctor.probe import (
     explain_lost_task,
     explain_memory,
     explain_openmp_fork,
+    explain_peers,
     explain_queue_join,
     explain_ranks,
 )
@@ -86,15 +87,19 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
          matches: Sequence[Match]) -> tuple[Cause, ...]:
     """Return the causes the evidence of ``run`` names, most certain first."""
     stuck, certainty = stuck_processes(run, verdict, judged)
-    lost = explain_lost_task.find(run, judged, stuck)
+    peers = explain_peers.find(run, judged, stuck)
+    lost = explain_lost_task.find(run, judged, stuck - peers.told)
     queued = explain_queue_join.find(judged, stuck)
     openmp = explain_openmp_fork.find(judged, stuck)
     not_threads = {task.parent for task in lost} | {q.parent for q in queued} | explain_openmp_fork.parents(openmp)
     explained = {c.pid for q in queued for c in q.children} | {w.pid for story in openmp for w in story.waiters}
+    not_threads |= peers.told  # they wait for a dead or blocked peer, not because of their threads
+    explained |= peers.told
     found = _fork_causes(run, verdict, judged, matches, not_threads, explained)
     found += explain_openmp_fork.causes(openmp, certainty)
     found += explain_queue_join.causes(queued, certainty)
-    found += explain_lost_task.causes(lost, certainty)
+    found += peers.causes(certainty)
+    found += explain_lost_task.causes(lost, certainty, matches)
     found += explain_crash_loop.causes(run, judged)
     found += explain_ranks.causes(explain_ranks.find(run, judged, stuck), certainty, OBSERVED)
     if explain_memory.host_ran_out(run, judged):

@@ -27,6 +27,14 @@ IPC_PRODUCER_EXIT = "ipc-producer-exit"
 WORKER_NOT_IMPORTABLE = "worker-not-importable"
 START_AT_IMPORT = "process-start-at-import"
 COLLECTIVES_MISMATCHED = "mismatched-collectives"
+# Exceptions that mean something specific when processes share work (explain_exceptions.py
+# tells them with the process and the user's line; the words are hazards.py's).
+TASK_EXCEPTION_UNPICKLABLE = "task-exception-unpicklable"
+TASK_RESULT_UNPICKLABLE = "task-result-unpicklable"
+TOO_MANY_OPEN_FILES = "too-many-open-files"
+SHARED_MEMORY_FULL = "shared-memory-full"
+BROKEN_PROCESS_POOL = "broken-process-pool"
+START_METHOD_SET_TWICE = "start-method-set-twice"
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,32 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(None, "PyTorch", CAUSE, COLLECTIVES_MISMATCHED,
        r"Is there a distributed collective mismatch in your code\?",
        "the ranks called different collectives (or the same one with different sizes) at the same point"),
+    # CPython 3.10 to 3.13 (threading.excepthook names the thread's target; seen here on 3.11):
+    # the Pool's result handler died, most often unpickling a task's exception whose class
+    # cannot be rebuilt from its args (python/cpython#79492).
+    _p(None, "CPython", CAUSE, TASK_EXCEPTION_UNPICKLABLE, r"^Exception in thread .*\(_handle_results\):",
+       "the Pool's result-handler thread died: no task result reaches the parent any more"),
+    # multiprocessing/pool.py worker(), 3.8 to 3.13, seen here on 3.11.
+    _p(None, "CPython", CAUSE, TASK_RESULT_UNPICKLABLE, r"MaybeEncodingError: Error sending result",
+       "a task's return value could not be pickled to be sent back to the parent"),
+    # torch/utils/data/dataloader.py (_try_get_data) and torch.multiprocessing's descriptor
+    # passing (pytorch/pytorch#973, #11201); errno 24 (EMFILE) from any OSError.
+    _p(None, "PyTorch", CAUSE, TOO_MANY_OPEN_FILES,
+       r"Too many open files|received 0 items of ancdata|\[Errno 24\]",
+       "a process ran out of file descriptors (its open-file limit)"),
+    # libtorch's shared-memory allocator and the DataLoader (pytorch/pytorch#5040, #16979;
+    # strings read in torch 2.x's libtorch_cpu.so / libtorch_python.so).
+    _p(None, "PyTorch", CAUSE, SHARED_MEMORY_FULL,
+       r"unable to allocate shared memory\(shm\)|unable to write to file </torch_"
+       r"|workers are out of shared memory|insufficient shared memory \(shm\)",
+       "a DataLoader worker could not put its batch in /dev/shm (too small)"),
+    # concurrent/futures/process.py, 3.8 to 3.13, seen here on 3.11.
+    _p(None, "CPython", CAUSE, BROKEN_PROCESS_POOL,
+       r"BrokenProcessPool: A (process in the process pool was|child process) terminated abruptly",
+       "a ProcessPoolExecutor worker ended abruptly and the executor failed its tasks"),
+    # multiprocessing/context.py set_start_method, 3.4 to 3.13.
+    _p(None, "CPython", CAUSE, START_METHOD_SET_TWICE, r"RuntimeError: context has already been set",
+       "set_start_method was called after the start method had been fixed"),
     _p(None, "CuPy", CAUSE, NO_DRIVER, r"cudaErrorInsufficientDriver",
        "CuPy needs a newer (or any) NVIDIA driver"),
     # Generic boilerplate last: a specific row above explains the same line better.

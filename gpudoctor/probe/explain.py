@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from gpudoctor import hazards
 from gpudoctor.probe import (
     explain_crash_loop,
+    explain_exceptions,
     explain_lost_task,
     explain_memory,
     explain_oom,
@@ -411,7 +412,10 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     lines += explain_lost_task.lines(lost)
     lines += explain_openmp_fork.lines(openmp)
     lines += explain_queue_join.lines(queued)
-    lines += _matched(matches, CAUSE, "Cause: ")
+    exceptions = explain_exceptions.find(run, judged)
+    lines += explain_exceptions.lines(exceptions, lines)
+    lines += _matched([m for m in matches if m.pattern.category not in explain_exceptions.told(exceptions)],
+                      CAUSE, "Cause: ")
     causes_at = len(lines)
     cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)
     if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG and not idle:
@@ -436,7 +440,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     lines += _matched(matches, WARNING, "Warning: ")
     lines += _matched(matches, CONTEXT, "Context (not the cause): ")
     lines += [f"Note: {note}" for note in run.notes]
-    if verdict == Verdict.FAILED and not any(m.pattern.kind == CAUSE for m in matches):
+    if verdict == Verdict.FAILED and not any(m.pattern.kind == CAUSE for m in matches) and not exceptions:
         last = [line for line in run.stderr.strip().splitlines() if line.strip()]
         if last:
             lines.append(f"Last line of stderr: {last[-1].strip()[:300]}")

@@ -19,7 +19,7 @@ from gpudoctor import hazards
 from gpudoctor.probe import error_strings, wording
 from gpudoctor.probe.diagnosis import OBSERVED, Cause
 from gpudoctor.probe.explain_lost_task import pool_wait
-from gpudoctor.probe.failures import Streak, is_helper, streak
+from gpudoctor.probe.failures import Frame, Streak, is_helper, streak
 from gpudoctor.probe.verdicts import StopReason
 
 if TYPE_CHECKING:
@@ -46,7 +46,17 @@ def _hazard(found: Streak) -> tuple[hazards.Hazard, str] | None:
         hazard = hazards.BY_CAUSE.get(match.pattern.category)
         if match.pattern.kind == error_strings.CAUSE and hazard is not None:
             return hazard, match.line
+    if any(_in_initializer(frame) for frame in error.frames):
+        return hazards.POOL_INITIALIZER_FAILED, f"{error.type}: {error.message}"[:500]
     return None
+
+
+def _in_initializer(frame: Frame) -> bool:
+    """Is this the frame of ``multiprocessing.pool.worker`` that runs the Pool's
+    initializer (``initializer(*initargs)``, CPython 3.8 to 3.13)? An exception through it
+    ends the worker before its first task."""
+    return frame.function == "worker" and frame.path.replace("\\", "/").endswith("multiprocessing/pool.py") \
+        and frame.text.startswith("initializer(")
 
 
 def _evidence(run: RunRecord, judged: Sequence[ProcessVerdict], found: Streak) -> list[str]:
@@ -82,7 +92,7 @@ def lines(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
     if run.stop_reason != StopReason.CRASH_LOOP or not found.ended:
         return []
     named = _hazard(found)
-    return _evidence(run, judged, found) + ([named[0].why] if named else [])
+    return _evidence(run, judged, found) + ([named[0].why, named[0].fix_line] if named else [])
 
 
 def causes(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[Cause]:
