@@ -14,6 +14,7 @@ from gpudoctor.probe import (
     explain_memory,
     explain_oom,
     explain_openmp_fork,
+    explain_peers,
     explain_queue_join,
     explain_ranks,
     wording,
@@ -367,11 +368,14 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     root = next((p for p in judged if p.start == "root"), None)
     idle = waiting(run, judged) if verdict != Verdict.HUNG else []
     stuck = {p.pid for p in judged if p.verdict == Verdict.HUNG} if verdict == Verdict.HUNG else {p.pid for p in idle}
-    lost = explain_lost_task.find(run, judged, stuck)
+    peers = explain_peers.find(run, judged, stuck)
+    lost = explain_lost_task.find(run, judged, stuck - peers.told)
     queued = explain_queue_join.find(judged, stuck)
     openmp = explain_openmp_fork.find(judged, stuck)
     lost_parents = {task.parent for task in lost} | {q.parent for q in queued} | explain_openmp_fork.parents(openmp)
     told = explain_queue_join.told(queued) | explain_openmp_fork.told(openmp)
+    lost_parents |= peers.told  # they wait for a dead or blocked peer (told below), not for a fork
+    told |= peers.told
     ranks = explain_ranks.find(run, judged, stuck)
     if run.escaped:
         lines.append(f"Escaped: gpudoctor could not stop {wording.pids(run.escaped)} (SIGKILL had no effect: "
@@ -409,7 +413,8 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
         lines.append(f"The command {root.explanation}.")
     told = {f.process.pid for f in ranks.failed} if ranks is not None else set()
     lines += _failed([p for p in judged if p.pid not in told])
-    lines += explain_lost_task.lines(lost)
+    lines += peers.lines()
+    lines += explain_lost_task.lines(lost, matches)
     lines += explain_openmp_fork.lines(openmp)
     lines += explain_queue_join.lines(queued)
     exceptions = explain_exceptions.find(run, judged)

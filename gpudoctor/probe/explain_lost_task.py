@@ -9,6 +9,14 @@ task. CPython's ``Pool`` replaces a dead worker and forgets its task, so nothing
 ever send that result. Neither the start method nor the threads a ``Pool`` parent has
 when it forks the replacement (its handler threads) is the cause: such a parent gets
 this cause instead of ``multithreaded-fork``.
+
+The Pool's story is told only where the parent's stack shows it waiting in the pool (or,
+with no stack of the parent, its live workers wait in the pool's worker loop). A parent
+that waits in ``Queue.get`` or ``Connection.recv`` for a child that died waits for a
+result that child never sent (``result-never-sent``); a task that called ``sys.exit``
+(recorded by the bootstrap) is ``task-called-exit``; and workers that all died of an
+error a known error string explains (a spawn worker that cannot get its function,
+GD108) are that cause, told once, with the line it points at.
 """
 
 from __future__ import annotations
@@ -18,9 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpudoctor.hazards import WORKER_DIED_IN_TASK
-from gpudoctor.probe import stacks, wording
+from gpudoctor.hazards import BY_CAUSE, RESULT_NEVER_SENT, TASK_CALLED_EXIT, WORKER_DIED_IN_TASK, Hazard
+from gpudoctor.probe import explain_definition, peer_stacks, stacks, wording
 from gpudoctor.probe.diagnosis import Cause
+from gpudoctor.probe.error_strings import CAUSE, Match
 from gpudoctor.probe.failures import how_it_ended, is_helper
 
 if TYPE_CHECKING:
@@ -41,6 +50,13 @@ class LostTask:
     user: str | None  # the user's frame under them
     idle_workers: tuple[int, ...]  # its live workers, waiting for a new task
     in_worker_loop: bool  # their stacks show the pool's worker loop
+    receives_in: str | None = None  # outside a pool: "Queue.get (multiprocessing/queues.py:103)"
+
+    @property
+    def in_pool(self) -> bool:
+        """The parent waits in a multiprocessing.Pool (its stack), or, without its stack,
+        its live workers wait in the pool's worker loop."""
+        return self.waits_in is not None or (self.receives_in is None and self.in_worker_loop)
 
 
 def _posix(where: str) -> str:
@@ -84,34 +100,89 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], waiting: set[int]) ->
             continue
         workers = [p for p in children if p.pid in waiting and not is_helper(p.cmdline)]
         waits_in, user = pool_wait(by_pid[parent])
+        receives_in = None if waits_in else _receiving(by_pid[parent])
         found.append(LostTask(parent, tuple(dead), tuple(reaped.get(p.pid) for p in dead), waits_in, user,
-                              tuple(p.pid for p in workers), bool(workers) and all(map(_in_worker_loop, workers))))
+                              tuple(p.pid for p in workers), bool(workers) and all(map(_in_worker_loop, workers)),
+                              receives_in))
     return found
 
 
-def _last_stack(dead: ProcessVerdict) -> str:
+_RECEIVES = (("multiprocessing/queues.py", "get"), ("multiprocessing/connection.py", "recv"),
+             ("multiprocessing/connection.py", "recv_bytes"), ("multiprocessing/connection.py", "poll"))
+
+
+def _receiving(parent: ProcessVerdict) -> str | None:
+    """Where the parent waits to receive from a Queue or a Pipe, outside a pool: the
+    outermost such frame ("Queue.get (multiprocessing/queues.py:103)")."""
+    frames = peer_stacks.main_frames(parent)
+    found = [(name, where) for name, where in frames
+             if any(peer_stacks.in_file(where, file) and peer_stacks.function(name) == call
+                    for file, call in _RECEIVES)]
+    return f"{found[-1][0]} ({found[-1][1]})" if found else None
+
+
+def _exit_code(summary: str) -> str:
+    return summary.removeprefix("SystemExit").lstrip(": ") or "None"
+
+
+def _last_stack(dead: ProcessVerdict, in_pool: bool) -> str:
     """What is known of where a dead worker was: faulthandler's report of a crash, the
-    exception it raised, or why there is no stack."""
+    exception it raised (``sys.exit`` among them), or why there is no stack."""
+    at = f", from your code {dead.exception_at}" if dead.exception_at else ""
     if dead.fatal_error:
         return f"Its last stack, written by faulthandler as it crashed: {dead.fatal_error}."
+    if dead.exception and dead.exception.startswith("SystemExit"):
+        why = (": SystemExit is not an Exception, so the Pool cannot return it as the task's error" if in_pool
+               else "")
+        return f"pid {dead.pid} called sys.exit({_exit_code(dead.exception)}){at}{why}."
     if dead.exception:
-        at = f", from your code {dead.exception_at}" if dead.exception_at else ""
         return f"It raised {dead.exception}{at}."
     if dead.exit_code is not None and dead.exit_code < 0:
         return (f"pid {dead.pid} left no stack: {how_it_ended(dead.exit_code).removeprefix('died of ')} ends a "
                 "process without running any of its code, and gpudoctor dumps the stacks of the processes still "
                 "alive when it stops the tree.")
-    return f"pid {dead.pid} left no stack: it exited without an exception Python could report (os._exit)."
+    code = dead.exit_code
+    return (f"pid {dead.pid} left no stack: it exited with status {code} and no exception gpudoctor recorded, "
+            f"as `raise SystemExit({code})`, `exit({code})` or `os._exit({code})` in its code ends a process.")
+
+
+def _last_stacks(task: LostTask) -> list[str]:
+    """One sentence per way the dead workers ended: identical ends (the same exception from
+    the same line) are said once, with their pids."""
+    groups: dict[tuple[str | None, str | None, int | None], list[ProcessVerdict]] = {}
+    for p in task.dead:
+        groups.setdefault((p.exception, p.exception_at, None if p.exception else p.exit_code), []).append(p)
+    found = []
+    for members in list(groups.values())[:3]:
+        first = members[0]
+        said = _last_stack(first, task.in_pool)
+        if len(members) > 1:
+            each = f"{wording.pids([p.pid for p in members])} each "
+            said = each + (said[len("It "):] if said.startswith("It ") else said.removeprefix(f"pid {first.pid} "))
+        found.append(said)
+    return found
 
 
 def _task_lines(task: LostTask) -> list[str]:
     """The evidence of one parent's lost task, a sentence per fact."""
     when = [f"pid {p.pid} {how_it_ended(p.exit_code or 0)}" + (f" at t={t:.1f} s" if t is not None else "")
             for p, t in zip(task.dead, task.died_at, strict=True)]
-    where = f" in {task.waits_in}" if task.waits_in else " with no CPU progress"
-    called = f", called from your code {task.user}" if task.user and task.waits_in else ""
-    found = [f"Worker died while running a task: {'; '.join(when)}, while the tree still ran; its parent, "
-             f"pid {task.parent}, has waited for that task's result ever since{where}{called}."]
+    if task.in_pool:
+        where = f" in {task.waits_in}" if task.waits_in else " with no CPU progress"
+        called = f", called from your code {task.user}" if task.user and task.waits_in else ""
+        found = [f"Worker died while running a task: {'; '.join(when)}, while the tree still ran; its parent, "
+                 f"pid {task.parent}, has waited for that task's result ever since{where}{called}."]
+    elif task.receives_in:
+        called = f", called from your code {task.user}" if task.user else ""
+        n = len(task.dead)
+        found = [f"Child died before sending its result: {'; '.join(when)}, while the tree still ran; its parent, "
+                 f"pid {task.parent}, waits in {task.receives_in}{called}, most likely for what "
+                 f"{wording.agree(n, 'that child', 'those children')} would have sent: no live process will "
+                 "send it."]
+    else:
+        called = f", in your code {task.user}" if task.user else ""
+        found = [f"Child died while its parent waited: {'; '.join(when)}, while the tree still ran; its parent, "
+                 f"pid {task.parent}, has waited with no CPU progress ever since{called}."]
     how = "wait for a new task in the pool's worker loop" if task.in_worker_loop else "wait with no CPU progress"
     if task.idle_workers and task.waits_in:
         # CPython's pool replaces a dead worker at once (Pool._maintain_pool).
@@ -120,18 +191,72 @@ def _task_lines(task: LostTask) -> list[str]:
                      "lost task.")
     elif task.idle_workers:
         found.append(f"Its other children ({wording.pids(list(task.idle_workers))}) {how}.")
-    return found + [_last_stack(p) for p in task.dead[:3]]
+    return found + _last_stacks(task)
 
 
-def lines(lost: Sequence[LostTask]) -> list[str]:
-    """Say which worker died, when and how, what its parent waits for, why, and the fix."""
-    found = [line for task in lost for line in _task_lines(task)]
-    return found + [WORKER_DIED_IN_TASK.why, WORKER_DIED_IN_TASK.fix_line] if found else []
+def _explained_by(task: LostTask, matches: Sequence[Match]) -> tuple[Hazard, list[Match]] | None:
+    """The known error string every dead worker died of, when one does and it names a
+    hazard (a spawn worker that cannot get its function: GD108)."""
+    if not task.dead or not all(p.exception for p in task.dead):
+        return None
+    for category in dict.fromkeys(m.pattern.category for m in matches if m.pattern.kind == CAUSE):
+        hazard = BY_CAUSE.get(category)
+        lines = [m for m in matches if m.pattern.kind == CAUSE and m.pattern.category == category]
+        if hazard is None or hazard is WORKER_DIED_IN_TASK:
+            continue
+        if all(any((p.exception or "")[:60].rstrip("…") in m.line for m in lines) for p in task.dead):
+            return hazard, lines
+    return None
 
 
-def causes(lost: Sequence[LostTask], certainty: str) -> list[Cause]:
-    """One ``worker-died-in-task`` cause per parent whose worker died in a task."""
-    return [Cause(kind=WORKER_DIED_IN_TASK.cause, certainty=certainty, rule=WORKER_DIED_IN_TASK.rule,
-                  parent=task.parent, processes=tuple(p.pid for p in task.dead),
-                  evidence=tuple(_task_lines(task)), fix=WORKER_DIED_IN_TASK.fix)
-            for task in lost]
+def _hazard(task: LostTask) -> Hazard:
+    if not task.in_pool:
+        return RESULT_NEVER_SENT
+    if all((p.exception or "").startswith("SystemExit") for p in task.dead):
+        return TASK_CALLED_EXIT
+    return WORKER_DIED_IN_TASK
+
+
+def _definitions(found: Sequence[Match]) -> list[str]:
+    return list(dict.fromkeys(d for m in found if (d := explain_definition.definition(m.line)) is not None))
+
+
+def lines(lost: Sequence[LostTask], matches: Sequence[Match] = ()) -> list[str]:
+    """Say which worker died, when and how, what its parent waits for, why, and the fix.
+
+    A task explained by an error string leads with the line that string points at and
+    leaves the why and the fix to that string's cause (told after this)."""
+    said: list[str] = []
+    hazards: list[Hazard] = []
+    for task in lost:
+        explained = _explained_by(task, matches)
+        if explained is not None:
+            said += _definitions(explained[1]) + _task_lines(task)
+            continue
+        said += _task_lines(task)
+        hazard = _hazard(task)
+        if hazard not in hazards:
+            hazards.append(hazard)
+    return said + [line for h in hazards for line in (h.why, h.fix_line)]
+
+
+def causes(lost: Sequence[LostTask], certainty: str, matches: Sequence[Match] = ()) -> list[Cause]:
+    """One cause per parent whose worker died in a task: the error string's hazard when it
+    explains every death, else ``task-called-exit``, ``worker-died-in-task`` (a Pool) or
+    ``result-never-sent``."""
+    found = []
+    for task in lost:
+        explained = _explained_by(task, matches)
+        if explained is not None:
+            hazard, strings = explained
+            frameworks = tuple(dict.fromkeys(m.pattern.framework for m in strings))
+            evidence = _definitions(strings) + [strings[0].line] + _task_lines(task)
+            found.append(Cause(kind=hazard.cause, certainty=certainty, rule=hazard.rule, frameworks=frameworks,
+                               parent=task.parent, processes=tuple(p.pid for p in task.dead),
+                               evidence=tuple(evidence), fix=hazard.fix))
+            continue
+        hazard = _hazard(task)
+        found.append(Cause(kind=hazard.cause, certainty=certainty, rule=hazard.rule, parent=task.parent,
+                           processes=tuple(p.pid for p in task.dead), evidence=tuple(_task_lines(task)),
+                           fix=hazard.fix))
+    return found

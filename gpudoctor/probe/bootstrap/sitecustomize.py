@@ -49,7 +49,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import TracebackType
+    from types import FrameType, TracebackType
     from typing import NoReturn
 
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
@@ -67,6 +67,9 @@ _stack: list[tuple[int, int, int]] = []
 _fatal_enabled: list[bool] = []  # this bootstrap enabled faulthandler for fatal signals
 # The sys.last_value a fork child inherited (its parent's, not its own exception).
 _inherited_error: list[object] = []
+# Set in a child process (a fork child, or one multiprocessing spawned): its sys.exit
+# calls are recorded (see _record_sys_exit), not the program's own.
+_in_child: list[bool] = []
 
 
 def _write(event: str, **fields: object) -> None:
@@ -224,6 +227,7 @@ def _before_fork() -> None:
 
 @_safe
 def _after_fork_in_child() -> None:
+    _in_child[:] = [True]
     _register_dump()
     _watch_process_run()
     _inherited_error[:] = [getattr(sys, "last_value", None)]
@@ -285,6 +289,51 @@ def _record_exit(code: object, how: str) -> None:
                 and not any(error is inherited for inherited in _inherited_error):
             _record_exception(error, "uncaught")
     _write("exit", code=code if isinstance(code, int) else None, how=how)
+
+
+def _stack_frames(frame: FrameType | None) -> list[list[object]]:
+    """[file, line, function, source line] per frame from ``frame`` outwards, outermost
+    first, as ``_frames`` gives a traceback's."""
+    import linecache
+
+    found: list[list[object]] = []
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        path = name if name.startswith("<") else os.path.abspath(name)
+        number = frame.f_lineno
+        found.append([path, number, getattr(code, "co_qualname", code.co_name),
+                      linecache.getline(name, number).strip()[:300]])
+        frame = frame.f_back
+    found.reverse()
+    if len(found) > _OUTER_FRAMES + _INNER_FRAMES:
+        found = found[:_OUTER_FRAMES] + found[-_INNER_FRAMES:]
+    return found
+
+
+@_safe
+def _record_sys_exit(code: object) -> None:
+    """Record a ``sys.exit`` with a failure code in a child process, with where it was
+    called: SystemExit is no Exception, so a ``multiprocessing.Pool`` worker whose task
+    calls it exits without a result (and without a traceback anyone could read)."""
+    if not _in_child or code is None or code == 0:
+        return
+    caller = sys._getframe(3)  # this function, _safe's wrapper, the sys.exit wrapper, its caller
+    if f"multiprocessing{os.sep}" in caller.f_code.co_filename:
+        return  # spawn_main passing on the exit status of a process whose run ended: not the program's call
+    _write("exception", type="SystemExit", message=str(code)[:_MESSAGE_CHARS],
+           frames=_stack_frames(caller), how="sys.exit")
+
+
+def _wrap_sys_exit() -> None:
+    """Record calls of ``sys.exit`` (see ``_record_sys_exit``); the exit itself is unchanged."""
+    real = sys.exit
+
+    def exit(status: object = None, /) -> NoReturn:  # sys.exit's own parameter name
+        _record_sys_exit(status)
+        real(status)  # type: ignore[arg-type]  # any object, as sys.exit takes it
+
+    sys.exit = exit
 
 
 def _wrap_os_exit() -> None:
@@ -370,11 +419,13 @@ def _start() -> None:
            dump_fd=_dump_fd(), ticks=own_ticks())
     os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
     _wrap_os_exit()
+    _wrap_sys_exit()
     _wrap_os_waitpid()
     import atexit
 
     atexit.register(_record_exit, None, "atexit")
     if spawned:
+        _in_child[:] = [True]
         _import_multiprocessing()
         _watch_process_run()
 

@@ -1,0 +1,55 @@
+"""Gather the causes of a process that died or blocks while others wait on it: a lock's
+holder that died, both ends of a pipe sending, a Manager's server that died, an
+executor's worker whose death broke the pool.
+
+Each has its own module (the evidence it needs, its sentences, its cause); this one
+finds them all at once for the explanation and the causes, and says which processes
+their stories tell (their waits are explained: no fork hazard or lost task is told for
+them again) and which parents wait for a reason of their own (not their threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpudoctor.probe import explain_broken_executor, explain_lock_holder, explain_manager, explain_pipe_send
+
+if TYPE_CHECKING:
+    from gpudoctor.probe.diagnosis import Cause, ProcessVerdict
+    from gpudoctor.probe.record import RunRecord
+
+
+@dataclass(frozen=True)
+class Peers:
+    locks: tuple[explain_lock_holder.LockStory, ...] = ()
+    pipes: tuple[explain_pipe_send.BothSending, ...] = ()
+    managers: tuple[explain_manager.ManagerDied, ...] = ()
+    executors: tuple[explain_broken_executor.BrokenPool, ...] = ()
+
+    @property
+    def told(self) -> set[int]:
+        """The processes whose wait or death these stories tell."""
+        told: set[int] = set()
+        for stories in (self.locks, self.pipes, self.managers, self.executors):
+            for story in stories:
+                told |= story.told
+        return told
+
+    def lines(self) -> list[str]:
+        return [*explain_lock_holder.lines(self.locks), *explain_pipe_send.lines(self.pipes),
+                *explain_manager.lines(self.managers), *explain_broken_executor.lines(self.executors)]
+
+    def causes(self, certainty: str) -> list[Cause]:
+        """The causes, ``certainty`` for a hang's (observed or likely), observed for a death's."""
+        return [*explain_lock_holder.causes(self.locks, certainty), *explain_pipe_send.causes(self.pipes, certainty),
+                *explain_manager.causes(self.managers), *explain_broken_executor.causes(self.executors)]
+
+
+def find(run: RunRecord, judged: Sequence[ProcessVerdict], waiting: set[int]) -> Peers:
+    """Find every such story in ``run``; ``waiting``: the processes that hung (or idled)."""
+    return Peers(tuple(explain_lock_holder.find(run, judged, waiting)),
+                 tuple(explain_pipe_send.find(judged, waiting)),
+                 tuple(explain_manager.find(run, judged)),
+                 tuple(explain_broken_executor.find(run, judged)))
