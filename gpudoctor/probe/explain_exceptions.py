@@ -267,7 +267,8 @@ def _broken_pool(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -
                          "out.")
     if initializer:
         frame = initializer[0].error.user_frame
-        at = f", at your code {frame.path}:{frame.line} (in {frame.function}): {frame.text}" if frame else ""
+        at = f", at your code {frame.path}:{frame.line} (in {frame.function})" + (f": {frame.text}" if frame.text
+                                                                                  else "") if frame else ""
         found.append(f"A worker's initializer raised {initializer[0].error.summary}{at}; the worker then ended, "
                      "and the pool was marked broken.")
     if not found:
