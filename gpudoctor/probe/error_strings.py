@@ -28,12 +28,13 @@ WORKER_NOT_IMPORTABLE = "worker-not-importable"
 START_AT_IMPORT = "process-start-at-import"
 COLLECTIVES_MISMATCHED = "mismatched-collectives"
 # Exceptions that mean something specific when processes share work (explain_exceptions.py
-# tells them with the process and the user's line; the words are hazards.py's).
+# tells them with the process and the user's line; the words are hazards.py's). Not here:
+# BrokenProcessPool and a connection's EOFError, which are effects of another process's end
+# (explain_exceptions.py tells them from the records, or leaves them to the cause of that end).
 TASK_EXCEPTION_UNPICKLABLE = "task-exception-unpicklable"
 TASK_RESULT_UNPICKLABLE = "task-result-unpicklable"
 TOO_MANY_OPEN_FILES = "too-many-open-files"
 SHARED_MEMORY_FULL = "shared-memory-full"
-BROKEN_PROCESS_POOL = "broken-process-pool"
 START_METHOD_SET_TWICE = "start-method-set-twice"
 
 
@@ -178,10 +179,6 @@ PATTERNS: tuple[Pattern, ...] = (
        r"unable to allocate shared memory\(shm\)|unable to write to file </torch_"
        r"|workers are out of shared memory|insufficient shared memory \(shm\)",
        "a DataLoader worker could not put its batch in /dev/shm (too small)"),
-    # concurrent/futures/process.py, 3.8 to 3.13, seen here on 3.11.
-    _p(None, "CPython", CAUSE, BROKEN_PROCESS_POOL,
-       r"BrokenProcessPool: A (process in the process pool was|child process) terminated abruptly",
-       "a ProcessPoolExecutor worker ended abruptly and the executor failed its tasks"),
     # multiprocessing/context.py set_start_method, 3.4 to 3.13.
     _p(None, "CPython", CAUSE, START_METHOD_SET_TWICE, r"RuntimeError: context has already been set",
        "set_start_method was called after the start method had been fixed"),

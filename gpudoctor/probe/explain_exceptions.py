@@ -233,8 +233,8 @@ def _shared_memory(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict])
         usage = shutil.disk_usage("/dev/shm")
     except OSError:
         return found
-    return found + [f"/dev/shm, as gpudoctor sees it, holds {format_size(usage.total)} ({format_size(usage.free)} "
-                    "free now); a container or mount namespace of the program's own may have had less."]
+    return found + [f"gpudoctor's /dev/shm holds {format_size(usage.total)} ({format_size(usage.free)} free now): the "
+                    "program's was smaller or full (a container's, or a mount namespace of its own)."]
 
 
 def _dead(run: RunRecord, judged: Sequence[ProcessVerdict], before: float | None,
