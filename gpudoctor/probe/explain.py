@@ -321,9 +321,13 @@ def _memory(run: RunRecord) -> list[str]:
     return lines
 
 
-def _matched(matches: Sequence[Match], kind: str, label: str) -> list[str]:
+def _matched(matches: Sequence[Match], kind: str, label: str, said: Sequence[str] = ()) -> list[str]:
+    """One line per known string found: what it means, and the line (not quoted again where
+    a line of ``said``, the explanation so far, quotes it already)."""
     found = [m for m in matches if m.pattern.kind == kind]
-    return [f"{label}{m.pattern.meaning}{_rule_of(m)}: {m.line}" for m in found[:5]]
+    text = "\n".join(said)
+    return [f"{label}{m.pattern.meaning}{_rule_of(m)}" + ("." if m.line in text else f": {m.line}")
+            for m in found[:5]]
 
 
 def _rule_of(match: Match) -> str:
@@ -420,7 +424,7 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     exceptions = explain_exceptions.find(run, judged)
     lines += explain_exceptions.lines(exceptions, lines)
     lines += _matched([m for m in matches if m.pattern.category not in explain_exceptions.told(exceptions)],
-                      CAUSE, "Cause: ")
+                      CAUSE, "Cause: ", lines)
     causes_at = len(lines)
     cut_short = run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT)
     if any(m.pattern.category == FORK_AFTER_INIT for m in matches) and verdict != Verdict.HUNG and not idle:

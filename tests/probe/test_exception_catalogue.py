@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gpudoctor import hazards
-from gpudoctor.probe import explain_exceptions
+from gpudoctor.probe import error_strings, explain, explain_exceptions
 from gpudoctor.probe.diagnose import diagnose
+from gpudoctor.probe.error_strings import CAUSE
 from gpudoctor.probe.explain_exceptions import COMMAND, RESULT_HANDLER, WORKER, Seen
 from gpudoctor.probe.failures import Frame, Raised
 from gpudoctor.probe.sampler import Peaks
@@ -158,3 +159,13 @@ def test_a_broken_pool_points_at_the_worker_that_died_and_the_initializer_that_r
     said = [hazards.EXECUTOR_WORKER_DIED.fix_line]
     assert explain_exceptions.lines([story], said) == []
     assert explain_exceptions.lines([story])[-1] == hazards.BROKEN_PROCESS_POOL.fix_line
+
+
+def test_a_known_string_already_quoted_is_not_quoted_again() -> None:
+    line = "AttributeError: Can't get attribute 'score' on <module '__mp_main__' from '/home/me/run.py'>"
+    matches = error_strings.find(line)
+    assert explain._matched(matches, CAUSE, "Cause: ") == [
+        "Cause: a function meant for worker processes could not be sent to them, or found by them (GD108): " + line]
+    said = [f"pid 7 (spawn) exited with status 1: {line}."]
+    assert explain._matched(matches, CAUSE, "Cause: ", said) == [
+        "Cause: a function meant for worker processes could not be sent to them, or found by them (GD108)."]
