@@ -226,8 +226,13 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
         lines.append(f"Blocked in {where}.")
     waiting_ones = [p for p in hung if p.start != "fork"]
     if forked and waiting_ones and not lost & {p.pid for p in waiting_ones}:
+        # A Pool is named only where no stack says otherwise: the stacks known show its frames.
+        known = [p for p in waiting_ones if p.stack]
+        how = " (e.g. Pool.map waiting for results)" if not known or \
+            any(explain_lost_task.pool_wait(p)[0] for p in known) else \
+            f", blocked in {known[0].blocked_in}" if known[0].blocked_in else ""
         lines.append(f"{_pids(waiting_ones)} {agree(len(waiting_ones), 'waits', 'wait')} for "
-                     f"{agree(len(forked), 'it', 'them')} (e.g. Pool.map waiting for results).")
+                     f"{agree(len(forked), 'it', 'them')}{how}.")
     initialized = [p for p in forked if p.runtimes_at_fork and p.pid not in told_here]
     if initialized:
         lines += _fork_fix(initialized, judged)

@@ -129,3 +129,9 @@ def test_the_definition_of_a_function_a_worker_could_not_get_is_found_without_im
         f"`inner` is defined at {prog}:4, inside function `outer` (line 3), not at the top level")
     assert explain_definition.definition(line.format("missing")) is None
     assert explain_definition.definition("AttributeError: something else") is None
+
+
+def test_a_parent_waiting_on_its_hung_children_is_said_to_wait_in_a_pool_only_with_pool_frames() -> None:
+    lines = diagnose(_run({100: JOINING, 101: USER_LOCK, 103: USER_LOCK}, 0)).explanation.splitlines()
+    assert "100 waits for them." in lines, lines  # these recorded stacks carry no blocked_in to cite
+    assert not any("Pool.map" in line for line in lines)
