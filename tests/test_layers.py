@@ -84,7 +84,7 @@ def test_rules_read_the_analysis_through_the_check_context_only() -> None:
 FRONTEND_LAYERS = (
     ("source text: reading a file, the text gate, the CPython prescan, libcst parsing and positions", (
         "reading", "literals", "positions", "module_files", "text_facts", "prescan", "skeleton", "chunked", "parsed",
-        "conditions", "project_gate")),
+        "conditions", "version_tests", "project_gate")),
 )
 ANALYSIS_LAYERS = (
     ("abstract values and the events code emits", ("values", "arguments", "events", "pickling", "ranks")),

@@ -68,6 +68,7 @@ from gpudoctor.lint.frontend.conditions import (
     handler_swallows,
     is_main_guard,
 )
+from gpudoctor.lint.frontend.version_tests import version_test
 from gpudoctor.lint.knowledge.distributed import RANK_ZERO_DECORATORS
 from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
 from gpudoctor.lint.knowledge.registry import (
@@ -323,20 +324,26 @@ class Executor(Evaluator):
         ended = self.merge(outcomes, fallthrough)
         if parent_only:
             self.ctx = replace(self.ctx, **parent_only)
-        elif not ended and self.tree.mentions_ranks:
-            self.after_rank_exit(node, outcomes)
+        elif not ended:
+            self.after_exit(node, outcomes)
         return ended
 
-    def after_rank_exit(self, node: cst.If, outcomes: list[tuple[dict[str, Value], bool]]) -> None:
+    def after_exit(self, node: cst.If, outcomes: list[tuple[dict[str, Value], bool]]) -> None:
         """``if rank != 0: return`` (or ``continue``, ``raise``): the rest of the block runs
         only on the ranks where the test is false, and its events say so (GD501 compares
-        what each rank reaches). Other tests are left as they are: what follows them is
-        analysed as if either way reached it."""
+        what each rank reaches). The same for a test on a library's version (``if
+        tf.__version__ >= "2.0": raise``): what follows runs only on the other releases, which
+        a finding joining it to code that needs one of those must agree with
+        (frontend/version_tests.py). Other tests are left as they are: what follows them
+        is analysed as if either way reached it."""
         if isinstance(node.orelse, cst.If) or len(outcomes) != (1 if node.orelse is None else 2):
             return  # an ``elif`` chain, or a test decided here
         body_ended = outcomes[0][1]
         else_ended = outcomes[1][1] if node.orelse is not None else False
-        if body_ended == else_ended or not distinguishes(rank_samples(node.test, self.known_integer)):
+        if body_ended == else_ended:
+            return
+        if not (self.tree.mentions_ranks and distinguishes(rank_samples(node.test, self.known_integer))) \
+                and version_test(node.test) is None:
             return
         self.ctx = self.under(self.ctx, node.test, not body_ended)
         if body_ended and node.orelse is None:

@@ -173,11 +173,27 @@ class Running:
                    for chain, run, index in self.branches)
 
 
+# How many inits of one kind a state keeps while each came under a test of a version.
+MAX_VERSIONED_INITS = 4
+
+
+def _on_some_versions(event: Event) -> bool:
+    """Does ``event`` run only on some releases of a library (under a version test)?"""
+    if not event.ctx.conditions:
+        return False
+    from gpudoctor.lint.frontend.version_tests import version_test  # (libcst: not loaded by a warm run)
+
+    return any(version_test(c.source) is not None for c in event.ctx.conditions)
+
+
 @dataclass(frozen=True)
 class State:
     """What has happened in a process so far (only the first event of each kind matters)."""
 
-    inits: tuple[Event, ...] = ()  # first Init per (framework, level), in order
+    # First Init per (framework, level), in order; and after one made only on some
+    # releases of a library (under a test of its version), the next ones, which a
+    # finding about code on other releases needs (rules/_base.py may_meet).
+    inits: tuple[Event, ...] = ()
     method: SetMethod | None = None
     threads: Chain[Running] = EMPTY  # thread starts whose threads may still run
     branches: Branches = ()  # the branches of marked chains being replayed
@@ -195,20 +211,24 @@ class State:
         return self.inits[0] if self.inits else None
 
     def init_of(self, framework: str, level: InitLevel | None = None) -> Event | None:
+        return next(self.inits_of(framework, level), None)
+
+    def inits_of(self, framework: str, level: InitLevel | None = None) -> Iterator[Event]:
+        """The inits of ``framework`` (at ``level``, if given), in order."""
         for event in self.inits:
             effect = event.effect
             assert isinstance(effect, Init)
             if effect.framework == framework and (level is None or effect.level == level):
-                return event
-        return None
+                yield event
 
     def apply(self, event: Event) -> State:
         effect = event.effect
         if isinstance(effect, Init):
             if self.skips(effect):
                 return self
-            known = {(init.framework, init.level) for init in _effects(self.inits, Init)}
-            if (effect.framework, effect.level) in known:
+            same = [e for e in self.inits if isinstance(e.effect, Init)
+                    and (e.effect.framework, e.effect.level) == (effect.framework, effect.level)]
+            if same and not (len(same) < MAX_VERSIONED_INITS and all(_on_some_versions(e) for e in same)):
                 return self
             return replace(self, inits=(*self.inits, event))
         if isinstance(effect, SetMethod):

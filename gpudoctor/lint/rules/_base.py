@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -294,6 +294,27 @@ def conditions_of(conditions: Conditions, shared: Conditions = ()) -> Conditions
     naming a chain of them no longer reads."""
     own = tuple(c for c in conditions if c not in shared)
     return own[-1:]
+
+
+def may_meet(first: Event, then: Event) -> bool:
+    """Can one run reach both events: do the tests on a library's version that each runs
+    under agree (frontend/version_tests.py)? A path that needs TensorFlow 2.1 or later for
+    the init and earlier than 2.0 for what follows is taken by no program."""
+    if not first.ctx.conditions and not then.ctx.conditions:
+        return True
+    from gpudoctor.lint.frontend.version_tests import can_all_hold, version_test
+
+    tests = []
+    for condition in (*first.ctx.conditions, *then.ctx.conditions):
+        found = version_test(condition.source)
+        if found is not None:
+            tests.append(found if condition.holds else found.negated())
+    return len(tests) < 2 or can_all_hold(tests)
+
+
+def first_met(events: Iterable[Event], then: Event) -> Event | None:
+    """The first of ``events`` (inits, in order) that one run can reach along with ``then``."""
+    return next((event for event in events if may_meet(event, then)), None)
 
 
 def when_text(conditions: Conditions, here: Site | LazySite) -> str:

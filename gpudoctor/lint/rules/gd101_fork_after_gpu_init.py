@@ -16,6 +16,7 @@ from gpudoctor.lint.rules._base import (
     conditions_of,
     display,
     line_of,
+    may_meet,
     related_site,
     spawn_hint,
     what_runs,
@@ -299,8 +300,9 @@ class ForkAfterGpuInit(Rule):
                 # The first init that does not depend on a condition the start does not
                 # (else the first): the message then names no condition it need not.
                 shared = site.event.ctx.conditions
-                init = next((e for e in parent.inits if not conditions_of(e.ctx.conditions, shared)),
-                            parent.first_init())
+                inits = [e for e in parent.inits if may_meet(e, site.event)]
+                init = next((e for e in inits if not conditions_of(e.ctx.conditions, shared)),
+                            inits[0] if inits else None)
             elif method == "forkserver" and child.served:
                 init = server_init(child)  # the server was initialized before it forked the child
             else:

@@ -17,14 +17,16 @@ from gpudoctor.lint.rules._base import (
     conditions_of,
     display,
     line_of,
+    may_meet,
     related_site,
     when_text,
 )
 
 
-def too_late(var: str, state: State) -> Event | None:
+def too_late(var: str, state: State, write: Event | None = None) -> Event | None:
     """Return the event (an init, or an import for variables read at import) after which
-    writing ``var`` has no effect in this process."""
+    writing ``var`` has no effect in this process (one a run can meet along with the
+    ``write`` event, when given: see ``may_meet``)."""
     if var not in READERS:
         return None
     if READ_AT[var] == AT_IMPORT:
@@ -36,7 +38,8 @@ def too_late(var: str, state: State) -> Event | None:
         # CUDA_* are read by the driver at cuInit; the others by their framework when it
         # builds its runtime (torch.cuda.is_available() alone does not read the allocator
         # settings, the first CUDA allocation does).
-        if reader is None or (init.framework == reader and init.level == InitLevel.RUNTIME):
+        if (reader is None or (init.framework == reader and init.level == InitLevel.RUNTIME)) and \
+                (write is None or may_meet(event, write)):
             return event
     return None
 
@@ -241,7 +244,7 @@ class GpuEnvSetAfterInit(Rule):
                 continue  # a restore: the value read from this variable earlier, written back
             if _changes_nothing(effect, state):
                 continue
-            init_event = too_late(effect.var, state)
+            init_event = too_late(effect.var, state, event)
             if init_event is None:
                 continue
             if isinstance(init_event.effect, Imported):

@@ -15,6 +15,7 @@ from gpudoctor.lint.rules._base import (
     condition_sites,
     conditions_of,
     display,
+    first_met,
     line_of,
     related_site,
     what_runs,
@@ -183,7 +184,7 @@ class TfDeviceConfigAfterInit(Rule):
             if not isinstance(effect, TfConfig) or effect.api in STARTUP_STRATEGIES:
                 continue  # (a strategy configuring collective ops: GD503)
             framework = effect.framework or CONFIG_FRAMEWORK
-            init_event = state.init_of(framework, InitLevel.RUNTIME)
+            init_event = first_met(state.inits_of(framework, InitLevel.RUNTIME), event)
             if init_event is None:
                 continue
             if any(isinstance(e.effect, TfConfig) and e.effect.site == effect.site for e in flow.events[:index]):

@@ -14,6 +14,7 @@ from gpudoctor.lint.rules._base import (
     condition_sites,
     conditions_of,
     display,
+    first_met,
     line_of,
     related_site,
     when_text,
@@ -109,7 +110,7 @@ class MultiWorkerStrategyAfterOps(Rule):
             effect = event.effect
             if not isinstance(effect, TfConfig) or effect.api not in STARTUP_STRATEGIES or effect.site in reported:
                 continue
-            init_event = state.init_of(effect.framework, InitLevel.RUNTIME)
+            init_event = first_met(state.inits_of(effect.framework, InitLevel.RUNTIME), event)
             if init_event is None:
                 continue
             reported.add(effect.site)
