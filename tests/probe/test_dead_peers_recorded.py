@@ -135,3 +135,51 @@ def test_a_parent_waiting_on_its_hung_children_is_said_to_wait_in_a_pool_only_wi
     lines = diagnose(_run({100: JOINING, 101: USER_LOCK, 103: USER_LOCK}, 0)).explanation.splitlines()
     assert "100 waits for them." in lines, lines  # these recorded stacks carry no blocked_in to cite
     assert not any("Pool.map" in line for line in lines)
+
+
+def _exited(events: list[dict[str, object]], stderr: str = "") -> RunRecord:
+    """A command that exited 1 after its children 101 (killed by SIGKILL) and 102, 103 ended."""
+    forks = [{"event": "fork-child", "pid": pid, "ppid": 100, "t": 0.1, "threads_at_fork": 1, "runtimes_at_fork": []}
+             for pid in (101, 102, 103)]
+    reaped = [{"event": "reaped", "pid": 100, "ppid": 1, "t": 0.3, "child": 101, "code": -9},
+              {"event": "reaped", "pid": 100, "ppid": 1, "t": 0.4, "child": 102, "code": 1},
+              {"event": "reaped", "pid": 100, "ppid": 1, "t": 0.4, "child": 103, "code": 1}]
+    root = ProcessRun(pid=100, ppid=1, cmdline=("python", "jobs.py"), first_seen=0.0, last_seen=0.5,
+                      alive_at_stop=False, exit_code=1, stalled_for=0.0, state="", wchan=None, threads=1,
+                      rss_peak=12 << 20, killed_by_supervisor=False)
+    return RunRecord(
+        command=("python", "jobs.py"), stop_reason=StopReason.EXITED, signal_received=None, root_pid=100,
+        exit_code=1, duration=0.5, limits=Limits(), processes=(root,), events=forks + events + reaped,
+        samples=[], peaks=Peaks({}, {}, {}, {}, None, ()), stacks={}, stdout="", stderr=stderr, notes=(),
+        oom_kills=None)
+
+
+def _raised(pid: int, kind: str, message: str, frames: list[list[object]]) -> dict[str, object]:
+    return {"event": "exception", "pid": pid, "ppid": 100, "t": 0.35, "type": kind, "message": message,
+            "frames": frames}
+
+
+def test_connection_errors_are_a_dead_manager_only_when_raised_through_a_manager_proxy() -> None:
+    proxy = [["/x/jobs.py", 14, "collect", "shared[k] = v"],
+             ["/usr/lib/python3.11/multiprocessing/managers.py", 817, "_callmethod", "conn.send(...)"]]
+    socket = [["/x/jobs.py", 14, "collect", "sock.sendall(b'x')"]]
+    dead_manager = _exited([_raised(102, "BrokenPipeError", "[Errno 32] Broken pipe", proxy),
+                            _raised(103, "EOFError", "", proxy)])
+    (cause,) = [c for c in diagnose(dead_manager).causes if c.kind == hazards.MANAGER_DIED.cause]
+    assert cause.processes == (101,) and cause.fix == hazards.MANAGER_DIED.fix
+    assert "pids 102" in cause.evidence[0] or "pid 102" in cause.evidence[0]
+    assert "from your code collect (/x/jobs.py:14)" in cause.evidence[0]
+    no_manager = _exited([_raised(102, "BrokenPipeError", "[Errno 32] Broken pipe", socket),
+                          _raised(103, "BrokenPipeError", "[Errno 32] Broken pipe", socket)])
+    assert hazards.MANAGER_DIED.cause not in [c.kind for c in diagnose(no_manager).causes]
+
+
+def test_a_broken_process_pool_is_linked_to_the_child_that_died_under_its_parent() -> None:
+    broken = _raised(100, "concurrent.futures.process.BrokenProcessPool",
+                     "A process in the process pool was terminated abruptly while the future was running or pending.",
+                     [["/x/jobs.py", 20, "<module>", "print(f.result())"]])
+    (cause,) = [c for c in diagnose(_exited([broken])).causes if c.kind == hazards.EXECUTOR_WORKER_DIED.cause]
+    assert cause.parent == 100 and cause.processes == (101, 102, 103)
+    assert cause.evidence[0].startswith("Executor's worker died: pid 101 died of SIGKILL at t=0.3 s, not by gpudoctor")
+    assert "pid 100 died of it, from your code <module> (/x/jobs.py:20)" in cause.evidence[0]
+    assert hazards.EXECUTOR_WORKER_DIED.cause not in [c.kind for c in diagnose(_exited([])).causes]
