@@ -356,82 +356,6 @@ START_METHOD_SET_TWICE = Hazard(
          "force=True)` only where you own the whole program."),
 )
 
-BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
-                                 CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
-                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
-                                 QUEUE_JOINED_BEFORE_READ, WORKERS_EACH_A_COPY, COLLECTIVE_NOT_REACHED,
-                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED, TASK_EXCEPTION_UNPICKLABLE,
-                                 TASK_RESULT_UNPICKLABLE, TOO_MANY_OPEN_FILES, SHARED_MEMORY_FULL,
-                                 POOL_INITIALIZER_FAILED, BROKEN_PROCESS_POOL, PEER_PROCESS_GONE,
-                                 START_METHOD_SET_TWICE)}
-
-# Why a fork after init breaks, worded for what the forking process had: ``why`` above
-# says it for every framework (the rule docs, which cannot know), a diagnosis for the
-# runtimes that were there. The keys are the runtime ids the probe records (the
-# bootstrap's at a fork, ``/proc/PID/maps``' for an attached process).
-_CUDA_RUNTIMES = frozenset({"cuda-driver", "cuda-context", "cuda-runtime", "nvrtc", "torch.cuda", "numba.cuda",
-                            "pycuda", "cupy", "jax:cuda", "jax:gpu", "jax:rocm"})
-# What a fork child of a parent with CUDA initialized meets, per framework, in the order named.
-_CUDA_IN_CHILD = (
-    ("torch", "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\""),
-    ("cupy", "CuPy fails with `cudaErrorInitializationError`"),
-    ("numba", "Numba raises \"CUDA initialized before forking\""),
-    ("tensorflow", "TensorFlow aborts or hangs"),
-    ("jax", "JAX warns (`os.fork() was called`) and its workers hang"),
-)
-# The CPU thread pool a framework's ops run on, which a fork child does not get.
-_CPU_POOLS = (
-    ("tensorflow", "TensorFlow's intra-op thread pool"),
-    ("jax", "JAX's (XLA's) CPU thread pool"),
-)
-
-
-def _framework(runtime: str) -> str:
-    """"torch.cuda" -> "torch", "jax:cpu" -> "jax": the framework a runtime id belongs to."""
-    return runtime.split(":", 1)[0].split(".", 1)[0]
-
-
-def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
-    """Say why ``hazard`` breaks, for a parent that had ``runtimes`` initialized at the fork.
-
-    A fork after init breaks in two ways that share nothing but the fork: a CUDA context
-    does not survive it (only where CUDA was there), and a framework's CPU thread pool
-    does not either (TensorFlow-CPU's freeze, where no CUDA was ever loaded). Only the
-    one that applies is said, naming only the frameworks present; with no runtime known
-    (or another hazard), it is ``hazard.why``.
-    """
-    if hazard is not FORK_AFTER_INIT or not runtimes:
-        return hazard.why
-    frameworks = {_framework(r) for r in runtimes}
-    if _CUDA_RUNTIMES & set(runtimes):
-        effects = [effect for name, effect in _CUDA_IN_CHILD if name in frameworks]
-        what = _joined(effects) if effects else "its first CUDA call fails or hangs"
-        return ("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
-                f"claims CUDA is initialized, but the driver state behind it is gone: {what}.")
-    pools = [pool for name, pool in _CPU_POOLS if name in frameworks]
-    if not pools:
-        return hazard.why
-    return (f"{_joined(pools)} {'does' if len(pools) == 1 else 'do'} not survive `fork()`: `fork()` copies only "
-            "the calling thread, so the pool's threads do not exist in the child, and the child's ops wait for "
-            "ever for them. No CUDA was involved: this freeze happens on a CPU-only build too.")
-
-
-def _joined(parts: Sequence[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-_PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
-
-
-def fill(text: str) -> str:
-    """Replace each ``{{cause.why}}`` and ``{{cause.fix}}`` in ``text`` by that sentence
-    (a KeyError names a cause that does not exist)."""
-    def sentence(match: re.Match[str]) -> str:
-        hazard = BY_CAUSE[match[1]]
-        return hazard.why if match[2] == "why" else hazard.fix
-
-    return _PLACEHOLDER.sub(sentence, text)
-
-
 # A process that died or blocks, and the processes that wait on it (the probe reads these
 # from exit statuses, signals and the waiting processes' stacks; no rule sees them).
 TASK_CALLED_EXIT = Hazard(
@@ -507,5 +431,94 @@ EXECUTOR_WORKER_DIED = Hazard(
          "`BrokenProcessPool` and submit the remaining tasks to a new executor."),
 )
 
-BY_CAUSE.update({h.cause: h for h in (TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING, LOCK_HOLDER_DIED,
-                                      MANAGER_DIED, EXECUTOR_WORKER_DIED)})
+MEMORY_ERROR = Hazard(
+    cause="memory-error",
+    rule=None,  # how much memory there is to allocate is known at run time
+    why=("A process raised `MemoryError`: an allocation failed, because the process reached an address-space "
+         "limit (`ulimit -v`, `resource.setrlimit(RLIMIT_AS, ...)`, a batch scheduler's per-process limit) or "
+         "the system had no memory left to give (no overcommit). In a `multiprocessing.Pool` the worker's "
+         "`MemoryError` is sent back as the task's error and raised again by `Pool.map` in the parent; in a "
+         "`ProcessPoolExecutor` by the future's `result()`. Workers that each load the same data or model "
+         "multiply what the program needs."),
+    fix=("lower what each process holds at once: process a large input in chunks (`imap` with a `chunksize`, "
+         "generators instead of lists), load data once in the parent before a fork pool or share it "
+         "(`multiprocessing.shared_memory`, `numpy.memmap`), use fewer workers, set `maxtasksperchild` "
+         "(`max_tasks_per_child`) when a worker's memory grows from task to task; or raise the limit "
+         "if it is lower than the machine can give."),
+)
+
+BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
+                                 CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
+                                 PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
+                                 QUEUE_JOINED_BEFORE_READ, WORKERS_EACH_A_COPY, COLLECTIVE_NOT_REACHED,
+                                 COLLECTIVES_MISMATCHED, RANK_HELD_UP, RANK_FAILED, TASK_EXCEPTION_UNPICKLABLE,
+                                 TASK_RESULT_UNPICKLABLE, TOO_MANY_OPEN_FILES, SHARED_MEMORY_FULL,
+                                 POOL_INITIALIZER_FAILED, BROKEN_PROCESS_POOL, PEER_PROCESS_GONE,
+                                 START_METHOD_SET_TWICE, TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING,
+                                 LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR)}
+
+# Why a fork after init breaks, worded for what the forking process had: ``why`` above
+# says it for every framework (the rule docs, which cannot know), a diagnosis for the
+# runtimes that were there. The keys are the runtime ids the probe records (the
+# bootstrap's at a fork, ``/proc/PID/maps``' for an attached process).
+_CUDA_RUNTIMES = frozenset({"cuda-driver", "cuda-context", "cuda-runtime", "nvrtc", "torch.cuda", "numba.cuda",
+                            "pycuda", "cupy", "jax:cuda", "jax:gpu", "jax:rocm"})
+# What a fork child of a parent with CUDA initialized meets, per framework, in the order named.
+_CUDA_IN_CHILD = (
+    ("torch", "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\""),
+    ("cupy", "CuPy fails with `cudaErrorInitializationError`"),
+    ("numba", "Numba raises \"CUDA initialized before forking\""),
+    ("tensorflow", "TensorFlow aborts or hangs"),
+    ("jax", "JAX warns (`os.fork() was called`) and its workers hang"),
+)
+# The CPU thread pool a framework's ops run on, which a fork child does not get.
+_CPU_POOLS = (
+    ("tensorflow", "TensorFlow's intra-op thread pool"),
+    ("jax", "JAX's (XLA's) CPU thread pool"),
+)
+
+
+def _framework(runtime: str) -> str:
+    """"torch.cuda" -> "torch", "jax:cpu" -> "jax": the framework a runtime id belongs to."""
+    return runtime.split(":", 1)[0].split(".", 1)[0]
+
+
+def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
+    """Say why ``hazard`` breaks, for a parent that had ``runtimes`` initialized at the fork.
+
+    A fork after init breaks in two ways that share nothing but the fork: a CUDA context
+    does not survive it (only where CUDA was there), and a framework's CPU thread pool
+    does not either (TensorFlow-CPU's freeze, where no CUDA was ever loaded). Only the
+    one that applies is said, naming only the frameworks present; with no runtime known
+    (or another hazard), it is ``hazard.why``.
+    """
+    if hazard is not FORK_AFTER_INIT or not runtimes:
+        return hazard.why
+    frameworks = {_framework(r) for r in runtimes}
+    if _CUDA_RUNTIMES & set(runtimes):
+        effects = [effect for name, effect in _CUDA_IN_CHILD if name in frameworks]
+        what = _joined(effects) if effects else "its first CUDA call fails or hangs"
+        return ("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
+                f"claims CUDA is initialized, but the driver state behind it is gone: {what}.")
+    pools = [pool for name, pool in _CPU_POOLS if name in frameworks]
+    if not pools:
+        return hazard.why
+    return (f"{_joined(pools)} {'does' if len(pools) == 1 else 'do'} not survive `fork()`: `fork()` copies only "
+            "the calling thread, so the pool's threads do not exist in the child, and the child's ops wait for "
+            "ever for them. No CUDA was involved: this freeze happens on a CPU-only build too.")
+
+
+def _joined(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+_PLACEHOLDER = re.compile(r"\{\{([a-z-]+)\.(why|fix)\}\}")
+
+
+def fill(text: str) -> str:
+    """Replace each ``{{cause.why}}`` and ``{{cause.fix}}`` in ``text`` by that sentence
+    (a KeyError names a cause that does not exist)."""
+    def sentence(match: re.Match[str]) -> str:
+        hazard = BY_CAUSE[match[1]]
+        return hazard.why if match[2] == "why" else hazard.fix
+
+    return _PLACEHOLDER.sub(sentence, text)

@@ -287,6 +287,30 @@ def _peer(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[
     return [f"{other[0].upper()}{other[1:]} is most likely {_told(dead[0])}, before this exception."]
 
 
+def _memory(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """How much memory the processes held at their peak, as the samples saw it: the one
+    that raised, and the workers beside it (several each holding as much multiply it)."""
+    by_pid = {p.pid: p for p in judged}
+    own = by_pid.get(seen.pid) if seen.pid is not None else None
+    relayed = any(_posix(f.path).endswith(("multiprocessing/pool.py", "concurrent/futures/_base.py"))
+                  for f in seen.error.frames)
+    found = []
+    if relayed:
+        found.append("It was raised in a worker, by a task, and raised again here by the pool that waited for "
+                     "the task's result.")
+    elif own is not None and own.rss_peak:
+        found.append(f"pid {own.pid} held up to {format_size(own.rss_peak)} (resident) before it ran out.")
+    workers = [p for p in judged if p.start != "root" and not is_helper(p.cmdline) and p.rss_peak]
+    if len(workers) > 1:
+        peaks = sorted((p.rss_peak or 0) for p in workers)
+        found.append(f"{wording.plural(len(workers), 'worker process', 'worker processes')} held up to "
+                     f"{format_size(peaks[-1])} each ({format_size(sum(peaks))} together at their peaks).")
+    if not found or (relayed and len(found) == 1):
+        found.append("gpudoctor's samples did not see the memory the processes held (they failed between two "
+                     "samples, or asked for more than they could get in one allocation).")
+    return found
+
+
 # ---- the catalogue -----------------------------------------------------------------------
 
 CATALOGUE: tuple[Known, ...] = (
@@ -326,6 +350,9 @@ CATALOGUE: tuple[Known, ...] = (
     # object", earlier ones "PicklingError: Can't pickle <function ...>".
     Known(hazards.WORKER_NOT_IMPORTABLE, ("PicklingError", "AttributeError"),
           r"Can't pickle (local object|<function)|Can't get local object", (COMMAND,)),
+    # An allocation that failed (an address-space limit, no overcommit); from a Pool worker it
+    # comes back to the parent as the task's error.
+    Known(hazards.MEMORY_ERROR, ("MemoryError",), None, (ANY,), detail=_memory),
 )
 
 

@@ -362,3 +362,41 @@ def test_dataloader_with_a_small_dev_shm_gives_the_shm_size_fix(tmp_path: Path, 
     assert f"At your code {path}:25 (in <module>)" in text
     assert "--shm-size" in hazard.fix_line and hazard.fix_line in text.splitlines()
     _nothing_left(doc, no_leftovers)
+
+
+WORKERS_OUT_OF_MEMORY = """\
+# A Pool whose workers each build a large table under a per-process address-space budget
+# (as a batch scheduler's limit, or `ulimit -v`, gives them): the allocation fails with
+# MemoryError in the worker and Pool.map raises it in the parent (the shape of
+# python/cpython#82124's reports of memory errors coming back through Pool.map).
+import multiprocessing
+import resource
+
+BUDGET = 400 * 2**20
+
+
+def limit():
+    resource.setrlimit(resource.RLIMIT_AS, (BUDGET, BUDGET))
+
+
+def table(n):
+    return len(bytearray(n * 2**20))
+
+
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(2, initializer=limit) as pool:
+        print(pool.map(table, [16, 32, 1024, 16]))
+"""
+
+
+def test_a_memory_error_from_a_pool_worker_is_a_memory_story(tmp_path: Path, no_leftovers: str) -> None:
+    doc, path = _probe(tmp_path, "tables.py", WORKERS_OUT_OF_MEMORY)
+    assert doc["verdict"] == "failed"
+    hazard = hazards.MEMORY_ERROR
+    assert _cause(doc, hazard.cause)["fix"] == hazard.fix
+    text = doc["explanation"]
+    assert f"At your code {path}:21 (in <module>): print(pool.map(table, [16, 32, 1024, 16]))" in text
+    assert "raised in a worker, by a task, and raised again here by the pool" in text
+    assert "address-space limit" in text
+    assert hazard.fix_line in text.splitlines()
+    _nothing_left(doc, no_leftovers)
