@@ -48,6 +48,8 @@ class LockStory:
     died: tuple[str, ...]  # " at t=0.1 s" or "", per dead process
     waiters: tuple[Waiter, ...]
     joiners: tuple[tuple[int, str | None], ...]  # (pid, its line) of the processes joining the waiters
+    # The function the dead ran, when the bootstrap recorded it and the waiters wait in it too.
+    same_target: str | None = None
 
     @property
     def told(self) -> set[int]:
@@ -89,7 +91,12 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], waiting: set[int]) ->
     reaped = peer_stacks.reaped_at(run)
     told = {w.pid for w in waiters}
     joiners = tuple(j for p in judged if p.pid in waiting and p.pid not in told and (j := _joining(p)) is not None)
-    return [LockStory(tuple(dead), tuple(peer_stacks.when(p, reaped) for p in dead), tuple(waiters), joiners)]
+    started = peer_stacks.targets(run)
+    waits_in = {w.user.split(" ", 1)[0] for w in waiters}
+    ran = {started[p.pid][1].rsplit(".", 1)[-1] for p in dead if p.pid in started}
+    same = next(iter(ran & waits_in), None) if len(ran) == 1 else None
+    return [LockStory(tuple(dead), tuple(peer_stacks.when(p, reaped) for p in dead), tuple(waiters), joiners,
+                      same)]
 
 
 def _story(story: LockStory) -> list[str]:
@@ -100,8 +107,10 @@ def _story(story: LockStory) -> list[str]:
     n, holders = len(story.waiters), len(story.dead)
     found = [f"Lock holder died: {deaths}, not by gpudoctor, and {wording.pids([w.pid for w in story.waiters])} "
              f"{wording.agree(n, 'has', 'have')} waited ever since to acquire a multiprocessing lock, {waits}. "
-             f"Most likely {wording.agree(holders, 'it', 'one of them')} held that lock when it died: nothing "
-             "releases a multiprocessing lock for a process that dies holding it."]
+             f"Most likely {wording.agree(holders, 'it', 'one of them')} held that lock when it died"
+             + (f" ({wording.agree(holders, 'it', 'they')} ran {story.same_target}, as they do)"
+                if story.same_target else "")
+             + ": nothing releases a multiprocessing lock for a process that dies holding it."]
     for pid, line in story.joiners:
         called = f", called from your code {line}" if line else ""
         found.append(f"pid {pid} waits for them in join{called}.")

@@ -7,7 +7,8 @@ call meets when the server is gone (``ConnectionResetError``, ``BrokenPipeError`
 ``EOFError``, ``ConnectionRefusedError``), raised through ``multiprocessing/managers.py``
 (their recorded traceback says so). A server process looks like any fork or spawn child
 from outside: that the dead one was the server is said from those failures, as most
-likely.
+likely, unless the bootstrap recorded which Process each child ran (its ``process``
+event): then the server is named for what it ran, ``BaseManager._run_server``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from gpudoctor.probe.record import RunRecord
 
 _MANAGERS = "multiprocessing/managers.py"
+_SERVER = "multiprocessing.managers.BaseManager._run_server"
 _LOST_SERVER = ("ConnectionResetError", "BrokenPipeError", "EOFError", "ConnectionRefusedError",
                 "ConnectionAbortedError")
 
@@ -35,6 +37,9 @@ class ManagerDied:
     servers: tuple[ProcessVerdict, ...]  # the dead process(es) that most likely were the server
     died: tuple[str, ...]
     failed: tuple[ProcessVerdict, ...]  # the processes that died of a proxy call
+    # The servers' Process names ("SyncManager-1") where the bootstrap recorded that they ran
+    # the Manager's server (BaseManager._run_server); empty: said as most likely.
+    named: tuple[str, ...] = ()
 
     @property
     def told(self) -> set[int]:
@@ -50,10 +55,15 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ManagerDied]:
         return []
     servers = [p for p in peer_stacks.died_on_their_own(run, judged)
                if p.pid not in {f.pid for f in failed} and (p.exit_code or 0) < 0 and not p.exception]
+    started = peer_stacks.targets(run)
+    known = [p for p in servers if started.get(p.pid, ("", ""))[1].endswith(_SERVER)]
+    if known or any(p.pid in started for p in servers):
+        servers = known  # the bootstrap recorded what each ran: only a server is one
     if not servers:
         return []
     reaped = peer_stacks.reaped_at(run)
-    return [ManagerDied(tuple(servers), tuple(peer_stacks.when(p, reaped) for p in servers), tuple(failed))]
+    return [ManagerDied(tuple(servers), tuple(peer_stacks.when(p, reaped) for p in servers), tuple(failed),
+                        tuple(started[p.pid][0] for p in known))]
 
 
 def _story(story: ManagerDied) -> list[str]:
@@ -65,9 +75,12 @@ def _story(story: ManagerDied) -> list[str]:
         groups.setdefault((p.exception, p.exception_at), []).append(p.pid)
     failures = "; ".join(f"{wording.pids(pids)} with {error}" + (f", from your code {at}" if at else "")
                          for (error, at), pids in groups.items())
-    return [f"Manager's server process died: {deaths}, not by gpudoctor. "
-            f"{wording.agree(n, 'It was', 'One of them was')} most likely the server process of a multiprocessing "
-            f"Manager: after it, {wording.plural(len(story.failed), 'process')} died in a call of a Manager proxy "
+    which = (f"{wording.agree(n, 'It was', 'They were')} the server process of a multiprocessing Manager "
+             f"({', '.join(story.named)}, running BaseManager._run_server)" if story.named else
+             f"{wording.agree(n, 'It was', 'One of them was')} most likely the server process of a multiprocessing "
+             "Manager")
+    return [f"Manager's server process died: {deaths}, not by gpudoctor. {which}: after it, "
+            f"{wording.plural(len(story.failed), 'process')} died in a call of a Manager proxy "
             f"(multiprocessing/managers.py): {failures}."]
 
 

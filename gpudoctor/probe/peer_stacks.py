@@ -70,3 +70,10 @@ def when(process: ProcessVerdict, reaped: dict[int, float]) -> str:
     """" at t=0.4 s" when its parent reaped it, else nothing."""
     t = reaped.get(process.pid)
     return f" at t={t:.1f} s" if t is not None else ""
+
+
+def targets(run: RunRecord) -> dict[int, tuple[str, str]]:
+    """The multiprocessing Process each child was, as the bootstrap recorded it: (its name,
+    the function it ran), "SyncManager-1", "multiprocessing.managers.BaseManager._run_server"."""
+    return {e["pid"]: (str(e.get("name") or ""), e["target"]) for e in run.events
+            if e.get("event") == "process" and isinstance(e.get("pid"), int) and isinstance(e.get("target"), str)}

@@ -100,6 +100,7 @@ def test_a_process_killed_holding_a_lock_is_the_cause_of_the_others_wait(tmp_pat
     lead = cause["evidence"][0]
     assert lead.startswith(f"Lock holder died: pid {dead} died of SIGKILL")
     assert f"called from your code export ({path.name}:{_line(LOCK_ACQUIRE, 'lock.acquire()')})" in lead
+    assert "Most likely it held that lock when it died (it ran export, as they do)" in lead
     assert f"waits for them in join, called from your code <module> ({path.name}:" in cause["evidence"][1]
     assert [c["kind"] for c in doc["causes"]] == ["lock-holder-died"]  # no Pool, no lost task
     lines = doc["explanation"].splitlines()
@@ -261,10 +262,11 @@ def collect(results, started):
 
 
 if __name__ == "__main__":
-    manager = multiprocessing.Manager()
+    context = multiprocessing.get_context(sys.argv[2])
+    manager = context.Manager()
     results = manager.list()
-    started = multiprocessing.Semaphore(0)
-    workers = [multiprocessing.Process(target=collect, args=(results, started)) for _ in range(2)]
+    started = context.Semaphore(0)
+    workers = [context.Process(target=collect, args=(results, started)) for _ in range(2)]
     for w in workers:
         w.start()
     for w in workers:
@@ -278,9 +280,10 @@ if __name__ == "__main__":
 """
 
 
-def test_a_dead_manager_server_is_named_as_the_cause_of_its_clients_errors(tmp_path: Path,
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_dead_manager_server_is_named_as_the_cause_of_its_clients_errors(tmp_path: Path, method: str,
                                                                          no_leftovers: str) -> None:
-    path, code, doc = _probe(tmp_path, MANAGER_KILLED, hang=False)
+    path, code, doc = _probe(tmp_path, MANAGER_KILLED, method, hang=False)
     (server,) = read_pids(tmp_path / "pids", 1, timeout=0)
     assert (code, doc["verdict"]) == (1, "failed"), doc["explanation"]
     cause = _cause(doc, "manager-died")
@@ -288,6 +291,9 @@ def test_a_dead_manager_server_is_named_as_the_cause_of_its_clients_errors(tmp_p
     assert cause["fix"] == hazards.MANAGER_DIED.fix
     (lead,) = cause["evidence"]
     assert lead.startswith(f"Manager's server process died: pid {server} died of SIGKILL")
+    # The bootstrap recorded what it ran: the server is named, not guessed.
+    assert "It was the server process of a multiprocessing Manager (SyncManager-1, running " \
+        "BaseManager._run_server)" in lead
     assert f"collect ({path}:{_line(MANAGER_KILLED, 'results.append(i)')})" in lead
     assert f"<module> ({path}:{_line(MANAGER_KILLED, 'print(len(results))')})" in lead
     assert hazards.MANAGER_DIED.fix_line in doc["explanation"].splitlines()

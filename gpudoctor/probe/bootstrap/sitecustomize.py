@@ -70,6 +70,9 @@ _inherited_error: list[object] = []
 # Set in a child process (a fork child, or one multiprocessing spawned): its sys.exit
 # calls are recorded (see _record_sys_exit), not the program's own.
 _in_child: list[bool] = []
+# multiprocessing's after-fork registry holds this object weakly: kept alive here.
+_hooked: list[object] = []
+_recorded_process: list[int] = []  # the pid whose Process was recorded (a fork child inherits the list)
 
 
 def _write(event: str, **fields: object) -> None:
@@ -215,8 +218,46 @@ def _dump_fd() -> int | None:
     return _stack[0][0] if _stack else None
 
 
+class _Key:
+    """What ``multiprocessing.util.register_after_fork`` needs: an object it can hold weakly."""
+
+
+@_safe
+def _record_process(_key: object) -> None:
+    """Record which ``multiprocessing`` Process this fork child is (see _record_process_object)."""
+    _record_process_object(sys.modules["multiprocessing.process"].current_process())
+
+
+def _record_process_object(process: object) -> None:
+    """Record which ``multiprocessing`` Process this child is: its name and the function it
+    runs (``BaseManager._run_server`` for a Manager's server, ``worker`` for a Pool's)."""
+    if process is None or _recorded_process == [os.getpid()]:
+        return  # a forkserver's child is told by both hooks
+    _recorded_process[:] = [os.getpid()]
+    target = vars(process).get("_target")
+    where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}".strip(".") \
+        if target is not None else None
+    _write("process", name=str(vars(process).get("_name", "")), target=where,
+           kind=type(process).__qualname__)
+
+
+@_safe
+def _hook_multiprocessing() -> None:
+    """Once multiprocessing is in use, have its children record which Process they are:
+    the callbacks of ``multiprocessing.util.register_after_fork`` run in every child it
+    starts (fork, spawn, forkserver), in ``BaseProcess._bootstrap``, once the child knows
+    its Process. Never imports multiprocessing: only when the program has."""
+    util = sys.modules.get("multiprocessing.util")
+    if _hooked or util is None:
+        return
+    key = _Key()
+    util.register_after_fork(key, _record_process)
+    _hooked[:] = [key]
+
+
 @_safe
 def _before_fork() -> None:
+    _hook_multiprocessing()
     _at_fork.clear()
     # The parent as it forks: by the time the child writes its event, the parent may have
     # exited and the child been adopted by gpudoctor, which os.getppid() would then name.
@@ -433,7 +474,36 @@ def _start() -> None:
 @_safe
 def _import_multiprocessing() -> None:
     """Import what a spawned child imports next anyway, to run its process object."""
+    import multiprocessing.context  # noqa: F401  (spawn_main imports it next)
     import multiprocessing.process  # noqa: F401
+    import multiprocessing.util  # noqa: F401
+
+    _hook_multiprocessing()
+    _watch_start_method()
+
+
+@_safe
+def _watch_start_method() -> None:
+    """Record which Process a spawned child is. Its ``_after_fork`` runs no after-fork
+    callbacks (``SpawnProcess._after_fork`` does nothing), but ``BaseProcess._bootstrap``
+    first calls ``context._force_start_method`` with the Process as its ``self``: the
+    function, wrapped, reads it from that caller only, and the call goes on unchanged."""
+    context = sys.modules.get("multiprocessing.context")
+    process = sys.modules.get("multiprocessing.process")
+    real = getattr(context, "_force_start_method", None)
+    bootstrap = vars(getattr(process, "BaseProcess", object)).get("_bootstrap")
+    if real is None or bootstrap is None or getattr(real, "_gpudoctor", False):
+        return
+    caller = bootstrap.__code__
+
+    def force(method: object) -> object:
+        frame = sys._getframe(1)
+        if frame.f_code is caller:
+            _safe(_record_process_object)(frame.f_locals.get("self"))
+        return real(method)
+
+    force._gpudoctor = True  # type: ignore[attr-defined]
+    context._force_start_method = force  # type: ignore[union-attr]
 
 
 def _chain() -> None:
