@@ -15,7 +15,12 @@ skip it). It then
   ``multiprocessing.Process``'s ``run`` (its ``_bootstrap`` prints it and exits 1) as
   ``_bootstrap`` names the process in its report (see ``_watch_process_run``).
   Identical failures of many children are told apart from different ones by these
-  records, and the user's line is read from their frames;
+  records, and the user's line is read from their frames. In a child process, a
+  ``sys.exit`` with a failure status is recorded too (type ``SystemExit``, with the
+  caller's frames): it ends a ``Pool`` worker without a result and without a traceback;
+* records which ``multiprocessing`` Process a child is (``process``: its name and the
+  function it runs, ``BaseManager._run_server`` for a Manager's server), see
+  ``_hook_multiprocessing`` and ``_watch_start_method``;
 * registers ``faulthandler`` on signal ``GPUDOCTOR_DUMP_SIGNAL`` (SIGRTMIN+5 by
   default: real-time signals are rarely used by programs and, unlike SIGUSR1, not
   claimed by common libraries) writing to ``GPUDOCTOR_STACKS/<pid>.txt``, so the
