@@ -95,10 +95,12 @@ def test_small_runs_stay_in_process(tmp_path: Path) -> None:
     assert workers == 0  # starting workers would cost more than the analysis
 
 
-def _lint_in_background(where: Path, count: int) -> subprocess.Popen[str]:
-    """``gpudoctor lint --jobs 2`` on a corpus of ``count`` files, in a session of its own
-    (its process group is what a terminal's Ctrl-C reaches)."""
-    _corpus(where, count, padding_lines=60)
+def _lint_in_background(where: Path, count: int | None) -> subprocess.Popen[str]:
+    """``gpudoctor lint --jobs 2`` on a corpus of ``count`` files (``None``: the one already
+    in ``where``), in a session of its own (its process group is what a terminal's Ctrl-C
+    reaches)."""
+    if count is not None:
+        _corpus(where, count, padding_lines=60)
     return subprocess.Popen(
         [sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "2", str(where)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -189,14 +191,32 @@ def test_sigkill_of_gpudoctor_leaves_no_worker_behind(tmp_path: Path) -> None:
     assert not _gone(tree)
 
 
+@pytest.fixture(scope="module")
+def sixty_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """60 files (260 kB, over PARALLEL_MIN_BYTES): seconds of work, where the kill comes
+    within milliseconds of the worker being seen (300 files made a test 6 minutes). Only
+    read, by runs without a cache: the tests of a dying worker share them."""
+    where = tmp_path_factory.mktemp("sixty-files")
+    _corpus(where, 60, padding_lines=60)
+    return where
+
+
+@pytest.fixture(scope="module")
+def sixty_files_alone(sixty_files: Path) -> str:
+    """What ``gpudoctor lint --jobs 1`` prints for ``sixty_files``: made once (15 s on a
+    loaded 2-core machine), it is the same for every test that compares with it."""
+    alone = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "1", str(sixty_files)],
+                           capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 1 and "Traceback" not in alone.stderr, alone.stderr
+    return alone.stdout
+
+
 @pytest.mark.parametrize("moment", ["as-it-starts", "while-analysing"])
-def test_a_worker_that_dies_loses_no_finding(tmp_path: Path, moment: str) -> None:
+def test_a_worker_that_dies_loses_no_finding(sixty_files: Path, sixty_files_alone: str, moment: str) -> None:
     """A worker killed mid-run (the kernel's out-of-memory killer): its files are analysed
     in gpudoctor's own process, with one warning, and every finding is there. Killed as it
     starts, the pipe to it breaks: that is not the CLI's ``| head`` case (exit 0)."""
-    # 60 files (260 kB, over PARALLEL_MIN_BYTES): seconds of work, where the kill comes
-    # within milliseconds of the worker being seen (300 files made this test 6 minutes).
-    process = _lint_in_background(tmp_path, 60)
+    process = _lint_in_background(sixty_files, None)
     workers, tree = _workers_seen(process, count=1, started=moment == "while-analysing")
     if moment == "while-analysing":
         _stop_all(workers)  # it took a share and cannot return it
@@ -209,9 +229,7 @@ def test_a_worker_that_dies_loses_no_finding(tmp_path: Path, moment: str) -> Non
     assert process.returncode == 1, (out, err)
     assert "a worker process ended abruptly" in err and "Traceback" not in err
     assert err.count("gpudoctor: warning: a worker process ended abruptly") == 1
-    alone = subprocess.run([sys.executable, "-m", "gpudoctor", "lint", "--no-cache", "--jobs", "1", str(tmp_path)],
-                           capture_output=True, text=True, timeout=300)
-    assert out == alone.stdout
+    assert out == sixty_files_alone
     assert not _gone(tree)
 
 
