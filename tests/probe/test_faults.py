@@ -167,15 +167,22 @@ def test_a_hanging_py_spy_is_cut_short(tmp_path: Path) -> None:
     fake.write_text(f"#!/bin/sh\necho $$ >> {spy_pids}\nsleep 1000 &\necho $! >> {spy_pids}\nwait\n")
     fake.chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    # py-spy's deadline (20 s) is cut to 2 s: what is tested is that gpudoctor stops waiting
+    # at the deadline and kills py-spy's whole group, which a hang of any length shows;
+    # waiting out the real 20 s cost this test 20 s.
+    with_a_short_deadline = ("import sys\nfrom gpudoctor.probe import stacks\n"
+                             "stacks._PY_SPY_TIMEOUT = 2.0\nfrom gpudoctor.cli import run\nsys.exit(run())\n")
     started = time.monotonic()
-    code, doc, _ = gpudoctor_json(["--hang-after", "1", "--timeout", "60", "--grace", "1", "--",
-                                   PY, "-c", "import threading; threading.Event().wait()"],
-                                  env=env, timeout=300)
-    # py-spy gets 20 s (then the hang seen after 1 s, 1 s of grace, and starting two Pythons,
+    done = subprocess.run([PY, "-c", with_a_short_deadline, "probe", "--json", "--hang-after", "1",
+                           "--timeout", "60", "--grace", "1", "--",
+                           PY, "-c", "import threading; threading.Event().wait()"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    # py-spy gets 2 s (then the hang seen after 1 s, 1 s of grace, and starting two Pythons,
     # slow on a loaded machine); the fake one would have held gpudoctor for 1000 s.
     assert time.monotonic() - started < 120
+    code, doc = done.returncode, json.loads(done.stdout)
     assert (code, doc["verdict"], doc["stop_reason"]) == (1, "hung", "hung")
-    assert any(n.startswith("py-spy: py-spy timed out") for n in doc["notes"])
+    assert any(n.startswith("py-spy: py-spy timed out after 2 s") for n in doc["notes"])
     (root,) = doc["processes"]
     assert root["stack_source"] == "faulthandler" and "wait" in root["blocked_in"]
     spies = read_pids(spy_pids, 2)
