@@ -51,6 +51,8 @@ class LostTask:
     idle_workers: tuple[int, ...]  # its live workers, waiting for a new task
     in_worker_loop: bool  # their stacks show the pool's worker loop
     receives_in: str | None = None  # outside a pool: "Queue.get (multiprocessing/queues.py:103)"
+    # Elsewhere: the library call the parent's own line waits in ("BaseProcess.join (...)").
+    waits_elsewhere: str | None = None
 
     @property
     def in_pool(self) -> bool:
@@ -101,10 +103,18 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], waiting: set[int]) ->
         workers = [p for p in children if p.pid in waiting and not is_helper(p.cmdline)]
         waits_in, user = pool_wait(by_pid[parent])
         receives_in = None if waits_in else _receiving(by_pid[parent])
+        elsewhere = None if waits_in or receives_in else _library_call(by_pid[parent])
         found.append(LostTask(parent, tuple(dead), tuple(reaped.get(p.pid) for p in dead), waits_in, user,
                               tuple(p.pid for p in workers), bool(workers) and all(map(_in_worker_loop, workers)),
-                              receives_in))
+                              receives_in, elsewhere))
     return found
+
+
+def _library_call(parent: ProcessVerdict) -> str | None:
+    """The library function the parent's own innermost line called and waits in."""
+    frames = peer_stacks.main_frames(parent)
+    at = next((i for i, (_, where) in enumerate(frames) if peer_stacks.is_users(where)), None)
+    return f"{frames[at - 1][0]} ({frames[at - 1][1]})" if at else None
 
 
 _RECEIVES = (("multiprocessing/queues.py", "get"), ("multiprocessing/connection.py", "recv"),
@@ -180,9 +190,11 @@ def _task_lines(task: LostTask) -> list[str]:
                  f"{wording.agree(n, 'that child', 'those children')} would have sent: no live process will "
                  "send it."]
     else:
-        called = f", in your code {task.user}" if task.user else ""
+        where = f" in {task.waits_elsewhere}" if task.waits_elsewhere else " with no CPU progress"
+        called = (f", called from your code {task.user}" if task.waits_elsewhere else f", in your code {task.user}") \
+            if task.user else ""
         found = [f"Child died while its parent waited: {'; '.join(when)}, while the tree still ran; its parent, "
-                 f"pid {task.parent}, has waited with no CPU progress ever since{called}."]
+                 f"pid {task.parent}, has waited ever since{where}{called}."]
     how = "wait for a new task in the pool's worker loop" if task.in_worker_loop else "wait with no CPU progress"
     if task.idle_workers and task.waits_in:
         # CPython's pool replaces a dead worker at once (Pool._maintain_pool).

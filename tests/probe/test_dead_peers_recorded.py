@@ -90,6 +90,10 @@ def test_a_child_that_died_under_a_parent_outside_a_pool_is_told_without_a_pool(
     assert cause.kind == hazards.RESULT_NEVER_SENT.cause and cause.fix == hazards.RESULT_NEVER_SENT.fix
     text = " ".join(cause.evidence)
     assert "Pool" not in text and "AsyncResult" not in diagnosis.explanation
+    assert cause.evidence[0] == (
+        "Child died while its parent waited: pid 102 exited with status 3 at t=0.2 s, while the tree still ran; its "
+        "parent, pid 100, has waited ever since in BaseProcess.join (multiprocessing/process.py:149), called from "
+        "your code <module> (jobs.py:30).")
     # Nothing recorded how it exited: sys.exit is not claimed, and neither is os._exit alone.
     assert ("pid 102 left no stack: it exited with status 3 and no exception gpudoctor recorded, as "
             "`raise SystemExit(3)`, `exit(3)` or `os._exit(3)` in its code ends a process.") in cause.evidence
