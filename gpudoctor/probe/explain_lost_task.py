@@ -26,7 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpudoctor.hazards import BY_CAUSE, RESULT_NEVER_SENT, TASK_CALLED_EXIT, WORKER_DIED_IN_TASK, Hazard
+from gpudoctor.hazards import (
+    BY_CAUSE,
+    FORK_AFTER_INIT,
+    FORKSERVER_AFTER_INIT,
+    MULTITHREADED_FORK,
+    RESULT_NEVER_SENT,
+    TASK_CALLED_EXIT,
+    WORKER_DIED_IN_TASK,
+    Hazard,
+)
 from gpudoctor.probe import explain_definition, peer_stacks, stacks, wording
 from gpudoctor.probe.diagnosis import Cause
 from gpudoctor.probe.error_strings import CAUSE, Match
@@ -206,6 +215,12 @@ def _task_lines(task: LostTask) -> list[str]:
     return found + _last_stacks(task)
 
 
+# Causes named from the fork events themselves (causes._fork_causes), the lost task beside
+# them: folding the task into one of them would name it twice.
+_TOLD_BY_FORKS = frozenset({FORK_AFTER_INIT.cause, FORKSERVER_AFTER_INIT.cause, MULTITHREADED_FORK.cause,
+                            WORKER_DIED_IN_TASK.cause})
+
+
 def _explained_by(task: LostTask, matches: Sequence[Match]) -> tuple[Hazard, list[Match]] | None:
     """The known error string every dead worker died of, when one does and it names a
     hazard (a spawn worker that cannot get its function: GD108)."""
@@ -214,7 +229,7 @@ def _explained_by(task: LostTask, matches: Sequence[Match]) -> tuple[Hazard, lis
     for category in dict.fromkeys(m.pattern.category for m in matches if m.pattern.kind == CAUSE):
         hazard = BY_CAUSE.get(category)
         lines = [m for m in matches if m.pattern.kind == CAUSE and m.pattern.category == category]
-        if hazard is None or hazard is WORKER_DIED_IN_TASK:
+        if hazard is None or hazard.cause in _TOLD_BY_FORKS:
             continue
         if all(any((p.exception or "")[:60].rstrip("…") in m.line for m in lines) for p in task.dead):
             return hazard, lines

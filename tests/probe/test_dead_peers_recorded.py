@@ -187,3 +187,18 @@ def test_a_broken_process_pool_is_linked_to_the_child_that_died_under_its_parent
     assert cause.evidence[0].startswith("Executor's worker died: pid 101 died of SIGKILL at t=0.3 s, not by gpudoctor")
     assert "pid 100 died of it, from your code <module> (/x/jobs.py:20)" in cause.evidence[0]
     assert hazards.EXECUTOR_WORKER_DIED.cause not in [c.kind for c in diagnose(_exited([])).causes]
+
+
+def test_workers_dead_of_a_fork_error_string_are_not_folded_into_the_fork_cause_twice() -> None:
+    parent = JOINING.replace(
+        "    Popen.poll (multiprocessing/popen_fork.py:27)\n    Popen.wait (multiprocessing/popen_fork.py:43)\n"
+        "    BaseProcess.join (multiprocessing/process.py:149)\n",
+        "    ApplyResult.wait (multiprocessing/pool.py:765)\n    Pool.map (multiprocessing/pool.py:367)\n")
+    message = "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use spawn"
+    died = [{"event": "exception", "pid": 102, "ppid": 100, "t": 0.15, "type": "RuntimeError", "message": message,
+             "frames": [["/x/jobs.py", 8, "work", "x.cuda()"]]}]
+    run = _run({100: parent, 101: POOL_WORKER, 103: POOL_WORKER}, 1, died)
+    forks = [{**e, "runtimes_at_fork": ["torch.cuda"]} if e["event"] == "fork-child" else e for e in run.events]
+    run = RunRecord(**{**run.__dict__, "events": forks, "stderr": f"RuntimeError: {message}\n"})
+    kinds = [c.kind for c in diagnose(run).causes]
+    assert kinds.count(hazards.FORK_AFTER_INIT.cause) == 1 and hazards.WORKER_DIED_IN_TASK.cause in kinds, kinds
