@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from gpudoctor import hazards
 from gpudoctor.probe import (
     explain_crash_loop,
+    explain_exceptions,
     explain_lost_task,
     explain_memory,
     explain_openmp_fork,
@@ -104,6 +105,7 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     found += explain_ranks.causes(explain_ranks.find(run, judged, stuck), certainty, OBSERVED)
     if explain_memory.host_ran_out(run, judged):
         found += explain_memory.causes(explain_memory.attribute(run, judged), verdict)
+    found += explain_exceptions.causes(explain_exceptions.find(run, judged), found)
     named = {c.kind for c in found}
     strings: dict[str, list[Match]] = {}
     for m in matches:
