@@ -94,6 +94,8 @@ class CheckContext:
             self._starts = []
             for flow, index, event, state in self.points():
                 effect = event.effect
+                if index in flow.repeats:
+                    continue  # the same start again: its findings are the first's (FlowBuilder._expand)
                 if isinstance(effect, Start):
                     parent = self._builder.parent_state(flow, index)
                 elif isinstance(effect, DataLoaderStart):
