@@ -26,6 +26,7 @@ import pytest
 
 from gpudoctor.probe import reaper
 from gpudoctor.probe.watchdog import carriers
+from tests.conftest import INNER_RUN_OPTIONS
 from tests.plugin.conftest import needs_tensorflow
 
 FAULT_VAR = "GPUDOCTOR_FAULT_RUN"
@@ -44,7 +45,7 @@ class InnerPytest:
         self.started = time.monotonic()
         # A session of its own: the group can be killed as a CI runner cancels a job.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *INNER_RUN_OPTIONS.split(), *args],
             cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         self.directory = directory
         self._chunks: list[bytes] = []
