@@ -134,7 +134,7 @@ def frameworks(python: str, repo: str) -> dict[str, dict[str, Any]]:
     Asked once per run (the parts read the same answer): importing TensorFlow or
     PyTorch takes seconds.
     """
-    from gpudoctor.lint.knowledge.registry import BY_NAME, FRAMEWORKS
+    from gpudoctor.knowledge.registry import BY_NAME, FRAMEWORKS
 
     jobs = [(name, BY_NAME[name].modules[0]) for name in FRAMEWORKS]
     found = children.in_parallel(lambda job: _framework(python, repo, *job), jobs, len(jobs))

@@ -27,6 +27,23 @@ def test_banned_imports_in_lint_are_caught(tmp_path: Path) -> None:
     assert "TID251" in run.stdout and "pynvml" in run.stdout and "gpudoctor.probe" in run.stdout
 
 
+def test_the_knowledge_imports_no_other_part_of_gpudoctor() -> None:
+    # gpudoctor/knowledge is the bottom of the house (its ruff.toml bans the rest by name):
+    # no import of gpudoctor outside it, at the top, for type checking or in a function.
+    import ast
+
+    offending = []
+    for path in (ROOT / "gpudoctor" / "knowledge").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offending += [f"{path.name}:{node.lineno} {name}" for name in names
+                          if name.split(".")[0] == "gpudoctor" and not name.startswith("gpudoctor.knowledge")]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                offending.append(f"{path.name}:{node.lineno} a relative import")
+    assert offending == []
+
+
 def test_linting_imports_no_gpu_stack(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("import multiprocessing as mp\nimport torch\nmp.Pool(2)\n")
     code = (

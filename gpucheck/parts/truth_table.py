@@ -19,7 +19,7 @@ from gpucheck import children
 from gpucheck.part import Context, PartResult, Status
 from gpucheck.truth import levels
 from gpucheck.truth.invocations import FRAMEWORKS, IMPORT_ONLY, TABLE, FrameworkSetup, Invocation, NotExercised
-from gpudoctor.lint.knowledge.table import INERT
+from gpudoctor.knowledge.table import INERT
 
 NAME = "truth_table"
 ORDER = 90  # last: the longest check (up to BUDGET), the one to give a command of its own
@@ -44,7 +44,7 @@ class Job:
 
 
 def _effects(framework: str) -> dict[str, str]:
-    from gpudoctor.lint.knowledge.registry import BY_NAME
+    from gpudoctor.knowledge.registry import BY_NAME
 
     return {api.pattern: api.effect for api in BY_NAME[framework].table}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudoctor.lint.knowledge.table import INERT, RUNTIME_INIT
+from gpudoctor.knowledge.table import INERT, RUNTIME_INIT
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpucheck.truth.init_probe import level as observed_level
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT
+from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT
 
 LEVELS = ("none", "driver", "context")
 EXPECTED = {INERT: "none", DRIVER_INIT: "driver", RUNTIME_INIT: "context", GPU_OBJECT: "context"}

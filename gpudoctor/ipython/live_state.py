@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from gpudoctor.lint.knowledge.registry import FRAMEWORK_MODULES
+from gpudoctor.knowledge.registry import FRAMEWORK_MODULES
 from gpudoctor.probe.bootstrap import sitecustomize as detect
 
 # Runtimes of the bootstrap that belong to no framework: the CUDA driver itself.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.ipython import cell_ledger as ledger_words
 from gpudoctor.ipython import live_state
-from gpudoctor.lint.knowledge.registry import BY_NAME, DISPLAY
+from gpudoctor.knowledge.registry import BY_NAME, DISPLAY
 
 if TYPE_CHECKING:
     from gpudoctor.ipython.cell_ledger import Appearance, CellLedger

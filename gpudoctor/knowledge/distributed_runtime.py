@@ -4,7 +4,7 @@ is in its stack, which launcher started the ranks, and what ends such a wait.
 The probe's own modules stay framework-neutral (``probe/ranks.py``,
 ``probe/explain_ranks.py``); the names of the frameworks' files, launchers and settings
 live here. The collectives' names and the tests that tell ranks apart are the linter's
-(``gpudoctor/lint/knowledge/distributed.py``), read by the probe too.
+(``gpudoctor/knowledge/distributed.py``), read by the probe too.
 
 Sources, read in the torch 2.13.0 CPU wheel:
 - ``torch/distributed/distributed_c10d.py``: every collective (``barrier``, ``all_reduce``,

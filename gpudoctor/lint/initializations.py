@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpudoctor.knowledge.registry import DISPLAY
 from gpudoctor.lint.findings import Site
-from gpudoctor.lint.knowledge.registry import DISPLAY
 
 if TYPE_CHECKING:
     from gpudoctor.lint.notebook import Notebook

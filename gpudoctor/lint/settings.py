@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.input_file import read_regular, too_many_digits
-from gpudoctor.lint.knowledge import processes
+from gpudoctor.knowledge import processes
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.patterns import compile_lines
 from gpudoctor.lint.reporters.printable import printable

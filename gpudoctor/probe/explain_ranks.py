@@ -12,7 +12,7 @@ is the cause, the others' waits and SIGTERMs its effect.
 
 The facts of the frameworks (which files hold collectives, which launchers stop the other
 ranks) are ``gpudoctor/knowledge/distributed_runtime.py``'s; the tests that read a rank
-are the linter's knowledge (``gpudoctor/lint/knowledge/distributed.py``).
+are the linter's knowledge (``gpudoctor/knowledge/distributed.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
 from gpudoctor.knowledge import distributed_runtime as knowledge
-from gpudoctor.lint.knowledge.distributed import MAIN_FLAGS, RANK_CALLS, RANK_NAMES, RANK_VARIABLES
+from gpudoctor.knowledge.distributed import MAIN_FLAGS, RANK_CALLS, RANK_NAMES, RANK_VARIABLES
 from gpudoctor.probe import failures, stacks, wording
 from gpudoctor.probe.diagnosis import Cause
 from gpudoctor.probe.ranks import spans

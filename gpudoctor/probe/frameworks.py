@@ -18,7 +18,7 @@ from pathlib import Path
 
 # The frameworks the report covers, by import name: the linter's knowledge records (plain
 # data; importing them imports no framework and no libcst).
-from gpudoctor.lint.knowledge.registry import BY_NAME, FRAMEWORKS
+from gpudoctor.knowledge.registry import BY_NAME, FRAMEWORKS
 
 _CHILD_TIMEOUT = 60.0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from gpudoctor.lint.knowledge.registry import READERS
+from gpudoctor.knowledge.registry import READERS
 
 # Read by the frameworks (at import, at driver init or when they build their runtime);
 # each changes which devices a process sees, which framework it uses or how much GPU

@@ -7,7 +7,7 @@ import pytest
 from gpucheck.parts import truth_table
 from gpucheck.truth import levels
 from gpucheck.truth.invocations import FRAMEWORKS, TABLE, Invocation, NotExercised
-from gpudoctor.lint.knowledge.registry import BY_NAME
+from gpudoctor.knowledge.registry import BY_NAME
 
 
 @pytest.mark.parametrize("framework", [fw.name for fw in FRAMEWORKS])

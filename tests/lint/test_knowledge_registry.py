@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.registry import GPU_WORDS, READERS, RECORDS
 from gpudoctor.lint.engine import lint_paths
 from gpudoctor.lint.frontend.text_facts import USES_GPU, mentioned_words, mentions_starts
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.registry import GPU_WORDS, READERS, RECORDS
 from gpudoctor.lint.rules._registry import all_rules
 from gpudoctor.lint.selection import build_selection
 from gpudoctor.lint.settings import Settings
@@ -94,7 +94,7 @@ def test_the_scan_sees_a_framework_literal(tmp_path: Path) -> None:
 
 
 def test_the_registry_imports_no_libcst() -> None:
-    code = "import sys, gpudoctor.lint.knowledge.registry; print(any(m.startswith('libcst') for m in sys.modules))"
+    code = "import sys, gpudoctor.knowledge.registry; print(any(m.startswith('libcst') for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from gpudoctor.lint.knowledge.registry import RECORDS
+from gpudoctor.knowledge.registry import RECORDS
 
 BOOTSTRAP = Path(__file__).resolve().parents[2] / "gpudoctor" / "probe" / "bootstrap" / "sitecustomize.py"
 

@@ -7,6 +7,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
+from gpudoctor.knowledge.distributed import BY_QUALNAME as COLLECTIVE_APIS
+from gpudoctor.knowledge.processes import canonical
+from gpudoctor.knowledge.registry import CALL_METHODS, SELF_METHODS
+from gpudoctor.knowledge.registry import canonical as framework_spelling
+from gpudoctor.knowledge.runners import SETUP_METHODS, TEST_CASE_BASES
 from gpudoctor.lint.analysis.values import (
     UNKNOWN,
     ClassRef,
@@ -19,11 +24,6 @@ from gpudoctor.lint.analysis.values import (
     one,
     ordered,
 )
-from gpudoctor.lint.knowledge.distributed import BY_QUALNAME as COLLECTIVE_APIS
-from gpudoctor.lint.knowledge.processes import canonical
-from gpudoctor.lint.knowledge.registry import CALL_METHODS, SELF_METHODS
-from gpudoctor.lint.knowledge.registry import canonical as framework_spelling
-from gpudoctor.lint.knowledge.runners import SETUP_METHODS, TEST_CASE_BASES
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.events import Event

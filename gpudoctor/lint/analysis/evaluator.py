@@ -15,6 +15,30 @@ from typing import Any
 
 import libcst as cst
 
+from gpudoctor.knowledge import distributed, processes
+from gpudoctor.knowledge.registry import (
+    BACKEND_SWITCH,
+    CUDA_PLACEMENT,
+    DEFAULT_DEVICE_FACTORIES,
+    DEVICE_TYPES,
+    HOST_METHODS,
+    HOST_RESULT_METHODS,
+    INIT_UNLESS,
+    WATCHED_VARIABLES,
+    api_table,
+    framework_of_module,
+)
+from gpudoctor.knowledge.runners import RUNNERS, SETUP_METHODS, TEST_CASE_BASES, TEST_MAINS, TEST_PREFIX
+from gpudoctor.knowledge.table import (
+    GPU_OBJECT,
+    INIT_EFFECTS,
+    ON_CUDA,
+    ON_NO_ARGUMENTS,
+    RUNTIME_OBJECT,
+    TF_CONFIG,
+    Api,
+    InitLevel,
+)
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.events import (
@@ -74,30 +98,6 @@ from gpudoctor.lint.analysis.values import (
     with_conditions,
 )
 from gpudoctor.lint.frontend.literals import integer_value, string_value
-from gpudoctor.lint.knowledge import distributed, processes
-from gpudoctor.lint.knowledge.registry import (
-    BACKEND_SWITCH,
-    CUDA_PLACEMENT,
-    DEFAULT_DEVICE_FACTORIES,
-    DEVICE_TYPES,
-    HOST_METHODS,
-    HOST_RESULT_METHODS,
-    INIT_UNLESS,
-    WATCHED_VARIABLES,
-    api_table,
-    framework_of_module,
-)
-from gpudoctor.lint.knowledge.runners import RUNNERS, SETUP_METHODS, TEST_CASE_BASES, TEST_MAINS, TEST_PREFIX
-from gpudoctor.lint.knowledge.table import (
-    GPU_OBJECT,
-    INIT_EFFECTS,
-    ON_CUDA,
-    ON_NO_ARGUMENTS,
-    RUNTIME_OBJECT,
-    TF_CONFIG,
-    Api,
-    InitLevel,
-)
 from gpudoctor.lint.nesting import EXPRESSION
 from gpudoctor.lint.settings import SUPPORTED_MINORS
 

@@ -13,8 +13,8 @@ from gpudoctor.lint.analysis.values import Atom, Condition, Conditions, FuncRef,
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
-from gpudoctor.lint.knowledge.processes import ProcessKind
-from gpudoctor.lint.knowledge.table import InitLevel
+from gpudoctor.knowledge.processes import ProcessKind
+from gpudoctor.knowledge.table import InitLevel
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,18 @@ from typing import TYPE_CHECKING, TypedDict
 
 import libcst as cst
 
+from gpudoctor.knowledge.distributed import RANK_ZERO_DECORATORS
+from gpudoctor.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
+from gpudoctor.knowledge.registry import (
+    DEVICE_CONTEXTS,
+    DEVICE_TYPES,
+    IMPORT_READERS,
+    KERNEL_DECORATORS,
+    canonical,
+    framework_of_module,
+    initializing_import,
+)
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis import process_calls
 from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.evaluator import Evaluator, present_on_every_target
@@ -69,18 +81,6 @@ from gpudoctor.lint.frontend.conditions import (
     is_main_guard,
 )
 from gpudoctor.lint.frontend.version_tests import version_test
-from gpudoctor.lint.knowledge.distributed import RANK_ZERO_DECORATORS
-from gpudoctor.lint.knowledge.processes import COMPILER, JOBLIB, THREAD_POOL, kind_of
-from gpudoctor.lint.knowledge.registry import (
-    DEVICE_CONTEXTS,
-    DEVICE_TYPES,
-    IMPORT_READERS,
-    KERNEL_DECORATORS,
-    canonical,
-    framework_of_module,
-    initializing_import,
-)
-from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.nesting import BLOCK
 
 if TYPE_CHECKING:

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge import runners as R
+from gpudoctor.knowledge.names import StrEnum
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import (
     Branch,
     Callback,
@@ -53,10 +57,6 @@ from gpudoctor.lint.analysis.values import (
     ordered,
 )
 from gpudoctor.lint.frontend.reading import ParseFailure
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge import runners as R
-from gpudoctor.lint.knowledge.names import StrEnum
-from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpudoctor.knowledge.processes import OS_FORK
 from gpudoctor.lint.analysis.events import Branch, Callback, Event, Init, Merge, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
 from gpudoctor.lint.frontend.conditions import is_main_guard
-from gpudoctor.lint.knowledge.processes import OS_FORK
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import ParsedModule

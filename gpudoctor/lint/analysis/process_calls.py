@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS, initializing_import
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.events import (
     Child,
@@ -64,9 +67,6 @@ from gpudoctor.lint.analysis.values import (
     strings,
     truth,
 )
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK, INIT_UNLESS, initializing_import
-from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite

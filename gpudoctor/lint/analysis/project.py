@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gpudoctor.knowledge.registry import FRAMEWORK_ROOTS
 from gpudoctor.lint.analysis.rings import RingStore
 from gpudoctor.lint.analysis.shared_walks import ModuleStore
 from gpudoctor.lint.frontend.module_files import ModuleFinder
 from gpudoctor.lint.frontend.prescan import Prescan, TooDeep, Unit, prescan
 from gpudoctor.lint.frontend.project_gate import Kept, ProjectGate, Touched
 from gpudoctor.lint.frontend.reading import ParseFailure, decode, read_bytes, signature
-from gpudoctor.lint.knowledge.registry import FRAMEWORK_ROOTS
 from gpudoctor.lint.limits import DEFAULT_LIMITS, Limits
 from gpudoctor.lint.paths import real_path
 

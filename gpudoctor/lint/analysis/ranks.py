@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from gpudoctor.knowledge import distributed as D
 from gpudoctor.lint.analysis.values import distinguishes
 from gpudoctor.lint.frontend.literals import string_value
-from gpudoctor.lint.knowledge import distributed as D
 
 # What a sub-expression is worth on one sample rank: a number, a truth value, a tuple of
 # numbers (``in [-1, 0]``), or None (unknown).

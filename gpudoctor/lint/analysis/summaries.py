@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import (
     Collective,
     Context,
@@ -69,7 +70,6 @@ from gpudoctor.lint.findings import Site
 from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule, StoredSite
 from gpudoctor.lint.frontend.project_gate import Touched
 from gpudoctor.lint.frontend.reading import ParseFailure
-from gpudoctor.lint.knowledge.table import InitLevel
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.project import Project

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, is_dataclass, replace
 from typing import TYPE_CHECKING
 
+from gpudoctor.knowledge.processes import ProcessKind
 from gpudoctor.lint.findings import Site
-from gpudoctor.lint.knowledge.processes import ProcessKind
 
 if TYPE_CHECKING:
     import libcst as cst

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 import libcst as cst
 from libcst.metadata import Assignment, CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
+from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Event, Start
 from gpudoctor.lint.analysis.flows import Flow
 from gpudoctor.lint.analysis.module_state import ModuleState
@@ -22,7 +23,6 @@ from gpudoctor.lint.analysis.pickling import LAMBDA, LOCAL, MAIN_BLOCK, NOTEBOOK
 from gpudoctor.lint.analysis.values import ModRef
 from gpudoctor.lint.findings import Edit, Fix, NoFix, Site
 from gpudoctor.lint.frontend.parsed import LazySite, ParsedModule, StoredSite
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.notebook import is_notebook
 
 # multiprocessing and its drop-in replacements (``torch.multiprocessing``, ``multiprocess``).

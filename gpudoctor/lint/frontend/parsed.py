@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from gpudoctor.knowledge.distributed import TEXT_PATTERN
 from gpudoctor.lint.findings import Site
 from gpudoctor.lint.frontend import chunked
 from gpudoctor.lint.frontend.positions import every_position, locate, locate_in_statement
 from gpudoctor.lint.frontend.reading import ParseFailure
 from gpudoctor.lint.frontend.skeleton import Lines, body_snippet, skeleton
-from gpudoctor.lint.knowledge.distributed import TEXT_PATTERN
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.prescan import Unit

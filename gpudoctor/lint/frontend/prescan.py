@@ -31,11 +31,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudoctor.knowledge import distributed as D
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import CONFIG_WORDS, WATCHED_VARIABLES
 from gpudoctor.lint.frontend.reading import split_lines
 from gpudoctor.lint.frontend.text_facts import collectives_possible
-from gpudoctor.lint.knowledge import distributed as D
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import CONFIG_WORDS, WATCHED_VARIABLES
 from gpudoctor.lint.nesting import pinned
 
 # CPython's parser gets Python's default room to recurse in: nesting it refuses at the

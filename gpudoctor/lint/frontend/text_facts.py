@@ -10,15 +10,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpudoctor.lint.knowledge.distributed import (
+from gpudoctor.knowledge.distributed import (
     COLLECTIVE_MODULES,
     GATE_CALLS,
     GENERIC_CALL_PATTERN,
     IMPORT_PATTERN,
     STRATEGY_WORDS,
 )
-from gpudoctor.lint.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
-from gpudoctor.lint.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
+from gpudoctor.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
+from gpudoctor.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.

@@ -8,12 +8,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import DISPLAY
 from gpudoctor.lint.analysis.events import DataLoaderStart, Event, Join, Start, site_of
 from gpudoctor.lint.analysis.flows import Flow, FlowBuilder, FlowKind, State
 from gpudoctor.lint.analysis.values import FuncRef, ModRef
 from gpudoctor.lint.findings import ERROR, Finding, Fix, NoFix, Related, Site
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import DISPLAY
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import BY_NAME
 from gpudoctor.lint.analysis.events import Event, Init, SetPreload, Start
 from gpudoctor.lint.analysis.flows import Flow, first_gpu_use, received_gpu_objects, server_init
 from gpudoctor.lint.findings import ERROR, Finding, Fix, NoFix
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import BY_NAME
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

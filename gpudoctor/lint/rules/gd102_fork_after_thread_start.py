@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Start, ThreadStart, site_of
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

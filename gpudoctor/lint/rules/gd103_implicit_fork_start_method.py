@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site, spawn_hint
 
 KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.notebook import is_notebook
 from gpudoctor.lint.rules._base import CheckContext, Rule
 

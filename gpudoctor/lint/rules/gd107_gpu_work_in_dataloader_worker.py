@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge.registry import DATALOADER_FRAMEWORK
 from gpudoctor.lint.analysis.events import DataLoaderStart, DefaultDevice, Init
 from gpudoctor.lint.analysis.flows import first_gpu_use
 from gpudoctor.lint.findings import ERROR, Finding
-from gpudoctor.lint.knowledge.registry import DATALOADER_FRAMEWORK
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
 from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.knowledge import processes as P
 from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of, related_site
 
 if TYPE_CHECKING:

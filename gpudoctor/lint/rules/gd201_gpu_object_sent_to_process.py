@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import BY_NAME, IPC_SHARING
 from gpudoctor.lint.analysis.events import Send
 from gpudoctor.lint.analysis.values import GpuObj, gpu_objects
 from gpudoctor.lint.findings import ERROR, WARNING, Finding
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import BY_NAME, IPC_SHARING
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Imported, Init
 from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import SavedEnv, strings
 from gpudoctor.lint.findings import ERROR, Finding
-from gpudoctor.lint.knowledge.registry import AT_IMPORT, IMPORT_READERS, READ_AT, READERS
-from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge.distributed import STARTUP_STRATEGIES
+from gpudoctor.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding
-from gpudoctor.lint.knowledge.distributed import STARTUP_STRATEGIES
-from gpudoctor.lint.knowledge.registry import BY_NAME, CONFIG_FRAMEWORK
-from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge import processes as P
+from gpudoctor.knowledge.registry import BY_NAME
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import EnvWrite, Event, Init, Start, TfConfig
 from gpudoctor.lint.analysis.flows import Flow, State
 from gpudoctor.lint.analysis.values import strings
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.knowledge import processes as P
-from gpudoctor.lint.knowledge.registry import BY_NAME
-from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site
 
 # The frameworks that reserve (nearly) all GPU memory by default, and how (their records'

@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterator
 from difflib import SequenceMatcher
 
+from gpudoctor.knowledge.distributed import JOB_TEST_WORDS, SAMPLE_RANKS
 from gpudoctor.lint.analysis.events import Collective, Event
 from gpudoctor.lint.analysis.values import Condition, distinguishes
 from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.knowledge.distributed import JOB_TEST_WORDS, SAMPLE_RANKS
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 # Collectives compared per flow and rank: a flow with more is compared on its first ones.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge.distributed import CURRENT_DEVICE_KINDS, DEVICE_CHOICES, DEVICE_VARIABLE
 from gpudoctor.lint.analysis.events import Collective, DeviceChoice, EnvWrite, Event, Init, ProcessGroupInit
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.knowledge.distributed import CURRENT_DEVICE_KINDS, DEVICE_CHOICES, DEVICE_VARIABLE
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 

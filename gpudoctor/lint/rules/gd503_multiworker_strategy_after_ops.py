@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpudoctor.knowledge.distributed import STARTUP_STRATEGIES, STARTUP_TOO_LATE
+from gpudoctor.knowledge.table import InitLevel
 from gpudoctor.lint.analysis.events import Init, TfConfig
 from gpudoctor.lint.findings import ERROR, Finding
-from gpudoctor.lint.knowledge.distributed import STARTUP_STRATEGIES, STARTUP_TOO_LATE
-from gpudoctor.lint.knowledge.table import InitLevel
 from gpudoctor.lint.rules._base import (
     CheckContext,
     Rule,

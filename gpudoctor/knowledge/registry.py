@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from gpudoctor.lint.knowledge import (
+from gpudoctor.knowledge import (
     cuda_python,
     cupy,
     environment,
@@ -20,8 +20,8 @@ from gpudoctor.lint.knowledge import (
     torch,
     triton,
 )
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import TF_CONFIG, Api, ApiTable
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import TF_CONFIG, Api, ApiTable
 
 RECORDS: tuple[Framework, ...] = (
     tensorflow.FRAMEWORK, cupy.FRAMEWORK, torch.FRAMEWORK, jax.FRAMEWORK, numba.FRAMEWORK, pycuda.FRAMEWORK,

@@ -12,8 +12,8 @@ CPU compiler. The CUDA target now lives in the ``numba-cuda`` package (which red
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "numba"
 DOCS = "https://numba.readthedocs.io/en/stable/cuda/device-management.html"

@@ -6,8 +6,8 @@ error" (inducer/pycuda#137).
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "pycuda"
 DRIVER = "https://documen.tician.de/pycuda/driver.html"

@@ -40,7 +40,7 @@ joblib, read in its source (joblib/parallel.py, _parallel_backends.py and pool.p
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.names import StrEnum
+from gpudoctor.knowledge.names import StrEnum
 
 
 class ProcessKind(StrEnum):

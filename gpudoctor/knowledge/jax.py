@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, TF_CONFIG, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, TF_CONFIG, Api
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
 
-    from gpudoctor.lint.knowledge.table import Conditions
+    from gpudoctor.knowledge.table import Conditions
 
 FW = "jax"
 GPU_MEM = "https://docs.jax.dev/en/latest/gpu_memory_allocation.html"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypedDict
 
-from gpudoctor.lint.knowledge.names import StrEnum
+from gpudoctor.knowledge.names import StrEnum
 
 # Effects of calling (or, for ATTRIBUTE entries, reading) an API.
 DRIVER_INIT = "driver-init"  # cuInit ran: a forked child can no longer use CUDA

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import (
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
     HOST_COPY,
@@ -23,7 +23,7 @@ from gpudoctor.lint.knowledge.table import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
 
-    from gpudoctor.lint.knowledge.table import Conditions
+    from gpudoctor.knowledge.table import Conditions
 
 FW = "cupy"
 BASICS = "https://docs.cupy.dev/en/stable/user_guide/basic.html"

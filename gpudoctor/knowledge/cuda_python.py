@@ -12,8 +12,8 @@ CUDA_ERROR_NOT_INITIALIZED from its first driver call.
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "cuda-python"
 CORE = "https://nvidia.github.io/cuda-python/cuda-core/latest/"

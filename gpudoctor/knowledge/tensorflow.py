@@ -14,8 +14,8 @@ initialize JAX or PyTorch instead of TensorFlow.
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import (
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
     INERT,

@@ -19,8 +19,8 @@ decorator ran, at import.
 
 from __future__ import annotations
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, INERT, RUNTIME_INIT, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import DRIVER_INIT, INERT, RUNTIME_INIT, Api
 
 FW = "triton"
 DRIVER = "https://github.com/triton-lang/triton/blob/main/python/triton/runtime/driver.py"

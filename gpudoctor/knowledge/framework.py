@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpudoctor.lint.knowledge.table import Api
+from gpudoctor.knowledge.table import Api
 
 
 @dataclass(frozen=True)

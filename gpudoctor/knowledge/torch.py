@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.knowledge.framework import Framework
-from gpudoctor.lint.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, ON_CUDA, RUNTIME_INIT, Api
+from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, ON_CUDA, RUNTIME_INIT, Api
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # (typing.Unpack is 3.11's: named for the type checker only)
 
-    from gpudoctor.lint.knowledge.table import Conditions
+    from gpudoctor.knowledge.table import Conditions
 
 FW = "torch"
 NOTES = "https://pytorch.org/docs/stable/notes/multiprocessing.html"

@@ -1,1 +1,0 @@
-"""What each framework's APIs do to a process, as data (one table per framework)."""
