@@ -6,7 +6,7 @@ One probe at a time; each run is bounded (the probe's own --timeout from expecte
 and a hard deadline here that kills the probe's process group). After each run the script
 lists any process still alive whose command line names the program.
 
-    .venv/bin/python benchmarks/probe_holdout.py [NN ...] [--out DIR]
+    .venv/bin/python benchmarks/probe_holdout.py [NN ...] [--out DIR] [--dir benchmarks/probe_holdout2]
 """
 from __future__ import annotations
 
@@ -70,11 +70,17 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("only", nargs="*", help="case numbers (01 ...) to run")
     parser.add_argument("--out", default="/tmp/probe_holdout_runs")
+    parser.add_argument("--dir", help="another held-out set (default: benchmarks/probe_holdout)")
     args = parser.parse_args()
+    global HERE
+    if args.dir:
+        HERE = Path(args.dir).resolve()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = json.loads((HERE / "expected.json").read_text())["cases"]
     for case in cases:
+        case.setdefault("program", case.get("file"))  # probe_holdout2's keys
+        case.setdefault("line", case.get("user_line"))
         if args.only and case["program"][:2] not in args.only:
             continue
         print(summary(case, run_case(case, out_dir)), flush=True)
