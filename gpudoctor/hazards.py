@@ -459,28 +459,10 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the
-# runtimes that were there. The keys are the runtime ids the probe records (the
-# bootstrap's at a fork, ``/proc/PID/maps``' for an attached process).
-_CUDA_RUNTIMES = frozenset({"cuda-driver", "cuda-context", "cuda-runtime", "nvrtc", "torch.cuda", "numba.cuda",
-                            "pycuda", "cupy", "jax:cuda", "jax:gpu", "jax:rocm"})
-# What a fork child of a parent with CUDA initialized meets, per framework, in the order named.
-_CUDA_IN_CHILD = (
-    ("torch", "PyTorch raises \"Cannot re-initialize CUDA in forked subprocess\""),
-    ("cupy", "CuPy fails with `cudaErrorInitializationError`"),
-    ("numba", "Numba raises \"CUDA initialized before forking\""),
-    ("tensorflow", "TensorFlow aborts or hangs"),
-    ("jax", "JAX warns (`os.fork() was called`) and its workers hang"),
-)
-# The CPU thread pool a framework's ops run on, which a fork child does not get.
-_CPU_POOLS = (
-    ("tensorflow", "TensorFlow's intra-op thread pool"),
-    ("jax", "JAX's (XLA's) CPU thread pool"),
-)
-
-
-def _framework(runtime: str) -> str:
-    """"torch.cuda" -> "torch", "jax:cpu" -> "jax": the framework a runtime id belongs to."""
-    return runtime.split(":", 1)[0].split(".", 1)[0]
+# runtimes that were there: the runtime ids the probe records (the bootstrap's at a fork,
+# ``/proc/PID/maps``' for an attached process), whose records (gpudoctor/knowledge) say
+# which hold CUDA state, what a fork child of each framework meets, and which framework
+# runs its ops on a CPU thread pool.
 
 
 def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
@@ -494,13 +476,16 @@ def why_for(hazard: Hazard, runtimes: Sequence[str]) -> str:
     """
     if hazard is not FORK_AFTER_INIT or not runtimes:
         return hazard.why
-    frameworks = {_framework(r) for r in runtimes}
-    if _CUDA_RUNTIMES & set(runtimes):
-        effects = [effect for name, effect in _CUDA_IN_CHILD if name in frameworks]
+    from gpudoctor.knowledge.registry import RECORDS
+    from gpudoctor.knowledge.runtimes import FRAMEWORK_OF, holds_cuda
+
+    frameworks = {FRAMEWORK_OF.get(r.split(":", 1)[0]) for r in runtimes}
+    if any(holds_cuda(r) for r in runtimes):
+        effects = [f.cuda_in_child for f in RECORDS if f.name in frameworks and f.cuda_in_child]
         what = _joined(effects) if effects else "its first CUDA call fails or hangs"
         return ("A CUDA context does not survive `fork()`. The child inherits a copy of the parent's memory that "
                 f"claims CUDA is initialized, but the driver state behind it is gone: {what}.")
-    pools = [pool for name, pool in _CPU_POOLS if name in frameworks]
+    pools = [f.cpu_pool for f in RECORDS if f.name in frameworks and f.cpu_pool]
     if not pools:
         return hazard.why
     return (f"{_joined(pools)} {'does' if len(pools) == 1 else 'do'} not survive `fork()`: `fork()` copies only "

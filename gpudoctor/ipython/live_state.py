@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from gpudoctor.knowledge.registry import FRAMEWORK_MODULES
 from gpudoctor.probe.bootstrap import sitecustomize as detect
 
-# Runtimes of the bootstrap that belong to no framework: the CUDA driver itself.
-DRIVER_RUNTIMES = ("cuda-driver", "cuda-context")
-
 
 @dataclass(frozen=True)
 class LiveState:
@@ -75,19 +72,9 @@ def read() -> LiveState:
                      threading.active_count(), method, chosen)
 
 
-# What ``initialized_runtimes`` found for each runtime it names, in words: the evidence a
-# report cites (keyed by the runtime's name before any ":").
-_EVIDENCE = {
-    "tensorflow": "its eager context exists",
-    "torch.cuda": "torch.cuda says it is initialized",
-    "jax": "a backend exists",
-    "numba.cuda": "its CUDA driver object is initialized",
-    "pycuda": "pycuda.autoinit is imported",
-    "cuda-driver": "libcuda is loaded and cuInit ran",
-    "cuda-context": "a CUDA context is current in this thread",
-}
-
-
 def evidence(runtime: str) -> str:
     """What was seen, in words: "its eager context exists"."""
-    return _EVIDENCE.get(runtime.split(":", 1)[0], "seen initialized")
+    from gpudoctor.knowledge.runtimes import runtime as record
+
+    found = record(runtime)
+    return found.evidence if found is not None else "seen initialized"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
@@ -76,6 +76,8 @@ FRAMEWORK = Framework(
     name=FW,
     display="CuPy",
     modules=("cupy", "cupyx"),
+    runtimes=(Runtime("cupy", "CuPy", "CuPy", cuda=True, libraries=("cupy_backends",)),),
+    cuda_in_child="CuPy fails with `cudaErrorInitializationError`",
     table=TABLE,
     consequence="fail with cudaErrorInitializationError",
     host_copy="x.get() or cupy.asnumpy(x)",

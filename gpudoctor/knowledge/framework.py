@@ -14,6 +14,24 @@ from gpudoctor.knowledge.table import Api
 
 
 @dataclass(frozen=True)
+class Runtime:
+    """A runtime the probe sees in a process: recorded by the bootstrap when it is
+    initialized there, or found loaded from the libraries the process maps."""
+
+    id: str  # as the probe records it ("torch.cuda"); "jax:" stands for every "jax:<backend>"
+    display: str  # a chart's legend ("PyTorch CUDA")
+    said: str  # in a sentence, when it differs ("the CUDA driver (cuInit had run)")
+    cuda: bool  # it holds CUDA state, which does not survive fork()
+    # Parts of the file names of the shared libraries whose mapping means it is loaded
+    # (loaded is not initialized: a mapped library says it was imported); "folder/start"
+    # for a name beginning so in that folder.
+    libraries: tuple[str, ...] = ()
+    # What the bootstrap sees when it says the runtime is initialized, in words (a report's
+    # evidence: "its eager context exists").
+    evidence: str = "seen initialized"
+
+
+@dataclass(frozen=True)
 class Framework:
     """One framework's names, APIs and behaviour."""
 
@@ -77,6 +95,14 @@ class Framework:
     config_too_late: str = "raises RuntimeError"
     # Device configuration calls (last name) that bound the reservation.
     capping_config: frozenset[str] = frozenset()
+    # The runtimes of it the probe tells apart (its CUDA state; its CPU runtime).
+    runtimes: tuple[Runtime, ...] = ()
+    # What a fork child of a parent where it initialized CUDA meets, as a clause
+    # ("PyTorch raises ...": the probe's explanation of a fork after init).
+    cuda_in_child: str | None = None
+    # The CPU thread pool its ops run on, which a fork child does not get (a freeze with no
+    # GPU at all); None when a forked child of a CPU-only parent is fine.
+    cpu_pool: str | None = None
     # Base classes whose instances, when called, run a method of the subclass: base ->
     # that method (``model(x)`` runs ``forward`` of a ``torch.nn.Module`` subclass).
     call_methods: Mapping[str, str] = field(default_factory=dict, hash=False)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import GPU_OBJECT, HOST_COPY, INERT, RUNTIME_INIT, TF_CONFIG, Api
 
 if TYPE_CHECKING:
@@ -77,6 +77,14 @@ FRAMEWORK = Framework(
     name=FW,
     display="JAX",
     modules=("jax", "jaxlib"),
+    # jaxlib's runtime extension (``jaxlib/_jax.so`` in jaxlib 0.10.2's wheel, xla_extension in
+    # older ones), not any file under jaxlib/, which another library may map without JAX's
+    # runtime (Keras maps ``jaxlib/cpu/_lapack.so`` for its linear algebra). The bootstrap
+    # records "jax:<backend>"; a backend of CUDA or ROCm holds GPU state.
+    runtimes=(Runtime("jax:", "JAX", "JAX", cuda=False, libraries=("xla_extension", "libxla", "jaxlib/_jax."),
+                      evidence="a backend exists"),),
+    cuda_in_child="JAX warns (`os.fork() was called`) and its workers hang",
+    cpu_pool="JAX's (XLA's) CPU thread pool",
     table=TABLE,
     consequence="deadlock",
     # Its backend's threads make a fork child deadlock on the CPU backend too.

@@ -12,7 +12,7 @@ CPU compiler. The CUDA target now lives in the ``numba-cuda`` package (which red
 
 from __future__ import annotations
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "numba"
@@ -55,6 +55,9 @@ FRAMEWORK = Framework(
     name=FW,
     display="Numba CUDA",
     modules=("numba.cuda", "numba_cuda", "numba_cuda_mlir"),
+    runtimes=(Runtime("numba.cuda", "Numba CUDA", "Numba CUDA", cuda=True,
+                      evidence="its CUDA driver object is initialized"),),
+    cuda_in_child='Numba raises "CUDA initialized before forking"',
     aliases=(("numba_cuda_mlir.cuda.", "numba.cuda."), ("numba_cuda.numba.cuda.", "numba.cuda.")),
     table=TABLE,
     consequence='fail with "CUDA initialized before forking"',

@@ -6,7 +6,7 @@ error" (inducer/pycuda#137).
 
 from __future__ import annotations
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, RUNTIME_INIT, Api
 
 FW = "pycuda"
@@ -47,6 +47,7 @@ FRAMEWORK = Framework(
     name=FW,
     display="PyCUDA",
     modules=("pycuda",),
+    runtimes=(Runtime("pycuda", "PyCUDA", "PyCUDA", cuda=True, evidence="pycuda.autoinit is imported"),),
     table=TABLE,
     consequence='fail with "cuInit failed: initialization error"',
     host_copy="a.get()",

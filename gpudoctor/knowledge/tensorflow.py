@@ -14,7 +14,7 @@ initialize JAX or PyTorch instead of TensorFlow.
 
 from __future__ import annotations
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import (
     DRIVER_INIT,
     GPU_OBJECT,
@@ -165,6 +165,11 @@ FRAMEWORK = Framework(
     name=FW,
     display="TensorFlow",
     modules=("tensorflow", "keras"),
+    runtimes=(Runtime("tensorflow", "TensorFlow", "TensorFlow", cuda=False,
+                      libraries=("libtensorflow_framework", "_pywrap_tensorflow_internal"),
+                      evidence="its eager context exists"),),
+    cuda_in_child="TensorFlow aborts or hangs",
+    cpu_pool="TensorFlow's intra-op thread pool",
     table=TABLE,
     consequence="hang, or abort with CUDA_ERROR_NOT_INITIALIZED",
     # Its intra-op thread pool makes a fork child hang on a CPU-only build too.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.knowledge.framework import Framework
+from gpudoctor.knowledge.framework import Framework, Runtime
 from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, ON_CUDA, RUNTIME_INIT, Api
 
 if TYPE_CHECKING:
@@ -150,6 +150,9 @@ FRAMEWORK = Framework(
     name=FW,
     display="PyTorch",
     modules=("torch",),
+    runtimes=(Runtime("torch.cuda", "PyTorch CUDA", "PyTorch CUDA", cuda=True, libraries=("libtorch_cuda",),
+                      evidence="torch.cuda says it is initialized"),),
+    cuda_in_child='PyTorch raises "Cannot re-initialize CUDA in forked subprocess"',
     table=TABLE,
     consequence='fail with "Cannot re-initialize CUDA in forked subprocess"',
     host_copy="t.cpu()",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
+from gpudoctor.knowledge.runtimes import said
 from gpudoctor.probe import (
     explain_crash_loop,
     explain_exceptions,
@@ -29,14 +30,6 @@ if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
     from gpudoctor.probe.supervise import ProcessRun, RunRecord
 
-_RUNTIME_NAMES = {
-    "tensorflow": "TensorFlow",
-    "torch.cuda": "PyTorch CUDA",
-    "numba.cuda": "Numba CUDA",
-    "pycuda": "PyCUDA",
-    "cuda-driver": "the CUDA driver (cuInit had run)",
-    "cuda-context": "a current CUDA context",
-}
 
 # The command line CPython gives the forkserver process (multiprocessing/forkserver.py).
 _FORKSERVER_MARK = "from multiprocessing.forkserver import main"
@@ -84,10 +77,7 @@ def signal_name(number: int) -> str:
 
 def runtime_names(runtimes: Sequence[str]) -> str:
     """Say which runtimes were initialized: "TensorFlow and JAX (cpu backend)"."""
-    names = [
-        f"JAX ({r.split(':', 1)[1]} backend)" if r.startswith("jax:") else _RUNTIME_NAMES.get(r, r)
-        for r in runtimes
-    ]
+    names = [said(r) for r in runtimes]
     if len(names) <= 1:
         return "".join(names)
     return ", ".join(names[:-1]) + " and " + names[-1]

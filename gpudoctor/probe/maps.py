@@ -10,23 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-# Library file names (as mapped) -> the runtime id the diagnosis uses. TensorFlow's
-# framework library, the CUDA driver and runtime, JAX's XLA extension, CuPy's backends.
-_LIBRARIES: tuple[tuple[str, str], ...] = (
-    ("libtensorflow_framework", "tensorflow"),
-    ("_pywrap_tensorflow_internal", "tensorflow"),
-    ("libcuda.so", "cuda-driver"),
-    ("libcudart", "cuda-runtime"),
-    ("xla_extension", "jax"),
-    ("libxla", "jax"),
-    # jaxlib's runtime extension (``jaxlib/_jax.so`` in jaxlib 0.10.2's wheel; xla_extension
-    # in older ones): not any file under jaxlib/, which another library may map without JAX's
-    # runtime (Keras maps ``jaxlib/cpu/_lapack.so`` for its linear algebra).
-    ("_jax.", "jax"),
-    ("cupy_backends", "cupy"),
-    ("libtorch_cuda", "torch.cuda"),
-    ("libnvrtc", "nvrtc"),
-)
+from gpudoctor.knowledge.runtimes import LIBRARIES
 
 
 def loaded_runtimes(pid: int) -> dict[str, tuple[str, str]]:
@@ -44,8 +28,14 @@ def runtimes_in(lines: Iterable[str]) -> dict[str, tuple[str, str]]:
             continue
         path = parts[5].strip()
         name = os.path.basename(path)
-        for mark, runtime in _LIBRARIES:
-            if runtime not in found and (name.startswith(mark) and "/jaxlib/" in path if mark == "_jax."
-                                         else mark in name):
+        for mark, runtime in LIBRARIES:
+            if runtime not in found and _is(mark, path, name):
                 found[runtime] = (path, parts[0].split("-", 1)[0])
     return found
+
+
+def _is(mark: str, path: str, name: str) -> bool:
+    """Is the file at ``path`` (named ``name``) the library ``mark`` names: a part of its
+    name, or, for a mark with a folder ("jaxlib/_jax."), a name beginning so in that folder?"""
+    folder, _, start = mark.rpartition("/")
+    return name.startswith(start) and f"/{folder}/" in path if folder else mark in name

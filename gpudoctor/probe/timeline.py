@@ -31,8 +31,6 @@ _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 _STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _NEUTRAL = "#555555"
-_RUNTIMES = {"tensorflow": "TensorFlow", "torch.cuda": "PyTorch CUDA", "numba.cuda": "Numba CUDA",
-             "pycuda": "PyCUDA", "cuda-driver": "CUDA driver", "cuda-context": "CUDA context"}
 # A process with no more CPU than this between two samples was idle (waiting). The same
 # slack the hang detection allows: clock ticks are 10 ms, a waiting process wakes briefly.
 IDLE_PERCENT = 2.0
@@ -73,7 +71,9 @@ def looks(processes: Sequence[dict[str, Any]]) -> dict[int, Look]:
 
 
 def _runtime(name: str) -> str:
-    return f"JAX {name.split(':', 1)[1]}" if name.startswith("jax:") else _RUNTIMES.get(name, name)
+    from gpudoctor.knowledge.runtimes import legend
+
+    return legend(name)
 
 
 def marks(run: dict[str, Any], colors: dict[int, str]) -> list[Mark]:
