@@ -24,7 +24,7 @@ def test_a_jax_backend_is_jaxs_runtime_and_holds_cuda_only_on_a_gpu() -> None:
 
 def test_mapped_libraries_name_their_runtimes_and_jaxlibs_other_libraries_are_not_jax() -> None:
     maps = [
-        "7f0000-7f1000 r-xp 00000000 08:01 1 /venv/lib/python3.11/site-packages/tensorflow/libtensorflow_framework.so.2",
+        "7f0000-7f1000 r-xp 00000000 08:01 1 /venv/site-packages/tensorflow/libtensorflow_framework.so.2",
         "7f2000-7f3000 r-xp 00000000 08:01 2 /usr/lib/x86_64-linux-gnu/libcuda.so.550.54",
         "7f4000-7f5000 r-xp 00000000 08:01 3 /venv/lib/python3.11/site-packages/jaxlib/cpu/_lapack.so",
         "7f6000-7f7000 r-xp 00000000 08:01 4 /venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so",

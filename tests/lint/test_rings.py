@@ -68,7 +68,7 @@ def test_a_ring_gives_the_same_findings_in_any_order_with_any_jobs_and_cache(tmp
     orders = [list(reversed(files)), files[3:] + files[:3], files[1::2] + files[::2]]
     # Each order once, and each of --jobs 1 and 2 with a changed order (the cold cache run
     # below is --jobs 2 in the first order): each dimension, not the full product of them.
-    for order, jobs in zip(orders, ("2", "1", "2")):
+    for order, jobs in zip(orders, ("2", "1", "2"), strict=True):
         assert _lint(tmp_path, order, "--no-cache", "--jobs", jobs) == first, (order, jobs)
     cache = tmp_path.parent / f"{tmp_path.name}-cache"
     for order in (files, orders[0]):  # a cold run, then a warm one named in another order
