@@ -447,6 +447,71 @@ MEMORY_ERROR = Hazard(
          "if it is lower than the machine can give."),
 )
 
+# Objects that refuse to be pickled into a task, and torch.multiprocessing.spawn's report of a
+# process that failed (explain_exceptions.py recognizes them by their messages).
+SYNC_OBJECT_PICKLED = Hazard(
+    cause="sync-object-pickled",
+    rule=None,  # what ends up in a task's arguments is known when it is pickled
+    why=("multiprocessing's synchronization objects (`Lock`, `RLock`, `Semaphore`, `BoundedSemaphore`, "
+         "`Condition`, `Event`, `Barrier`), its queues (`Queue`, `JoinableQueue`, `SimpleQueue`) and its shared "
+         "values (`Value`, `Array`, `RawValue`, `RawArray`) are kernel objects or shared memory that a process "
+         "can only get when it is created (inherited by a fork child, or handed to `Process(args=...)`, which "
+         "pickles them while the child is spawned); pickled at any other time they refuse, with a RuntimeError "
+         "that says they \"should only be shared between processes through inheritance\". The function and "
+         "arguments of a `Pool` or `ProcessPoolExecutor` task are pickled when the task is sent to a worker "
+         "(by the pool's task-handler thread, by the executor's queue feeder), long after the workers were "
+         "created: such an object among them (in a `functools.partial`, a tuple, an object's attribute) fails "
+         "there, no task runs, and `map`, `get()` or `result()` raise it in the parent."),
+    fix=("hand the object to the workers when they are created: `Pool(initializer=init, initargs=(lock,))` (or "
+         "`ProcessPoolExecutor(initializer=..., initargs=...)`) with `init` keeping it in a global of the "
+         "worker, or `Process(target=..., args=(lock,))` for a process of your own; or use a "
+         "`multiprocessing.Manager()`'s `Lock()`, `Queue()`, `Value()`..., whose proxies can be passed as "
+         "task arguments (each use is then a message to the manager's process)."),
+)
+
+POOL_PICKLED = Hazard(
+    cause="pool-pickled",
+    rule=None,  # what a task drags along with it is known when it is pickled
+    why=("A task's function and arguments are pickled to be sent to a worker, and a bound method "
+         "(`self.work`) is pickled with its whole object (`self`) and every attribute of it. A "
+         "`multiprocessing.Pool` cannot be pickled (`Pool.__reduce__` raises NotImplementedError), nor a "
+         "`Process` or a `Manager` (their `authkey` refuses, with a TypeError): a pool kept on the object "
+         "whose method is the task (`self.pool = Pool()`, then `self.pool.map(self.work, ...)`), or passed "
+         "as an argument, fails the task there, and `map` raises it in the parent."),
+    fix=("do not keep the pool on the object whose method is the task: create the pool where it is used "
+         "(`with Pool() as pool:` in the method) and map a module-level function given the data it needs "
+         "(`functools.partial(work, strength=self.strength)`); or give the class a `__getstate__` that drops "
+         "the pool (`state = self.__dict__.copy(); del state[\"pool\"]; return state`)."),
+)
+
+SPAWNED_PROCESS_RAISED = Hazard(
+    cause="spawned-process-raised",
+    rule=None,  # which process raises, and what, is known at run time
+    why=("`torch.multiprocessing.spawn` (and `start_processes`) waits for the processes it started; when one of "
+         "them raises, it sends the traceback to the parent, terminates the other processes (SIGTERM, then "
+         "SIGKILL after a grace period) and raises `ProcessRaisedException` in the parent with that traceback "
+         "(\"-- Process N terminated with the following error\"). The process that raised is the cause: the "
+         "others, often waiting for it in a collective, were stopped by spawn as a consequence."),
+    fix=("fix what that process raised, at the line of your code its traceback names (above): that is the "
+         "error; nothing needs to change in how the processes are started. An error only some processes can "
+         "meet (their own shard of data, a file one of them reads) is best checked on every process before the "
+         "first collective."),
+)
+
+SPAWNED_PROCESS_EXITED = Hazard(
+    cause="spawned-process-exited",
+    rule=None,  # how a process ends is known at run time
+    why=("`torch.multiprocessing.spawn` (and `start_processes`) raises `ProcessExitedException` (\"process N "
+         "terminated with signal SIGKILL\", \"... with exit code 2\") when one of its processes ended without a "
+         "Python exception to report: killed by a signal (the kernel's OOM killer sends SIGKILL; a crash in "
+         "native code is SIGSEGV or SIGABRT) or exited with a status of its own (`sys.exit`, `os._exit`). "
+         "It then terminates the other processes: their ends are the consequence."),
+    fix=("find why that process ended: for SIGKILL, memory (fewer processes, smaller batches, less loaded "
+         "per process); for SIGSEGV or SIGABRT, the native library it was in (its stderr, `faulthandler`); for "
+         "an exit status, the `sys.exit` (an argument parser's error exits with 2) or `os._exit` in the "
+         "function the processes run, which should raise an exception instead."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
@@ -455,7 +520,9 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
                                  TASK_RESULT_UNPICKLABLE, TOO_MANY_OPEN_FILES, SHARED_MEMORY_FULL,
                                  POOL_INITIALIZER_FAILED, BROKEN_PROCESS_POOL, PEER_PROCESS_GONE,
                                  START_METHOD_SET_TWICE, TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING,
-                                 LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR)}
+                                 LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR,
+                                 SYNC_OBJECT_PICKLED, POOL_PICKLED, SPAWNED_PROCESS_RAISED,
+                                 SPAWNED_PROCESS_EXITED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

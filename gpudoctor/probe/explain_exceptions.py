@@ -72,6 +72,7 @@ class Story:
 
 
 Detail = Callable[["Seen", "RunRecord", "Sequence[ProcessVerdict]"], list[str]]
+Involves = Callable[["Seen", "RunRecord", "Sequence[ProcessVerdict]"], tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Known:
     where: tuple[str, ...]  # where it counts: COMMAND, WORKER, RESULT_HANDLER, INITIALIZER, ANY
     through: tuple[str, ...] = ()  # library files one of its frames must be in ("multiprocessing/managers.py")
     detail: Detail | None = None  # the sentences only this run can say (the task function, the dead peer)
+    involves: Involves | None = None  # the other processes the story is about (the one spawn reports)
 
     def matches(self, seen: Seen) -> bool:
         name = seen.error.type.rsplit(".", 1)[-1]
@@ -311,9 +313,236 @@ def _memory(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> lis
     return found
 
 
+# The type name CPython's ``assert_spawning`` puts in its message ("Lock objects should only
+# be shared ...") and the multiprocessing calls that make such an object (an Event and a
+# Barrier hold a Condition, and fail on it); a ctypes name ("c_int", "c_double_Array_3") is a
+# RawValue or RawArray, or a Value or Array made with lock=False.
+_MADE_BY: dict[str, tuple[str, ...]] = {
+    "Lock": ("Lock",), "RLock": ("RLock",), "Semaphore": ("Semaphore",), "BoundedSemaphore": ("BoundedSemaphore",),
+    "Condition": ("Condition", "Event", "Barrier"), "Synchronized": ("Value",), "SynchronizedArray": ("Array",),
+    "SynchronizedString": ("Array",), "Queue": ("Queue",), "JoinableQueue": ("JoinableQueue",),
+    "SimpleQueue": ("SimpleQueue",),
+}
+_RAW = ("RawValue", "RawArray", "Value", "Array")
+
+
+def _made_at(tree: ast.Module | None, names: Sequence[str], script: Path | None) -> list[str]:
+    """Where the script calls one of ``names`` from multiprocessing (or a context of it):
+    not a Manager's (``manager.Lock()``, whose proxy pickles) nor threading's."""
+    if tree is None or script is None:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        receiver = ast.unparse(func.value).lower() if isinstance(func, ast.Attribute) else ""
+        if name in names and "manager" not in receiver and "threading" not in receiver and "queue" != receiver:
+            found.append(node.lineno)
+    return [_at(script, line) for line in sorted(set(found))[:3]]
+
+
+def _pickled_by(seen: Seen) -> str:
+    """Who pickled the task: a Pool's task-handler thread, an executor, or another process start."""
+    functions = {f.function.rsplit(".", 1)[-1] for f in seen.error.frames}
+    paths = [_posix(f.path) for f in seen.error.frames]
+    if "_handle_tasks" in functions:
+        return "The Pool's task-handler thread pickles each task (its function and arguments) to send it to a worker"
+    if any(p.endswith("concurrent/futures/process.py") for p in paths):
+        return "The executor pickles each call (its function and arguments) to send it to a worker"
+    return "It was pickled to be sent to another process"
+
+
+def _sync_object(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Which object refused, what pickled it, and where the script makes it."""
+    named = re.match(r"(\w+) objects should only be shared", seen.error.message)
+    kind = named[1] if named else "object"
+    makers = _MADE_BY.get(kind, _RAW if kind.startswith("c_") else ())
+    what = f"a `{kind}`" if kind in _MADE_BY else f"a shared ctypes value (`{kind}`)"
+    found = [f"{_pickled_by(seen)}; {what} was in it, and refuses to be pickled once the workers exist: no task "
+             "ran, and the call raised the error here."]
+    script = _script(judged)
+    made = _made_at(_tree(script), makers, script)
+    if made:
+        calls = " or ".join(f"`{m}()`" for m in makers)
+        found.append(f"It is made ({calls}) at your code " + "; ".join(made) + ".")
+    return found
+
+
+# The constructors of what cannot be pickled into a task at all: a pool, a process, a manager.
+_HANDLES = ("Pool", "ThreadPool", "Process", "Manager", "SyncManager")
+
+
+def _pool_object(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """The bound method that dragged its object along, and the attribute that holds the pool."""
+    script = _script(judged)
+    tree = _tree(script)
+    user = seen.error.user_frame
+    call = _CALL.search(user.text) if user else None
+    found = []
+    owner = None
+    if call and "." in call[1]:
+        owner, method = call[1].rsplit(".", 1)
+        found.append(f"`{owner}.{method}` is a bound method: pickling it for the workers pickles `{owner}` with "
+                     f"every attribute, and the pool is one of them.")
+    elif call:
+        found.append(f"The pool (or a process or a manager) was among what the call hands the workers with "
+                     f"`{call[1]}`: its arguments, or an attribute of one.")
+    if tree is None or script is None:
+        return found
+    kept = [(n.lineno, ast.unparse(t)) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call) and _called(n.value) in _HANDLES
+            for t in n.targets if isinstance(t, ast.Attribute)]
+    ours = [k for k in kept if owner is None or k[1].startswith(f"{owner.split('.')[0]}.")] or kept
+    if ours:
+        found.append(f"`{ours[0][1]}` holds it, set at your code {_at(script, ours[0][0])}.")
+    return found
+
+
+def _called(call: ast.Call) -> str | None:
+    """The name a call calls ("Pool" for ``mp.Pool(2)``, ``Pool(2)``, ``ctx.Pool(2)``)."""
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _traceback(text: str) -> Raised | None:
+    """The last traceback in ``text`` (a process's, carried in another's message): its frames
+    and its exception."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return None
+    frames: list[Frame] = []
+    rest = lines[starts[-1] + 1:]
+    for index, line in enumerate(rest):
+        file = _FILE.match(line)
+        if file:
+            following = rest[index + 1] if index + 1 < len(rest) else ""
+            code = following.strip() if following.startswith("    ") and not _FILE.match(following) else ""
+            path, number = file["path"], int(file["line"])
+            frames.append(Frame(path, number, file["function"], linecache.getline(path, number).strip() or code))
+            continue
+        if line[:1].isspace() or not line.strip():
+            continue
+        error = _RAISED.match(line.strip())
+        if error is None:
+            return None
+        message = "\n".join([error["message"] or "", *rest[index + 1:]]).strip()
+        return Raised(error["type"], message, tuple(frames))
+    return None
+
+
+_SPAWN_RAISED = re.compile(r"-- Process (\d+) terminated with the following error:\n(.*)", re.S)
+_SPAWN_EXITED = re.compile(r"^process (\d+) terminated with (?:signal (\w+)|exit code (-?\d+))")
+_SPAWN_TARGET = "torch.multiprocessing.spawn._wrap"
+
+
+def _spawned(run: RunRecord, judged: Sequence[ProcessVerdict], parent: int | None) -> list[ProcessVerdict]:
+    """The processes ``torch.multiprocessing.spawn`` started from ``parent``, in the order of
+    their index (the order they were made in: "SpawnProcess-1", "-2", ...)."""
+    by_pid = {p.pid: p for p in judged}
+    made = {e["pid"]: e.get("name", "") for e in run.events
+            if e.get("event") == "process" and e.get("target") == _SPAWN_TARGET and e.get("ppid") == parent
+            and e.get("pid") in by_pid}
+    if not made:  # no record of their targets: the parent's children but its helpers
+        return sorted((p for p in judged if p.ppid == parent and p.start != "root" and not is_helper(p.cmdline)),
+                      key=lambda p: p.pid)
+
+    def order(pid: int) -> tuple[int, int]:
+        number = re.search(r"-(\d+)$", str(made[pid]))
+        return (int(number[1]) if number else 0, pid)
+
+    return [by_pid[pid] for pid in sorted(made, key=order)]
+
+
+def _failed_process(run: RunRecord, judged: Sequence[ProcessVerdict], seen: Seen,
+                    index: int) -> tuple[ProcessVerdict | None, list[ProcessVerdict], list[ProcessVerdict]]:
+    """The process with spawn's ``index`` (the one that failed), the others, and all of them
+    in the order of spawn's index (empty when that order is not known)."""
+    spawned = _spawned(run, judged, seen.pid)
+    if 0 <= index < len(spawned) and spawned[index].exit_code not in (0, None):
+        return spawned[index], [p for p in spawned if p is not spawned[index]], spawned
+    # An earlier spawn's processes are in the list too: the one that failed is the one that exited so.
+    failed = next((p for p in spawned if is_failure(p.exit_code)), None)
+    return failed, [p for p in spawned if p is not failed], []
+
+
+def _consequences(others: Sequence[ProcessVerdict], index: int, numbered: Sequence[ProcessVerdict]) -> str:
+    """What became of the other processes: spawn stopped them (``numbered``: the processes in
+    the order of spawn's index, when the one that failed is at its index there)."""
+    if not others:
+        return ("spawn terminates the other processes when one fails (gpudoctor did not see them end): their ends "
+                "are a consequence, not a cause.")
+    told = "; ".join((f"process {numbered.index(p)}, " if p in numbered else "")
+                     + f"pid {p.pid}, {how_it_ended(p.exit_code) if p.exit_code is not None else 'ended'}"
+                     for p in others[:4])
+    return (f"The other processes were stopped by spawn after process {index} failed, as a consequence, not a "
+            f"cause ({told}).")
+
+
+def _spawned_raised(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Which process raised what, at which line of the user's, and that the others were stopped."""
+    found = _SPAWN_RAISED.search(seen.error.message)
+    if found is None:
+        return []
+    index = int(found[1])
+    failed, others, numbered = _failed_process(run, judged, seen, index)
+    inner = _traceback(found[2])
+    pid = f" (pid {failed.pid})" if failed else ""
+    if inner is None:
+        return [f"Process {index} of `torch.multiprocessing.spawn`{pid} raised the error in its traceback above.",
+                _consequences(others, index, numbered)]
+    theirs = [f for f in inner.frames if f.users]
+    at = ""
+    if theirs:
+        frame = theirs[-1]
+        at = f", at your code {frame.path}:{frame.line} (in {frame.function})" + (f": {frame.text}" if frame.text
+                                                                                  else "")
+        if len(theirs) > 1:
+            at += "; called from " + ", from ".join(f"{f.path}:{f.line} (in {f.function})" for f in theirs[-2::-1][:2])
+    return [f"Process {index} of `torch.multiprocessing.spawn`{pid} raised {inner.summary}{at}.",
+            _consequences(others, index, numbered)]
+
+
+def _spawned_exited(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Which process ended how (its exception, its memory if it was killed), and that the others were stopped."""
+    found = _SPAWN_EXITED.search(seen.error.message)
+    if found is None:
+        return []
+    index = int(found[1])
+    failed, others, numbered = _failed_process(run, judged, seen, index)
+    lines = []
+    if failed is not None:
+        lines.append(f"Process {index} of `torch.multiprocessing.spawn`: {_told(failed)}.")
+        if failed.exit_code == -9 and not any(t.pid == failed.pid and t.killed_by_supervisor for t in run.processes):
+            held = f" (it held up to {format_size(failed.rss_peak)} resident)" if failed.rss_peak else ""
+            lines.append(f"SIGKILL from outside gpudoctor is what the kernel's OOM killer sends when memory runs "
+                         f"out{held}.")
+    return [*lines, _consequences(others, index, numbered)]
+
+
+def _spawned_failure(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> tuple[int, ...]:
+    """The pid of the process spawn reports (for the JSON cause's processes)."""
+    found = _SPAWN_RAISED.search(seen.error.message) or _SPAWN_EXITED.search(seen.error.message)
+    if found is None:
+        return ()
+    failed, _, _ = _failed_process(run, judged, seen, int(found[1]))
+    return (failed.pid,) if failed else ()
+
+
 # ---- the catalogue -----------------------------------------------------------------------
 
 CATALOGUE: tuple[Known, ...] = (
+    # torch/multiprocessing/spawn.py (ProcessContext.join, torch 1.4 to 2.x): a process that raised
+    # sends its traceback, and the parent raises ProcessRaisedException("\n\n-- Process N terminated
+    # with the following error:\nTraceback ..."); one that ended without one, ProcessExitedException
+    # ("process N terminated with signal SIGKILL" / "... with exit code 2"). First: the carried
+    # traceback may hold any message the entries below look for, and spawn's story is the one to tell.
+    Known(hazards.SPAWNED_PROCESS_RAISED, ("ProcessRaisedException",), r"-- Process \d+ terminated with the following",
+          (COMMAND, WORKER), detail=_spawned_raised, involves=_spawned_failure),
+    Known(hazards.SPAWNED_PROCESS_EXITED, ("ProcessExitedException",), r"^process \d+ terminated with",
+          (COMMAND, WORKER), detail=_spawned_exited, involves=_spawned_failure),
     # CPython 3.8 to 3.13: Pool._handle_results unpickles each result; an exception class
     # that cannot be rebuilt from its args raises TypeError there and the thread dies
     # (python/cpython#79492, #103061).
@@ -350,6 +579,18 @@ CATALOGUE: tuple[Known, ...] = (
     # object", earlier ones "PicklingError: Can't pickle <function ...>".
     Known(hazards.WORKER_NOT_IMPORTABLE, ("PicklingError", "AttributeError"),
           r"Can't pickle (local object|<function)|Can't get local object", (COMMAND,)),
+    # multiprocessing/context.py (assert_spawning, 3.8 to 3.13): "Lock objects should only be shared
+    # between processes through inheritance", from the __getstate__ of a Lock, RLock, Semaphore,
+    # Condition (an Event's or a Barrier's), a Queue, a synchronized Value or Array, and from
+    # sharedctypes.reduce_ctype (RawValue, RawArray): pickled into a task.
+    Known(hazards.SYNC_OBJECT_PICKLED, ("RuntimeError",), r"objects should only be shared between processes through "
+          r"inheritance", (ANY,), detail=_sync_object),
+    # multiprocessing/pool.py (Pool.__reduce__): NotImplementedError("pool objects cannot be passed
+    # between processes or pickled"); process.py (AuthenticationString.__reduce__), a Process's or a
+    # Manager's authkey: TypeError("Pickling an AuthenticationString object is disallowed for
+    # security reasons").
+    Known(hazards.POOL_PICKLED, ("NotImplementedError", "TypeError"), r"pool objects cannot be passed between "
+          r"processes or pickled|Pickling an AuthenticationString object is disallowed", (ANY,), detail=_pool_object),
     # An allocation that failed (an address-space limit, no overcommit); from a Pool worker it
     # comes back to the parent as the task's error.
     Known(hazards.MEMORY_ERROR, ("MemoryError",), None, (ANY,), detail=_memory),
@@ -431,7 +672,10 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[Story]:
             evidence.append(f"At your code {frame.path}:{frame.line} (in {frame.function}){code}")
         if known.detail is not None:
             evidence += known.detail(one, run, judged)
-        stories[known.hazard.cause] = Story(known.hazard, one, tuple(evidence), (pid,) if pid is not None else ())
+        involved: tuple[int, ...] = (pid,) if pid is not None else ()
+        if known.involves is not None:
+            involved += tuple(p for p in known.involves(one, run, judged) if p not in involved)
+        stories[known.hazard.cause] = Story(known.hazard, one, tuple(evidence), involved)
     return list(stories.values())
 
 

@@ -8,6 +8,8 @@ The real programs run under the probe in test_exception_causes.py.
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +88,24 @@ def _kind(type_: str, message: str, where: str, frames: tuple[Frame, ...] = ()) 
      "task-exception-unpicklable"),
     ("TypeError", "X.__init__() missing 1 required positional argument: 'y'", COMMAND, (), None),
     ("ValueError", "bad record", WORKER, (), None),
+    # Pickled into a task: a synchronization object, a queue, a shared value; a pool, a process, a manager.
+    ("RuntimeError", "Lock objects should only be shared between processes through inheritance", COMMAND, (),
+     "sync-object-pickled"),
+    ("RuntimeError", "c_double_Array_3 objects should only be shared between processes through inheritance", WORKER,
+     (), "sync-object-pickled"),
+    ("NotImplementedError", "pool objects cannot be passed between processes or pickled", COMMAND, (),
+     "pool-pickled"),
+    ("TypeError", "Pickling an AuthenticationString object is disallowed for security reasons", COMMAND, (),
+     "pool-pickled"),
+    ("NotImplementedError", "subclasses must implement score()", COMMAND, (), None),
+    # torch.multiprocessing.spawn's report of a process: spawn's story, whatever the process raised.
+    ("torch.multiprocessing.spawn.ProcessRaisedException", "\n\n-- Process 1 terminated with the following error:\n"
+     "Traceback (most recent call last):\nOSError: [Errno 24] Too many open files\n", COMMAND, (),
+     "spawned-process-raised"),
+    ("torch.multiprocessing.spawn.ProcessExitedException", "process 0 terminated with signal SIGKILL", COMMAND, (),
+     "spawned-process-exited"),
+    ("torch.multiprocessing.spawn.ProcessExitedException", "process 3 terminated with exit code 2", COMMAND, (),
+     "spawned-process-exited"),
 ])
 def test_the_catalogue_recognises_by_type_message_process_and_frames(
         type_: str, message: str, where: str, frames: tuple[Frame, ...], kind: str | None) -> None:
@@ -169,3 +189,82 @@ def test_a_known_string_already_quoted_is_not_quoted_again() -> None:
     said = [f"pid 7 (spawn) exited with status 1: {line}."]
     assert explain._matched(matches, CAUSE, "Cause: ", said) == [
         "Cause: a function meant for worker processes could not be sent to them, or found by them (GD108)."]
+
+
+SPAWN_TRACEBACK = """\
+
+-- Process 1 terminated with the following error:
+Traceback (most recent call last):
+  File "/opt/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", line 87, in _wrap
+    fn(i, *args)
+  File "/home/me/train.py", line 35, in train
+    data = load_shard(rank)
+           ^^^^^^^^^^^^^^^^
+  File "/home/me/train.py", line 28, in load_shard
+    return torch.tensor(rows)
+           ^^^^^^^^^^^^^^^^^^
+ValueError: expected sequence of length 3 at dim 1 (got 2)
+"""
+
+
+def test_the_traceback_spawn_carries_is_read_for_its_exception_and_the_users_lines() -> None:
+    inner = explain_exceptions._traceback(SPAWN_TRACEBACK)
+    assert inner is not None
+    assert inner.summary == "ValueError: expected sequence of length 3 at dim 1 (got 2)"
+    assert [(f.path, f.line, f.function, f.text) for f in inner.frames if f.users] == [
+        ("/home/me/train.py", 35, "train", "data = load_shard(rank)"),
+        ("/home/me/train.py", 28, "load_shard", "return torch.tensor(rows)")]
+    assert explain_exceptions._traceback("no traceback here") is None
+
+
+def _spawned_run(message: str, type_: str, codes: dict[int, int]) -> RunRecord:
+    argv = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"]
+    events: list[dict[str, Any]] = []
+    for number, pid in enumerate(sorted(codes), start=1):
+        events += [{"event": "start", "pid": pid, "ppid": 100, "t": 0.1, "how": "spawn", "argv": argv},
+                   {"event": "process", "pid": pid, "ppid": 100, "t": 0.2, "name": f"SpawnProcess-{number}",
+                    "target": "torch.multiprocessing.spawn._wrap", "kind": "SpawnProcess"}]
+    events += [{"event": "reaped", "pid": 100, "ppid": 1, "t": 0.5, "child": pid, "code": code}
+               for pid, code in codes.items()]
+    events.append({"event": "exception", "pid": 100, "ppid": 1, "t": 0.6, "type": type_, "message": message,
+                   "frames": [["/home/me/train.py", 42, "<module>", "mp.spawn(train, args=(2,), nprocs=2)"]],
+                   "how": "uncaught"})
+    return _run(events, "")
+
+
+def test_a_spawned_process_that_raised_is_told_with_its_line_and_the_others_as_its_effect() -> None:
+    run = _spawned_run(SPAWN_TRACEBACK, "torch.multiprocessing.spawn.ProcessRaisedException", {102: 1, 101: -15})
+    (story,) = explain_exceptions.find(run, diagnose(run).processes)
+    assert story.hazard is hazards.SPAWNED_PROCESS_RAISED
+    assert story.processes == (100, 102)
+    assert story.evidence == (
+        "The command (pid 100) died of the ProcessRaisedException above.",
+        "At your code /home/me/train.py:42 (in <module>): mp.spawn(train, args=(2,), nprocs=2)",
+        "Process 1 of `torch.multiprocessing.spawn` (pid 102) raised ValueError: expected sequence of length 3 at "
+        "dim 1 (got 2), at your code /home/me/train.py:28 (in load_shard): return torch.tensor(rows); called from "
+        "/home/me/train.py:35 (in train).",
+        "The other processes were stopped by spawn after process 1 failed, as a consequence, not a cause (process 0, "
+        "pid 101, died of SIGTERM).",
+    )
+    assert explain_exceptions.lines([story])[-1] == hazards.SPAWNED_PROCESS_RAISED.fix_line
+
+
+def test_a_spawned_process_killed_by_a_signal_is_told_as_a_kill() -> None:
+    run = _spawned_run("process 0 terminated with signal SIGKILL", "torch.multiprocessing.spawn.ProcessExitedException",
+                       {101: -9, 102: -15})
+    (story,) = explain_exceptions.find(run, diagnose(run).processes)
+    assert story.hazard is hazards.SPAWNED_PROCESS_EXITED and story.processes == (100, 101)
+    assert story.evidence[2:] == (
+        "Process 0 of `torch.multiprocessing.spawn`: pid 101 (spawn) died of SIGKILL.",
+        "SIGKILL from outside gpudoctor is what the kernel's OOM killer sends when memory runs out.",
+        "The other processes were stopped by spawn after process 0 failed, as a consequence, not a cause (process 1, "
+        "pid 102, died of SIGTERM).",
+    )
+
+
+def test_only_multiprocessing_objects_are_named_where_they_are_made(tmp_path: Path) -> None:
+    path = tmp_path / "job.py"
+    path.write_text("import multiprocessing as mp, threading\nlock = mp.Lock()\nshared = manager.Lock()\n"
+                    "guard = threading.Lock()\n")
+    tree = ast.parse(path.read_text())
+    assert explain_exceptions._made_at(tree, ("Lock",), path) == [f"{path}:2: lock = mp.Lock()"]

@@ -400,3 +400,153 @@ def test_a_memory_error_from_a_pool_worker_is_a_memory_story(tmp_path: Path, no_
     assert "address-space limit" in text
     assert hazard.fix_line in text.splitlines()
     _nothing_left(doc, no_leftovers)
+
+
+QUEUE_AS_TASK_ARGUMENT = """\
+# The multiprocessing documentation, "Programming guidelines" ("Explicitly pass resources to
+# child processes": at their creation): a Queue handed to Pool tasks as an argument is pickled
+# by the pool's task-handler thread and refuses ("Queue objects should only be shared between
+# processes through inheritance").
+import multiprocessing
+
+
+def crunch(n, progress):
+    progress.put(n)
+    return n * n
+
+
+if __name__ == "__main__":
+    progress = multiprocessing.Queue()
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        squares = pool.starmap(crunch, [(n, progress) for n in range(8)])
+    print(squares)
+"""
+
+POOL_ON_SELF = """\
+# The shape of DEAP/deap#434: a class keeps its Pool and maps its own method; the bound method
+# drags the object, and its pool, into every task ("pool objects cannot be passed between
+# processes or pickled").
+import multiprocessing
+
+
+class Thumbnailer:
+    def __init__(self, size):
+        self.size = size
+        self.workers = multiprocessing.get_context("fork").Pool(2)
+
+    def shrink(self, width):
+        return min(width, self.size)
+
+    def run(self, widths):
+        return list(self.workers.imap(self.shrink, widths))
+
+
+if __name__ == "__main__":
+    print(Thumbnailer(64).run([10, 100, 1000]))
+"""
+
+SPAWNED_PROCESS_RAISES = """\
+# The torch.multiprocessing documentation ("Spawning subprocesses"): when one process fails,
+# the others are killed and the exception is raised with the failed process's traceback.
+# Process 2's settings lack a key; processes 0 and 1 wait (as for a collective) until spawn
+# terminates them.
+import threading
+
+import torch.multiprocessing as mp
+
+SETTINGS = [{"lr": 0.1}, {"lr": 0.2}, {"learning_rate": 0.3}]
+
+
+def worker(index, ready):
+    lr = SETTINGS[index]["lr"]
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    mp.spawn(worker, args=(None,), nprocs=3)
+"""
+
+SPAWNED_PROCESS_EXITS = """\
+# The torch.multiprocessing documentation (ProcessExitedException): a process that exits with a
+# status of its own, with no exception to report, ends the spawn; the other is terminated.
+import sys
+import threading
+
+import torch.multiprocessing as mp
+
+
+def worker(index, shards):
+    if index >= len(shards):
+        sys.exit(3)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    mp.spawn(worker, args=(["a.bin"],), nprocs=2)
+"""
+
+
+def test_a_queue_passed_as_a_task_argument_names_where_it_is_made(tmp_path: Path, no_leftovers: str) -> None:
+    doc, path = _probe(tmp_path, "squares.py", QUEUE_AS_TASK_ARGUMENT)
+    assert doc["verdict"] == "failed"
+    hazard = hazards.SYNC_OBJECT_PICKLED
+    assert _cause(doc, hazard.cause)["fix"] == hazard.fix
+    text = doc["explanation"]
+    assert (f"At your code {path}:16 (in <module>): squares = pool.starmap(crunch, [(n, progress) for n in "
+            "range(8)])") in text
+    assert "task-handler thread pickles each task" in text and "a `Queue` was in it" in text
+    assert f"It is made (`Queue()`) at your code {path}:14: progress = multiprocessing.Queue()." in text
+    _quoted_once(doc, "Queue objects should only be shared between processes through inheritance")
+    assert "Last line of stderr" not in text
+    assert "initargs" in hazard.fix_line and hazard.fix_line in text.splitlines()
+    _nothing_left(doc, no_leftovers)
+
+
+def test_a_pool_kept_on_self_names_the_bound_method_and_the_attribute(tmp_path: Path, no_leftovers: str) -> None:
+    doc, path = _probe(tmp_path, "thumbs.py", POOL_ON_SELF)
+    assert doc["verdict"] == "failed"
+    hazard = hazards.POOL_PICKLED
+    assert _cause(doc, hazard.cause)["fix"] == hazard.fix
+    text = doc["explanation"]
+    assert f"At your code {path}:16 (in Thumbnailer.run): return list(self.workers.imap(self.shrink, widths))" in text
+    assert "`self.shrink` is a bound method: pickling it for the workers pickles `self`" in text
+    assert f"`self.workers` holds it, set at your code {path}:10:" in text
+    _quoted_once(doc, "pool objects cannot be passed between processes or pickled")
+    assert "__getstate__" in hazard.fix_line and hazard.fix_line in text.splitlines()
+    _nothing_left(doc, no_leftovers)
+
+
+@needs_torch
+def test_a_spawned_process_that_raised_is_named_with_its_line_and_the_others_are_its_effect(
+        tmp_path: Path, no_leftovers: str) -> None:
+    doc, path = _probe(tmp_path, "sweep.py", SPAWNED_PROCESS_RAISES)
+    assert doc["verdict"] == "failed"
+    hazard = hazards.SPAWNED_PROCESS_RAISED
+    cause = _cause(doc, hazard.cause)
+    assert cause["fix"] == hazard.fix
+    failed = [p for p in doc["processes"] if p["start"] == "spawn" and p["exit_code"] == 1]
+    assert len(failed) == 1 and failed[0]["pid"] in cause["processes"]
+    text = doc["explanation"]
+    assert (f"Process 2 of `torch.multiprocessing.spawn` (pid {failed[0]['pid']}) raised KeyError: 'lr', at your "
+            f"code {path}:13 (in worker): lr = SETTINGS[index][\"lr\"].") in text
+    assert "stopped by spawn after process 2 failed, as a consequence, not a cause (process 0, pid" in text
+    _quoted_once(doc, "KeyError: 'lr'")
+    assert hazard.fix_line in text.splitlines()
+    _nothing_left(doc, no_leftovers)
+
+
+@needs_torch
+def test_a_spawned_process_that_exited_is_named_with_its_status(tmp_path: Path, no_leftovers: str) -> None:
+    doc, path = _probe(tmp_path, "shards.py", SPAWNED_PROCESS_EXITS)
+    assert doc["verdict"] == "failed"
+    hazard = hazards.SPAWNED_PROCESS_EXITED
+    cause = _cause(doc, hazard.cause)
+    assert cause["fix"] == hazard.fix
+    failed = next(p for p in doc["processes"] if p["start"] == "spawn" and p["exit_code"] == 3)
+    assert failed["pid"] in cause["processes"]
+    text = doc["explanation"]
+    assert f"Process 1 of `torch.multiprocessing.spawn`: pid {failed['pid']} (spawn) exited with status 3" in text
+    assert f"from your code worker ({path}:11)" in text
+    assert "stopped by spawn after process 1 failed, as a consequence, not a cause (process 0, pid" in text
+    assert hazard.fix_line in text.splitlines()
+    _nothing_left(doc, no_leftovers)
