@@ -512,6 +512,17 @@ SPAWNED_PROCESS_EXITED = Hazard(
          "function the processes run, which should raise an exception instead."),
 )
 
+ENV_AFTER_INIT = Hazard(
+    cause="env-after-init",
+    rule="GD301",
+    why=("A GPU framework reads its environment variables once, when it initializes (`CUDA_VISIBLE_DEVICES` when "
+         "CUDA starts; `TF_FORCE_GPU_ALLOW_GROWTH`, `XLA_PYTHON_CLIENT_PREALLOCATE`, `PYTORCH_CUDA_ALLOC_CONF` "
+         "when its runtime is built): a value written to `os.environ` after that is silently ignored, and the "
+         "process keeps the GPUs, the memory behaviour and the thread counts it started with."),
+    fix=("set the variables before the framework initializes: in the shell or the job's environment, at the top "
+         "of the program before the framework is imported, or in the parent before it starts the worker."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
@@ -522,7 +533,8 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
                                  START_METHOD_SET_TWICE, TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING,
                                  LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR,
                                  SYNC_OBJECT_PICKLED, POOL_PICKLED, SPAWNED_PROCESS_RAISED,
-                                 SPAWNED_PROCESS_EXITED)}
+                                 SPAWNED_PROCESS_EXITED,
+                                 ENV_AFTER_INIT)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

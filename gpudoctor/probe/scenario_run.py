@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpudoctor import hazards
 from gpudoctor.probe import wording
 from gpudoctor.probe.diagnosis import Diagnosis
 from gpudoctor.probe.error_strings import CAUSE
@@ -153,7 +154,14 @@ def _explanation(scenario: Scenario, variant: str, status: str, diagnosis: Diagn
                else f"not what the scenario expects ({' or '.join(expected)})")
     lead = (f"{variant.capitalize()} variant of {scenario.name} ({scenario.rule} "
             f"{scenario.rule_name}): {scenario.describe(variant)}. Result: {status}, {verdict}.")
-    return lead + "\n" + diagnosis.explanation
+    explanation = diagnosis.explanation
+    hazard = next((h for h in hazards.BY_CAUSE.values() if h.rule == scenario.rule), None)
+    if variant == "unsafe" and status in expected and hazard is not None and hazard.fix_line not in explanation \
+            and "\nFix: " not in f"\n{explanation}":
+        # Nothing in the run named it (the failure is the scenario's own check, not a
+        # framework's message): the scenario shows its rule's hazard, so that is the cause.
+        explanation += f"\nCause: {hazard.why.split(': ', 1)[0]} ({scenario.rule}).\n{hazard.fix_line}"
+    return lead + "\n" + explanation
 
 
 def run_variant(scenario: Scenario, variant: str, settings: Settings, view: View | None = None) -> VariantResult:

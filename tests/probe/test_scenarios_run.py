@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpudoctor import hazards
 from tests.probe.helpers import gpudoctor, gpudoctor_json, real_driver_present, running, wait_gone
 from tests.probe.html_checks import assert_self_contained
 
@@ -92,6 +93,9 @@ def test_tensorflow_config_and_env_after_init() -> None:
     assert env["status"] == "crashed"
     assert "set after TensorFlow initialized was ignored" in env["reason"]
     assert "TF_FORCE_GPU_ALLOW_GROWTH" in env["reason"]
+    # No framework message names it (the scenario's own check does): its rule's hazard does.
+    assert "(GD301)." in env["explanation"] and hazards.ENV_AFTER_INIT.fix_line in env["explanation"]
+    assert hazards.ENV_AFTER_INIT.fix_line not in config["explanation"]  # named by TensorFlow's message
     for name in ("tensorflow-config-after-init", "tensorflow-env-after-init"):
         safe = found[name, "safe"]
         assert safe["status"] == "ok", safe["explanation"]
