@@ -512,6 +512,63 @@ SPAWNED_PROCESS_EXITED = Hazard(
          "function the processes run, which should raise an exception instead."),
 )
 
+# A pool or executor that waits for work its own shutdown stopped or cannot stop, and a
+# subprocess waited for while its output pipe is full (explain_pool_terminated.py,
+# explain_executor_shutdown.py, explain_pipe_full.py); a Pool worker whose memory grows
+# task after task (explain_memory.py).
+POOL_TERMINATED_EARLY = Hazard(
+    cause="pool-terminated-early",
+    rule=None,  # when the results are consumed, against when the pool ends, is known at run time
+    why=("`Pool.terminate()` stops the workers at once (SIGTERM) and the pool's handler threads, and drops the "
+         "tasks not yet done; `with Pool() as pool:` calls it when the block ends, whatever is still running. "
+         "Results asked for after that (a lazy `imap`/`imap_unordered` iterator consumed after the block, "
+         "`AsyncResult.get()` of an `apply_async` or `map_async`) wait for ever: no process is left to send "
+         "them."),
+    fix=("consume the results inside the `with` block (iterate the `imap` there, call `get()` there), or call "
+         "`pool.close()` then `pool.join()` before leaving it, which waits for the tasks instead of "
+         "terminating them."),
+)
+
+EXECUTOR_SHUTDOWN_WAITS = Hazard(
+    cause="executor-shutdown-waits",
+    rule=None,  # whether a task returns is known at run time
+    why=("`ProcessPoolExecutor.shutdown(wait=True)`, which the `with` block's exit and the interpreter's exit "
+         "call, waits for every task that is running, and a running task cannot be cancelled: "
+         "`Future.cancel()` returns False, and a `result(timeout=...)` that raised `TimeoutError` only stopped "
+         "the waiting, not the task. A task blocked in a call that never returns (a network read without a "
+         "timeout, a lock, a child process) holds the shutdown, and the program, for ever."),
+    fix=("give the blocking call its own timeout (`socket.settimeout`, `requests.get(..., timeout=...)`, "
+         "`lock.acquire(timeout=...)`); on a `TimeoutError`, call `shutdown(wait=False, cancel_futures=True)` and "
+         "end the workers (Python 3.14: `terminate_workers()` or `kill_workers()`; before it, terminate the "
+         "processes of `executor._processes`); or run such a call in a process of your own that you can kill "
+         "(`multiprocessing.Process`, then `join(timeout)` and `terminate()`)."),
+)
+
+PIPE_FULL_BEFORE_WAIT = Hazard(
+    cause="pipe-full-before-wait",
+    rule=None,  # how much the child writes is known at run time
+    why=("`subprocess.Popen(..., stdout=PIPE)` (or `stderr=PIPE`) connects the child's output to a pipe the "
+         "parent must read; a pipe holds 64 KiB on Linux. `Popen.wait()` reads nothing: a child that writes "
+         "more than the pipe holds waits for the parent to read, while the parent waits for the child to exit, "
+         "and neither ever does (the `subprocess` documentation warns of it at `Popen.wait`)."),
+    fix=("use `out, err = proc.communicate()` (or `subprocess.run(..., capture_output=True)`), which reads the "
+         "pipes while it waits; or read the pipe while the child runs (`for line in proc.stdout:`) before "
+         "`wait()`; or send the output to a file (`stdout=open(path, \"wb\")`) or to `subprocess.DEVNULL`."),
+)
+
+WORKER_MEMORY_GROWS = Hazard(
+    cause="worker-memory-grows",
+    rule=None,  # how much each task leaves behind is known at run time
+    why=("A long-lived pool worker runs task after task, and what a task leaves in the worker (a cache or list in "
+         "a module-level global, a memoized function, objects kept alive by a reference cycle or a C "
+         "extension) stays there until the worker exits: its memory grows with every task it runs, and N "
+         "workers grow N times as fast, until the machine runs out."),
+    fix=("replace the workers after some tasks: `Pool(maxtasksperchild=N)` (`ProcessPoolExecutor("
+         "max_tasks_per_child=N)`, Python 3.11+) so each exits and returns its memory; and do not keep per-task "
+         "data in the worker's globals (bound the cache: `functools.lru_cache(maxsize=...)`, or drop it at the "
+         "end of the task)."),
+)
+
 ENV_AFTER_INIT = Hazard(
     cause="env-after-init",
     rule="GD301",
@@ -534,7 +591,8 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
                                  LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR,
                                  SYNC_OBJECT_PICKLED, POOL_PICKLED, SPAWNED_PROCESS_RAISED,
                                  SPAWNED_PROCESS_EXITED,
-                                 ENV_AFTER_INIT)}
+                                 POOL_TERMINATED_EARLY, EXECUTOR_SHUTDOWN_WAITS, PIPE_FULL_BEFORE_WAIT,
+                                 WORKER_MEMORY_GROWS, ENV_AFTER_INIT)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

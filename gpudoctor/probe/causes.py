@@ -26,7 +26,7 @@ from gpudoctor.probe import (
 )
 from gpudoctor.probe.diagnosis import LATENT, LIKELY, OBSERVED, Cause, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, Match
-from gpudoctor.probe.explain import fork_origin, is_forkserver, waiting
+from gpudoctor.probe.explain import fork_origin, is_forkserver, waiting, waits_like_a_lock
 from gpudoctor.probe.record import RunRecord
 from gpudoctor.probe.verdicts import Verdict
 
@@ -43,6 +43,9 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
     """One cause per parent that forked children from a hazardous state (``lost``: parents
     whose threads at the fork are not the cause: they wait for a dead worker's task, join a
     child held by its queue, or their children wait in an OpenMP pool, a cause of its own).
+    Threads at the fork are named only where a waiting child may wait for a lock (a futex,
+    or the kernel did not say): one reading a socket or pipe waits for data, not for a lock
+    the fork left held.
 
     ``explained``: children whose wait another cause tells from their own stacks (held by
     their queue, waiting in an OpenMP pool): forked after a framework was initialized, that
@@ -62,7 +65,7 @@ def _fork_causes(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdi
         from_server = parent in by_pid and is_forkserver(by_pid[parent])
         if runtimes:
             hazard = hazards.FORKSERVER_AFTER_INIT if from_server else hazards.FORK_AFTER_INIT
-        elif threads > 1 and waited and parent not in lost:
+        elif threads > 1 and any(map(waits_like_a_lock, waited)) and parent not in lost:
             hazard = hazards.MULTITHREADED_FORK
         else:
             continue

@@ -193,6 +193,10 @@ class WorkerCopies:
     resident_each: int | None = None  # with "uss": their median peak RSS, shared pages included
     low: int | None = None  # the least and the most one of them held (``measure``)
     high: int | None = None
+    # Workers whose RSS rose steadily through their whole life, more than a copy of their
+    # parent's pages could (explain_memory_growth): (pid, first sample's t and bytes, last
+    # sample's t and bytes) each; empty when they did not, or not all of them.
+    grew: tuple[tuple[int, float, int, float, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +206,8 @@ class WorkerCopies:
         values = _known(cls, data)
         values["processes"] = tuple(values.get("processes") or ())
         values["growing"] = tuple((int(pid), int(size)) for pid, size in values.get("growing") or ())
+        values["grew"] = tuple((int(pid), float(t0), int(b0), float(t1), int(b1))
+                               for pid, t0, b0, t1, b1 in values.get("grew") or ())
         return cls(**values)
 
 

@@ -90,6 +90,15 @@ def stall(track: ProcessRun) -> str:
     return f"waiting{where}{lock} with no CPU progress for {track.stalled_for:.1f} s"
 
 
+def waits_like_a_lock(process: ProcessVerdict) -> bool:
+    """Tell whether a waiting child may wait for a lock a fork left held: the kernel says it
+    waits on a futex (every lock and condition variable, Python's or native), or does not
+    say. A child the kernel shows reading a socket or pipe (``wait_woken``,
+    ``anon_pipe_read``) waits for data, not for a lock: its parent's threads at the fork
+    (GD102) are not why."""
+    return not process.wchan or "futex" in process.wchan
+
+
 def _pids(processes: Sequence[ProcessVerdict]) -> str:
     return ", ".join(str(p.pid) for p in processes)
 
@@ -207,7 +216,7 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
                          "elsewhere, as told below.")
         elif runtimes:
             lines.append(hazards.why_for(hazards.FORK_AFTER_INIT, runtimes))
-        elif threads[-1:] > [1] and parent not in lost:
+        elif threads[-1:] > [1] and parent not in lost and any(map(waits_like_a_lock, children)):
             lines.append(hazards.MULTITHREADED_FORK.why)
     told = (ranks.told if ranks is not None and (ranks.places or ranks.failed) else set()) | told_here
     blocked = sorted({p.blocked_in for p in hung if p.blocked_in and p.start == "fork" and p.pid not in told})
@@ -226,7 +235,7 @@ def _stuck(hung: Sequence[ProcessVerdict], judged: Sequence[ProcessVerdict], los
     initialized = [p for p in forked if p.runtimes_at_fork and p.pid not in told_here]
     if initialized:
         lines += _fork_fix(initialized, judged)
-    elif any((p.threads_at_fork or 0) > 1 for p in forked if p.ppid not in lost):
+    elif any((p.threads_at_fork or 0) > 1 and waits_like_a_lock(p) for p in forked if p.ppid not in lost):
         lines.append(hazards.MULTITHREADED_FORK.fix_line)
     return lines
 

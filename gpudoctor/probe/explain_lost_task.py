@@ -17,6 +17,11 @@ result that child never sent (``result-never-sent``); a task that called ``sys.e
 (recorded by the bootstrap) is ``task-called-exit``; and workers that all died of an
 error a known error string explains (a spawn worker that cannot get its function,
 GD108) are that cause, told once, with the line it points at.
+
+No task is lost where the pool itself stopped its workers: all of them ended by SIGTERM
+(or cleanly) and none replaced them, as ``Pool.terminate()`` (the ``with`` block's exit)
+ends a pool. That parent waits for results after its pool was terminated
+(explain_pool_terminated), not for a worker that died.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from gpudoctor.hazards import (
     WORKER_DIED_IN_TASK,
     Hazard,
 )
-from gpudoctor.probe import explain_definition, peer_stacks, stacks, wording
+from gpudoctor.probe import explain_definition, explain_pool_terminated, peer_stacks, stacks, wording
 from gpudoctor.probe.diagnosis import Cause
 from gpudoctor.probe.error_strings import CAUSE, Match
 from gpudoctor.probe.failures import how_it_ended, is_helper
@@ -107,7 +112,7 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], waiting: set[int]) ->
         children = [p for p in judged if p.ppid == parent and p.start != "root"]
         dead = [p for p in children if p.exit_code not in (None, 0) and p.pid not in stopped_by_us
                 and not is_helper(p.cmdline)]
-        if not dead or parent not in by_pid:
+        if not dead or parent not in by_pid or explain_pool_terminated.terminated_by_pool(children, stopped_by_us):
             continue
         workers = [p for p in children if p.pid in waiting and not is_helper(p.cmdline)]
         waits_in, user = pool_wait(by_pid[parent])

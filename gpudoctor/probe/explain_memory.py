@@ -12,11 +12,13 @@ children, by their USS, read when the tree passed --memory-limit.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from statistics import median
 from typing import TYPE_CHECKING
 
-from gpudoctor.hazards import WORKERS_EACH_A_COPY
+from gpudoctor.hazards import WORKER_MEMORY_GROWS, WORKERS_EACH_A_COPY
+from gpudoctor.probe import explain_memory_growth
 from gpudoctor.probe.diagnosis import LIKELY, OBSERVED, Cause, MemoryAttribution, MemoryHolder, WorkerCopies
 from gpudoctor.probe.failures import is_helper
 from gpudoctor.probe.units import format_size
@@ -168,7 +170,11 @@ def _workers(run: RunRecord, judged: Sequence[ProcessVerdict], total: int,
     found = [w for parent, children in families.items()
              if (w := _family_copies(run, parent, children, total, peak.get(parent) if parent else None))
              is not None]
-    return max(found, key=lambda w: w.together / w.total, default=None)
+    best = max(found, key=lambda w: w.together / w.total, default=None)
+    if best is None or not best.copies:
+        return best
+    # Each its own memory: loaded once (a copy), or grown through its life (state kept)?
+    return dataclasses.replace(best, grew=explain_memory_growth.grew(run, best))
 
 
 def group_line(w: WorkerCopies) -> str:
@@ -224,7 +230,9 @@ def lines(found: MemoryAttribution | None) -> list[str]:
     if rest:
         said.append(f"  and {len(rest)} more: {format_size(sum(h.rss_peak for h in rest))}")
     w = found.workers
-    if w is not None:
+    if w is not None and w.grew:
+        said += [explain_memory_growth.line(w, w.grew), WORKER_MEMORY_GROWS.why, WORKER_MEMORY_GROWS.fix_line]
+    elif w is not None:
         said.append(group_line(w))
         if w.copies:
             said += [WORKERS_EACH_A_COPY.why, WORKERS_EACH_A_COPY.fix_line]
@@ -232,10 +240,16 @@ def lines(found: MemoryAttribution | None) -> list[str]:
 
 
 def causes(found: MemoryAttribution | None, verdict: Verdict) -> list[Cause]:
-    """``workers-each-a-copy`` when workers each held their own copy and memory ran out."""
+    """``workers-each-a-copy`` when workers each held their own copy and memory ran out;
+    ``worker-memory-grows`` when, instead, each grew through its life."""
     if found is None or found.workers is None or not found.workers.copies:
         return []
     w = found.workers
-    return [Cause(kind=WORKERS_EACH_A_COPY.cause, certainty=OBSERVED if verdict == Verdict.OOM else LIKELY,
+    certainty = OBSERVED if verdict == Verdict.OOM else LIKELY
+    if w.grew:
+        return [Cause(kind=WORKER_MEMORY_GROWS.cause, certainty=certainty, rule=WORKER_MEMORY_GROWS.rule,
+                      parent=w.parent, processes=w.processes, evidence=(explain_memory_growth.line(w, w.grew),),
+                      fix=WORKER_MEMORY_GROWS.fix)]
+    return [Cause(kind=WORKERS_EACH_A_COPY.cause, certainty=certainty,
                   rule=WORKERS_EACH_A_COPY.rule, parent=w.parent, processes=w.processes,
                   evidence=(group_line(w),), fix=WORKERS_EACH_A_COPY.fix)]
