@@ -197,6 +197,9 @@ class WorkerCopies:
     # parent's pages could (explain_memory_growth): (pid, first sample's t and bytes, last
     # sample's t and bytes) each; empty when they did not, or not all of them.
     grew: tuple[tuple[int, float, int, float, int], ...] = ()
+    # With ``grew``: the user's frame each worker's stack was in when the tree was stopped
+    # ("load (prog.py:31)"), for those whose stack was dumped: (pid, frame) each.
+    grew_at: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +211,7 @@ class WorkerCopies:
         values["growing"] = tuple((int(pid), int(size)) for pid, size in values.get("growing") or ())
         values["grew"] = tuple((int(pid), float(t0), int(b0), float(t1), int(b1))
                                for pid, t0, b0, t1, b1 in values.get("grew") or ())
+        values["grew_at"] = tuple((int(pid), str(at)) for pid, at in values.get("grew_at") or ())
         return cls(**values)
 
 

@@ -18,7 +18,7 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 from gpudoctor.hazards import WORKER_MEMORY_GROWS, WORKERS_EACH_A_COPY
-from gpudoctor.probe import explain_memory_growth
+from gpudoctor.probe import explain_memory_growth, peer_stacks
 from gpudoctor.probe.diagnosis import LIKELY, OBSERVED, Cause, MemoryAttribution, MemoryHolder, WorkerCopies
 from gpudoctor.probe.failures import is_helper
 from gpudoctor.probe.units import format_size
@@ -174,7 +174,12 @@ def _workers(run: RunRecord, judged: Sequence[ProcessVerdict], total: int,
     if best is None or not best.copies:
         return best
     # Each its own memory: loaded once (a copy), or grown through its life (state kept)?
-    return dataclasses.replace(best, grew=explain_memory_growth.grew(run, best))
+    grew = explain_memory_growth.grew(run, best)
+    if not grew:
+        return best
+    at = tuple((p.pid, user) for p in judged
+               if p.pid in best.processes and (user := peer_stacks.user(peer_stacks.main_frames(p))) is not None)
+    return dataclasses.replace(best, grew=grew, grew_at=at)
 
 
 def group_line(w: WorkerCopies) -> str:

@@ -89,4 +89,17 @@ def line(workers: WorkerCopies, grown: Sequence[tuple[int, float, int, float, in
     return (f"Worker memory grew through each worker's life: {len(rises)} {kind} rose steadily, sample after "
             f"sample, until memory ran out ({each}){parent}: not a copy loaded once (that reaches its size early "
             "and stays there), but memory each worker made and kept as it ran, as state kept from task to task "
-            "does (a single task that keeps growing looks the same).")
+            "does (a single task that keeps growing looks the same)." + _where(workers))
+
+
+def _where(workers: WorkerCopies) -> str:
+    """Where the workers were when the tree was stopped: a line that allocates as they grow."""
+    places: dict[str, list[int]] = {}
+    for pid, at in workers.grew_at:
+        places.setdefault(at, []).append(pid)
+    if not places:
+        return ""
+    said = "; ".join(f"{'pid' if len(pids) == 1 else 'pids'} {', '.join(map(str, pids))} in your code {at}"
+                     for at, pids in places.items())
+    return (f" When the tree was stopped they were running: {said}: a line that ran as they grew, the first "
+            "place to look for what each task leaves behind.")

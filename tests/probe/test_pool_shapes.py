@@ -224,6 +224,8 @@ def test_pool_workers_growing_task_after_task_get_maxtasksperchild_not_the_copy_
     lines = doc["explanation"].splitlines()
     assert hazards.WORKER_MEMORY_GROWS.fix_line in lines and hazards.WORKERS_EACH_A_COPY.fix_line not in lines
     assert len(doc["memory"]["workers"]["grew"]) == 2
+    # Where each was when the tree stopped, for those between two tasks no line of the user's.
+    assert all(at.startswith(f"tokenize ({path.name}:") for _, at in doc["memory"]["workers"]["grew_at"])
     _nothing_left(doc, no_leftovers)
 
 
