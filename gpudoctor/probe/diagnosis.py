@@ -200,6 +200,9 @@ class WorkerCopies:
     # With ``grew``: the user's frame each worker's stack was in when the tree was stopped
     # ("load (prog.py:31)"), for those whose stack was dumped: (pid, frame) each.
     grew_at: tuple[tuple[int, str], ...] = ()
+    # Without ``grew``: a worker lived too short for its samples to tell a copy loaded once
+    # from memory kept from task to task, so "each its own copy" is the likelier of two.
+    short_lives: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -176,7 +176,7 @@ def _workers(run: RunRecord, judged: Sequence[ProcessVerdict], total: int,
     # Each its own memory: loaded once (a copy), or grown through its life (state kept)?
     grew = explain_memory_growth.grew(run, best)
     if not grew:
-        return best
+        return dataclasses.replace(best, short_lives=explain_memory_growth.too_short(run, best))
     at = tuple((p.pid, user) for p in judged
                if p.pid in best.processes and (user := peer_stacks.user(peer_stacks.main_frames(p))) is not None)
     return dataclasses.replace(best, grew=grew, grew_at=at)
@@ -241,6 +241,8 @@ def lines(found: MemoryAttribution | None) -> list[str]:
         said.append(group_line(w))
         if w.copies:
             said += [WORKERS_EACH_A_COPY.why, WORKERS_EACH_A_COPY.fix_line]
+            if w.short_lives:
+                said.append(explain_memory_growth.SHORT_LIVES)
     return said
 
 
@@ -255,6 +257,7 @@ def causes(found: MemoryAttribution | None, verdict: Verdict) -> list[Cause]:
         return [Cause(kind=WORKER_MEMORY_GROWS.cause, certainty=certainty, rule=WORKER_MEMORY_GROWS.rule,
                       parent=w.parent, processes=w.processes, evidence=(explain_memory_growth.line(w, w.grew),),
                       fix=WORKER_MEMORY_GROWS.fix)]
+    short = (explain_memory_growth.SHORT_LIVES,) if w.short_lives else ()
     return [Cause(kind=WORKERS_EACH_A_COPY.cause, certainty=certainty,
                   rule=WORKERS_EACH_A_COPY.rule, parent=w.parent, processes=w.processes,
-                  evidence=(group_line(w),), fix=WORKERS_EACH_A_COPY.fix)]
+                  evidence=(group_line(w), *short), fix=WORKERS_EACH_A_COPY.fix)]

@@ -65,6 +65,22 @@ def rise(run: RunRecord, pid: int) -> Rise | None:
     return Rise(pid, first_t, first, last_t, last)
 
 
+def too_short(run: RunRecord, workers: WorkerCopies) -> bool:
+    """Did a worker live too short for its samples to tell a copy loaded once from memory
+    grown task after task (fewer than _SAMPLES of them)?"""
+    counts = {pid: 0 for pid in workers.processes}
+    for s in run.samples:
+        if s.kind == "rss" and s.pid in counts:
+            counts[s.pid] += 1
+    return any(n < _SAMPLES for n in counts.values())
+
+
+# Said after the workers' line when their lives were too short to tell.
+SHORT_LIVES = ("The workers lived too short for gpudoctor's samples to tell a copy each loaded once from memory "
+               "each kept from task to task: if every task leaves something in its worker (a list or cache in a "
+               "global), replace the workers after some tasks (`Pool(maxtasksperchild=N)`) instead.")
+
+
 def grew(run: RunRecord, workers: WorkerCopies) -> tuple[Rise, ...]:
     """Every worker's rise, when each of them grew through its life by more than it could
     have copied from its parent; else nothing."""

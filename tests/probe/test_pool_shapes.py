@@ -321,3 +321,14 @@ def test_growth_through_a_workers_life_is_told_from_a_plateau_reached_early_and_
     assert _grew("spawn", 30, [40, 40, 40, 40, 40, 40, 300, 300], steady) == ()  # one step late: a load
     assert _grew("fork", 400, steady, steady) == ()  # no more than its parent holds: copy-on-write may explain it
     assert _grew("fork", 30, steady[:4], steady[:4]) == ()  # too short a life to tell
+
+
+def test_workers_too_short_lived_to_tell_growth_from_a_copy_are_said_to_be_so() -> None:
+    steady = [40, 80, 115, 150, 190, 230, 260, 300]
+    workers = WorkerCopies(parent=100, start="fork", processes=(101, 102), siblings=2, each=300 << 20,
+                           together=600 << 20, total=640 << 20, copies=True, parent_rss=30 << 20)
+    short = SimpleNamespace(samples=_samples(101, steady[:4]) + _samples(102, steady))
+    full = SimpleNamespace(samples=_samples(101, steady) + _samples(102, steady))
+    assert explain_memory_growth.too_short(short, workers)  # type: ignore[arg-type]
+    assert not explain_memory_growth.too_short(full, workers)  # type: ignore[arg-type]
+    assert "maxtasksperchild" in explain_memory_growth.SHORT_LIVES
