@@ -90,6 +90,8 @@ JOBLIB_CONFIG = ProcessKind.JOBLIB_CONFIG
 JOBLIB_BACKEND = ProcessKind.JOBLIB_BACKEND
 PROCESS_GROUP = ProcessKind.PROCESS_GROUP
 SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
+# The function each process it starts runs first (a process tree's record names it).
+SPAWN_LAUNCHER_TARGET = "torch.multiprocessing.spawn._wrap"
 
 APIS: dict[str, ProcessKind] = {
     "multiprocessing.Pool": POOL,

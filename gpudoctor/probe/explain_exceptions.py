@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
+from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_TARGET
 from gpudoctor.probe import wording
 from gpudoctor.probe.diagnosis import OBSERVED, Cause
 from gpudoctor.probe.explain_lost_task import pool_wait
@@ -435,7 +436,7 @@ def _traceback(text: str) -> Raised | None:
 
 _SPAWN_RAISED = re.compile(r"-- Process (\d+) terminated with the following error:\n(.*)", re.S)
 _SPAWN_EXITED = re.compile(r"^process (\d+) terminated with (?:signal (\w+)|exit code (-?\d+))")
-_SPAWN_TARGET = "torch.multiprocessing.spawn._wrap"
+_SPAWN_TARGET = SPAWN_LAUNCHER_TARGET
 
 
 def _spawned(run: RunRecord, judged: Sequence[ProcessVerdict], parent: int | None) -> list[ProcessVerdict]:
