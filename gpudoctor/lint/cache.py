@@ -340,15 +340,24 @@ class Cache:
         self._new_directives[path] = (digest, found)
 
     # -- results ----------------------------------------------------------------------------
-    def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> list[Finding] | None:
-        """The cached findings of ``path``'s analysis if nothing it depended on changed."""
+    def lookup(self, project: Project, path: Path, called_elsewhere: frozenset[str]) -> Outcome | None:
+        """The cached outcome of ``path``'s analysis if nothing it depended on changed: its
+        findings, the functions it reached and left to others, and those run on their own
+        after all (files and folders read are not given back)."""
+        from gpudoctor.lint.file_analysis import Outcome
+
         try:
             entry = self.results.get(str(path))
             if entry is None or entry["called_elsewhere"] != _names_key(called_elsewhere):
                 return None
             if not self._still_read(project, entry):
                 return None
-            return [finding_from_json(f) for f in entry["findings"]]
+            reached = {str(k): [str(q) for q in v] for k, v in entry["reached"].items()}
+            files, dirs = ({str(self._pairs[kind][n][0]): str(self._pairs[kind][n][1]) for n in entry[kind]}
+                           for kind in ("files", "dirs"))
+            return Outcome(path, [finding_from_json(f) for f in entry["findings"]], files, dirs, reached=reached,
+                           deferred=[str(q) for q in entry["deferred"]], anyway=[str(q) for q in entry["anyway"]],
+                           extra=[finding_from_json(f) for f in entry["extra"]])
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # an entry of the wrong shape
             return None
 
@@ -392,6 +401,10 @@ class Cache:
             "files": self._numbered("files", outcome.files),
             "dirs": self._numbered("dirs", outcome.dirs),
             "findings": [asdict(f) for f in outcome.findings],
+            "reached": outcome.reached,
+            "deferred": outcome.deferred,
+            "anyway": outcome.anyway,
+            "extra": [asdict(f) for f in outcome.extra],
         }
 
     # -- the plan: which files to lint ---------------------------------------------------

@@ -8,6 +8,12 @@ that is never used, and a package ``__init__`` that only hands a name on, are no
 function's findings must not depend on who imports it. A name used through a package that
 hands it on is a use of the function in the module that defines it.
 
+A use is read from names, and the analysis of a file that uses a name may still not reach
+the function: it holds the object on ``self`` and calls the method from another method
+nothing runs, or by a name known only at run time (``getattr``, a Ray actor's ``.remote()``).
+Each analysis says which of the functions it left to others it reached; those none reached
+are analysed in their own file after all, each on its own (engine._unreached).
+
 A file's findings therefore come from its own analysis and from the analyses that reach it:
 those of the project files that may matter and import it, directly or through other
 modules, at most ``Limits.max_import_depth`` imports away (the analysis follows no deeper;

@@ -34,6 +34,7 @@ class Plan:
     called: dict[Path, frozenset[str]]
     left_out: int
     found: dict[Path, list[Finding]] = field(default_factory=dict)
+    outcomes: dict[Path, Outcome] = field(default_factory=dict)  # (what each reached and left: engine._unreached)
 
 
 class Cancelled(Exception):
@@ -82,8 +83,8 @@ def lint_paths(files: list[Path], settings: Settings, *, cache: Cache | None = N
     ``reuse``: the plan of an earlier run naming the same files, for a quick run after an
     edit (``gpudoctor server``): the named files are analysed again with the names it
     found used (unless the edit changed which of them can matter: then the run is a full
-    one, ``reused`` False), and the context files are not, their earlier findings (``reuse.found``,
-    already moved to the edited text by the caller) stand in. The analyses made are
+    one, ``reused`` False), and the context files are not, their earlier outcomes (``reuse.outcomes``,
+    their findings already moved to the edited text by the caller) stand in. The analyses made are
     cached as in any run (each is the one a run that found those names used makes); the
     plan is not. ``cancelled``: asked between analyses; when it says so, the run stops with
     ``Cancelled``.
@@ -119,31 +120,61 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
             "files that use the named ones were not all analysed for their context (over the budget): "
             "findings those callers would cause in the named files may be missing, and unused noqa "
             "directives are not reported; lint the whole project to see them")
-    found: dict[Path, list[Finding]] = {}
+    kept: dict[Path, Outcome] = {}  # each analysed file's outcome, this run's or an earlier one's
     todo = []
     for path in [*linted, *context]:
-        if reuse is not None and path in context:
-            found[path] = reuse.found.get(path, [])
+        if reuse is not None and path in context and path in reuse.outcomes:
+            kept[path] = reuse.outcomes[path]
             continue
         cached = cache.lookup(project, path, called[path]) if cache is not None else None
         if cached is None:
             todo.append(path)
         else:
-            found[path] = cached
+            kept[path] = cached
     if cache is not None and cache.usable and todo:
         # Modules walked for an import are read back from their summaries, when unchanged,
         # and the walks made here are kept (analyses in worker processes keep none).
         project.walks.stored = cache.stored_walk(project)
-    outcomes, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
-                                        result.warnings, settings.forkserver_preloads_main, cancelled)
+    fresh: dict[Path, Outcome] = {}
+    again: dict[Path, list[str]] = {}
+
+    def second_batch(outcomes: list[Outcome]) -> dict[Path, frozenset[str]]:
+        """Given the first analyses, the files to analyse again (engine._unreached), with
+        the names other files use from each, marked, for that second analysis."""
+        from gpudoctor.lint.analysis.flows import UNREACHED
+
+        for outcome in outcomes:
+            kept[outcome.path] = fresh[outcome.path] = outcome
+            result.internal_errors.extend(outcome.errors)
+        # Functions left to callers that none of the analyses reached are run on their own
+        # after all, by a second analysis of their file for them alone. (Not when some
+        # context was left out: callers not analysed may reach them.)
+        found = {path: [] for path, outcome in kept.items() if outcome.anyway} if left_out else _unreached(kept)
+        again.update((path, left) for path, left in found.items() if left != kept[path].anyway)
+        if again and cancelled is not None and cancelled():
+            raise Cancelled
+        return {path: called[path] | {UNREACHED + name for name in left} for path, left in again.items() if left}
+
+    outcomes, second, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
+                                                result.warnings, settings.forkserver_preloads_main, cancelled,
+                                                second_batch)
+    by_path = {outcome.path: outcome for outcome in second}
+    for path, left in again.items():
+        first, other = kept[path], by_path.get(path)
+        kept[path] = fresh[path] = replace(
+            first, anyway=left, extra=other.findings if other is not None else [],
+            files={**first.files, **other.files} if other is not None else first.files,
+            dirs={**first.dirs, **other.dirs} if other is not None else first.dirs,
+            errors=[*first.errors, *(other.errors if other is not None else [])])
+        if other is not None:
+            result.internal_errors.extend(other.errors)
     if cache is not None and cache.usable and todo:
         cache.store_walks(project, len(todo))
-    for outcome in outcomes:
-        found[outcome.path] = outcome.findings
-        result.internal_errors.extend(outcome.errors)
-        if cache is not None:
+    if cache is not None:
+        for outcome in fresh.values():
             cache.store(outcome, called[outcome.path])
-    result.plan = Plan(tuple(linted), tuple(context), called, left_out, found)
+    found = {path: [*outcome.findings, *outcome.extra] for path, outcome in kept.items()}
+    result.plan = Plan(tuple(linted), tuple(context), called, left_out, found, kept)
     shown = set(linted)
     result.analysed = sum(1 for path in todo if path in shown)
     result.cached = len(linted) - result.analysed
@@ -282,40 +313,85 @@ def _workers_supported() -> bool:
     return SUPPORTED
 
 
+def _unreached(outcomes: dict[Path, Outcome]) -> dict[Path, list[str]]:
+    """For each analysed file, the functions its analysis left to the files that use their
+    names (FlowBuilder.function_flows) and that none of the run's analyses reached: a
+    caller that holds the object on ``self`` and calls it from another method, a Ray actor's
+    method called through ``.remote()``. Nothing else analyses them, so their own file does,
+    each on its own with nothing known (as it does any function no file uses).
+
+    Read from the first analysis of each file (not from one that ran such functions), so
+    that a run from the cache and one without find the same."""
+    reached: dict[str, set[str]] = {}
+    for outcome in outcomes.values():
+        for name, functions in outcome.reached.items():
+            reached.setdefault(name, set()).update(functions)
+    out: dict[Path, list[str]] = {}
+    for path, outcome in outcomes.items():
+        left = [function for function in outcome.deferred if function not in reached.get(str(path), ())]
+        if left or outcome.anyway:
+            out[path] = left
+    return out
+
+
 def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
              jobs: int, warnings: list[str], preloads_main: bool = False,
-             cancelled: Callable[[], bool] | None = None) -> tuple[list[Outcome], int]:
-    """Analyse the linted files, in worker processes when there is enough work to share.
+             cancelled: Callable[[], bool] | None = None,
+             then: Callable[[list[Outcome]], dict[Path, frozenset[str]]] | None = None,
+             ) -> tuple[list[Outcome], list[Outcome], int]:
+    """Analyse the linted files, in worker processes when there is enough work to share;
+    then the files ``then``, given those outcomes, names, each with the names other files
+    use from it for that second analysis (on the same workers). Return both outcomes and
+    how many workers there were.
 
     The files a worker took and never returned (it was killed, or ran out of memory) are
     analysed here, with a warning: a lost worker costs time, not findings. ``cancelled``
     is asked before each file analysed in this process."""
     from gpudoctor.lint import file_analysis
 
-    sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
-    small = jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES
-    if small or not _workers_supported():  # (multiprocessing is not even imported for a small run)
-        outcomes = []
-        for path in todo:
+    def here(paths: list[Path], names: dict[Path, frozenset[str]], deferred: dict[str, frozenset[str]] | None
+             ) -> list[Outcome]:
+        out = []
+        for path in paths:
             if cancelled is not None and cancelled():
                 raise Cancelled
-            outcomes.append(file_analysis.analyse(project, path, method, called[path], preloads_main))
-        return outcomes, 0
+            out.append(file_analysis.analyse(project, path, method, names[path], preloads_main, deferred))
+        return out
+
+    sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
+    deferred = {str(path): names for path, names in called.items() if names}
+    small = jobs <= 1 or len(todo) < 2 or sum(sizes.values()) < PARALLEL_MIN_BYTES
+    if small or not _workers_supported():  # (multiprocessing is not even imported for a small run)
+        outcomes = here(todo, called, deferred)
+        batch = then(outcomes) if then is not None else {}
+        return outcomes, here(list(batch), batch, None), 0
     from gpudoctor.lint.workers import run_files
 
     processes = min(jobs, len(todo))
+    more: dict[Path, frozenset[str]] = {}
+    asked: list[bool] = []  # (``then`` is asked once)
+
+    def second(outcomes: list[Outcome]) -> dict[str, list[str]]:
+        asked.append(True)
+        more.update(then(outcomes) if then is not None else {})
+        return {str(path): sorted(names) for path, names in more.items()}
+
     # The largest first: a worker that took a large file last would finish long after the other.
     ordered = sorted(todo, key=lambda p: -sizes[p])
-    outcomes, lost = run_files(str(project.root), [str(p) for p in ordered], processes, method,
-                               {str(p): sorted(names) for p, names in called.items()}, project.gate.all_facts(),
-                               project.all_scans(), preloads_main, limits=project.limits)
+    outcomes, lost, again = run_files(str(project.root), [str(p) for p in ordered], processes, method,
+                                      {str(p): sorted(names) for p, names in called.items()},
+                                      project.gate.all_facts(), project.all_scans(), preloads_main,
+                                      limits=project.limits, then=second)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"
         warnings.append(f"a worker process ended abruptly (killed, or out of memory); its {count} "
                         "analysed in this process instead")
-        outcomes.extend(file_analysis.analyse(project, Path(path), method, called[Path(path)], preloads_main)
-                        for path in lost)
-    return outcomes, processes
+        outcomes.extend(here([Path(path) for path in lost], called, deferred))
+    if again is None:  # (no second batch, or a worker died before it or during it)
+        if not asked and then is not None:
+            more.update(then(outcomes))
+        again = here(list(more), more, None)
+    return outcomes, again, processes
 
 
 def _tidy(raw: list[Finding], display: dict[Path, str], settings: Settings,

@@ -30,14 +30,25 @@ class Outcome:
     files: dict[str, str] = field(default_factory=dict)  # file read -> digest of its bytes
     dirs: dict[str, str] = field(default_factory=dict)  # directory listed -> digest of its names
     errors: list[str] = field(default_factory=list)  # internal errors: never cached
+    # Functions of other files, left to their callers, that this analysis reached (path ->
+    # qualified names); and this file's own such functions its own code does not reach.
+    reached: dict[str, list[str]] = field(default_factory=dict)
+    deferred: list[str] = field(default_factory=list)
+    # Of its own deferred, those none reached, each run on its own after all by a second
+    # analysis of the file, and what that one found (engine.py).
+    anyway: list[str] = field(default_factory=list)
+    extra: list[Finding] = field(default_factory=list)
 
 
 def analyse(project: Project, path: Path, default_method: str,
-            called_elsewhere: frozenset[str] = frozenset(), preloads_main: bool = False) -> Outcome:
+            called_elsewhere: frozenset[str] = frozenset(), preloads_main: bool = False,
+            deferred: dict[str, frozenset[str]] | None = None) -> Outcome:
     """Run the module flow and the entry-point flows of ``path``, then every rule.
 
     ``default_method`` is the target's default start method; ``preloads_main`` whether its
-    forkserver runs the main script's top level before forking the workers."""
+    forkserver runs the main script's top level before forking the workers. ``deferred``:
+    for the other analysed files, the names the project uses from them, of whose functions
+    the outcome says which this analysis reached (engine.py)."""
     from gpudoctor.lint.analysis.analyzer import Analyzer
     from gpudoctor.lint.analysis.flows import FlowBuilder
     from gpudoctor.lint.frontend.reading import ParseFailure
@@ -68,6 +79,9 @@ def analyse(project: Project, path: Path, default_method: str,
                 for rule in all_rules():
                     outcome.findings.extend(rule().check(ctx))
                 outcome.findings.extend(cut_short(path, builder.cuts()))
+                outcome.deferred = builder.deferred
+                if deferred:
+                    outcome.reached = analyzer.reached_of(deferred)
                 outcome.findings = attach(outcome.findings, flows, str(path),
                                           frozenset(r.code for r in all_rules() if r.shown_at_callers))
             # A module the analysis followed into and could not parse: reported in it, and at
@@ -131,7 +145,7 @@ def site_of(failure: ParseFailure) -> Site:
 # the files it analyses share, the default start method, the names the project uses
 # from each file, and whether the forkserver preloads the main script; or why it
 # could not be set up.
-_worker: tuple[Project, str, dict[str, list[str]], bool] | str | None = None
+_worker: tuple[Project, str, dict[str, frozenset[str]], bool] | str | None = None
 
 
 def start_worker(root: str, default_method: str, state: bytes, preloads_main: bool = False) -> None:
@@ -153,18 +167,22 @@ def start_worker(root: str, default_method: str, state: bytes, preloads_main: bo
         off_until_exit()  # a worker lives as long as its pool: one run
         called_elsewhere, facts, scans, limits = pickle.loads(state)  # noqa: S301 - written by this run's own parent
         _worker = (Project(Path(root), Kept(facts or {}), known_scans=scans, limits=limits), default_method,
-                   called_elsewhere, preloads_main)
+                   {path: frozenset(names) for path, names in called_elsewhere.items()}, preloads_main)
     except Exception:  # noqa: BLE001
         _worker = f"a worker could not start\n{traceback.format_exc()}"
 
 
-def analyse_in_worker(paths: list[str]) -> list[tuple[str, Outcome]]:
+def analyse_in_worker(paths: list[str], names: dict[str, list[str]] | None = None) -> list[tuple[str, Outcome]]:
     """Worker task: analyse some linted files in this worker's project; each outcome with
-    the path it was asked for."""
+    the path it was asked for. ``names``: for a second analysis, the names other files use
+    from each (those of the worker's start otherwise)."""
     if not isinstance(_worker, tuple):
         reason = _worker or "a worker could not start"
         return [(path, Outcome(Path(path), errors=[f"{path}: internal error: {reason}"])) for path in paths]
     project, default_method, called_elsewhere, preloads_main = _worker
-    return [(path, analyse(project, Path(path), default_method, frozenset(called_elsewhere.get(path, ())),
-                           preloads_main))
+    if names is not None:
+        return [(path, analyse(project, Path(path), default_method, frozenset(names[path]), preloads_main))
+                for path in paths]
+    return [(path, analyse(project, Path(path), default_method, called_elsewhere.get(path, frozenset()),
+                           preloads_main, called_elsewhere))
             for path in paths]

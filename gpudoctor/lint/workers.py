@@ -36,7 +36,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -281,9 +281,18 @@ def prestart() -> None:
 def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
               facts: dict[str, tuple[str, Facts]] | None = None,
               scans: dict[str, tuple[str, Prescan]] | None = None,
-              preloads_main: bool = False, *, limits: Limits) -> tuple[list[Outcome], list[str]]:
+              preloads_main: bool = False, *, limits: Limits,
+              then: Callable[[list[Outcome]], dict[str, list[str]]] | None = None,
+              ) -> tuple[list[Outcome], list[str], list[Outcome] | None]:
     """Analyse the linted files in ``processes`` worker processes; return the outcomes, in
-    the order of ``paths``, and the files a worker took and did not return (it died).
+    the order of ``paths``, the files a worker took and did not return (it died), and the
+    outcomes of a second batch.
+
+    ``then``, given the outcomes once every file came back, names the files to analyse a
+    second time and, for each, the names other files use from it for that analysis
+    (engine.py): the same workers, which hold the modules parsed and walked, analyse them.
+    The second outcomes are None when there was no such batch or a worker died (the caller
+    then analyses it itself).
 
     A worker takes the next share of files when it is done with one (in the order given:
     the costly first), so none waits long while another still has work: the shares shrink
@@ -295,10 +304,8 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
     for: the executor, unlike a multiprocessing pool, sees a worker that is gone. The files
     not analysed then are returned as lost, for the caller to analyse itself."""
     import pickle
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+    from concurrent.futures import ProcessPoolExecutor
 
-    from gpudoctor.lint.file_analysis import analyse_in_worker
 
     context = _context()
     state = pickle.dumps((called, facts, scans, limits), protocol=pickle.HIGHEST_PROTOCOL)
@@ -313,27 +320,16 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
         with _clean_launch():  # (its queues may start the resource tracker)
             executor = ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=_start,
                                            initargs=(os.getpid(), setup))
-        found: dict[str, Outcome] = {}
+        second: list[Outcome] | None = None
         try:
             # Forked from the server, workers ignore SIGINT as it does; spawned ones are
             # started with it ignored (quick: each is started and left to boot). Submitting
             # starts them.
-            shares = {}
-            broken = False
-            with _sigint_deferred() if served else _sigint_ignored(), _clean_launch():
-                for share in _shares(paths, processes):
-                    try:
-                        shares[executor.submit(analyse_in_worker, share)] = share
-                    # A worker died already; or while it was being started, and the pipe
-                    # to it broke (that BrokenPipeError must not reach the CLI, which reads
-                    # it as its output's reader having gone: ``| head``).
-                    except (BrokenProcessPool, OSError, EOFError):
-                        broken = True
-            for done in as_completed(shares):
-                try:
-                    found.update(done.result())
-                except BrokenProcessPool:
-                    broken = True
+            found, broken = _batch(executor, paths, processes, served)
+            more = then([found[path] for path in paths]) if then is not None and not broken else {}
+            if more:
+                again, broken = _batch(executor, list(more), processes, served, more)
+                second = None if broken else [again[path] for path in more]
             if broken:
                 _stop(executor)  # the other workers may be blocked on the broken pool's queues
             else:
@@ -341,7 +337,37 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
         except BaseException:
             _stop(executor)
             raise
-    return [found[path] for path in paths if path in found], [path for path in paths if path not in found]
+    return [found[path] for path in paths if path in found], [path for path in paths if path not in found], second
+
+
+def _batch(executor: ProcessPoolExecutor, paths: list[str], processes: int, served: bool,
+           names: dict[str, list[str]] | None = None) -> tuple[dict[str, Outcome], bool]:
+    """Hand ``paths`` to the workers in shares (``names``: for a second analysis, the names
+    other files use from each); the outcomes that came back, and whether a worker died."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from gpudoctor.lint.file_analysis import analyse_in_worker
+
+    shares = {}
+    broken = False
+    with _sigint_deferred() if served else _sigint_ignored(), _clean_launch():
+        for share in _shares(paths, processes):
+            try:
+                task = (share,) if names is None else (share, {path: names[path] for path in share})
+                shares[executor.submit(analyse_in_worker, *task)] = share
+            # A worker died already; or while it was being started, and the pipe to it broke
+            # (that BrokenPipeError must not reach the CLI, which reads it as its output's
+            # reader having gone: ``| head``).
+            except (BrokenProcessPool, OSError, EOFError):
+                broken = True
+    found: dict[str, Outcome] = {}
+    for done in as_completed(shares):
+        try:
+            found.update(done.result())
+        except BrokenProcessPool:
+            broken = True
+    return found, broken
 
 
 def _start(parent: int, setup: tuple[str, str, bytes, bool]) -> None:

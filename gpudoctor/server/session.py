@@ -178,9 +178,12 @@ def _moved(plan: Plan, before: dict[str, bytes], now: dict[str, bytes]) -> Plan:
         fix = found.fix if table(found.site.path) is None else None  # (a fix of the old text: the full run's)
         return replace(found, site=where, related=tuple(related), reached=reached, fix=fix)
 
-    found = {path: [f for f in (finding(item) for item in items) if f is not None]
-             for path, items in plan.found.items() if path in plan.context}
-    return replace(plan, found=found)
+    def moved(items: list[Finding]) -> list[Finding]:
+        return [f for f in (finding(item) for item in items) if f is not None]
+
+    outcomes = {path: replace(outcome, findings=moved(outcome.findings), extra=moved(outcome.extra))
+                for path, outcome in plan.outcomes.items() if path in plan.context}
+    return replace(plan, found={path: [*o.findings, *o.extra] for path, o in outcomes.items()}, outcomes=outcomes)
 
 
 class _Rows:

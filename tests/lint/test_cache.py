@@ -235,6 +235,61 @@ def test_a_function_another_linted_file_imports_is_judged_in_its_callers_context
     assert "helpers.py:11:10: GD103" in capsys.readouterr().out
 
 
+TRAINER = """\
+import multiprocessing as mp
+
+import torch
+
+
+def square(x):
+    return float(torch.ones(1).cuda() * x)
+
+
+class Trainer:
+    def fit(self):
+        torch.zeros(1).cuda()
+        with mp.Pool(2) as pool:
+            return pool.map(square, range(4))
+"""
+# Uses Trainer, and reaches Trainer.fit only through a name known at run time.
+LAUNCH = """\
+import sys
+
+import torch
+
+from trainer import Trainer
+
+if __name__ == "__main__":
+    torch.zeros(1).cuda()
+    getattr(Trainer(), sys.argv[1])()
+"""
+
+
+def test_a_method_no_caller_reaches_is_found_warm_as_cold_and_follows_the_callers_edits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trainer.py").write_text(TRAINER)
+    (tmp_path / "launch.py").write_text(LAUNCH)
+    codes = [r.code for r in all_rules()]
+    settings = Settings(build_selection(codes, ["GD101"]), 12, "linux", tmp_path)
+
+    def lint() -> LintResult:
+        files = sorted(tmp_path.glob("*.py"))
+        return lint_paths(files, settings, cache=Cache(tmp_path, "key"))
+
+    # No analysis of launch.py reaches Trainer.fit: trainer.py analyses it on its own.
+    cold, warm = lint(), lint()
+    assert [(f.code, Path(f.site.path).name, f.site.row) for f in cold.findings] == [("GD101", "trainer.py", 13)]
+    assert warm.findings == cold.findings and (warm.analysed, warm.cached) == (0, 2)
+    # launch.py now calls it, after choosing spawn: judged there, no finding; and back.
+    spawned = LAUNCH.replace("    getattr(Trainer(), sys.argv[1])()",
+                             '    mp.set_start_method("spawn")\n    Trainer().fit()')
+    (tmp_path / "launch.py").write_text("import multiprocessing as mp\n" + spawned)
+    assert lint().findings == []
+    (tmp_path / "launch.py").write_text(LAUNCH)
+    assert lint().findings == cold.findings
+
+
 def _analysed_alone(root: Path, name: str) -> int:
     """Lint only ``root/name`` (as pre-commit does), with the cache: 1 if it was analysed
     or its result reused, 0 if the gate left it out."""

@@ -223,6 +223,28 @@ class Analyzer:
         place = place_of(self.project, func.module, func.node)
         return place is not None and (func.module, place) in self.reached_at
 
+    def reached_of(self, deferred: dict[str, frozenset[str]]) -> dict[str, list[str]]:
+        """Of the functions other files leave to their callers (``deferred``: path -> the
+        names the project uses from it), those this analysis reached, by qualified name:
+        each module's functions and its classes' methods, read from the modules walked."""
+        out: dict[str, list[str]] = {}
+        for key, state in self._modules.items():
+            names = deferred.get(str(key))
+            if not names or not isinstance(state, ModuleState):
+                continue
+            found = [func.qualname for func in state.functions
+                     if func.qualname in names and self.is_reached(func)]
+            for cls in state.classes:
+                if cls.qualname.split(".", 1)[0] not in names:
+                    continue
+                for statement in cls.node.body.body:
+                    if isinstance(statement, cst.FunctionDef) and self.is_reached(
+                            FuncRef(cls.module, f"{cls.qualname}.{statement.name.value}", statement)):
+                        found.append(f"{cls.qualname}.{statement.name.value}")
+            if found:
+                out[str(key)] = sorted(found)
+        return out
+
     def _spent(self, times: int = 1) -> bool:
         """Is ``times`` the budget of modules followed used up (see the class docstring)?"""
         if len(self.closure) >= self.limits.max_extra_modules * times:

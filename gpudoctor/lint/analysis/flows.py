@@ -67,6 +67,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 E = TypeVar("E")
 
+# Marks, among the names other files use from a module (FlowBuilder.function_flows), the
+# qualified name of a function of one that none of their analyses reached (engine.py).
+UNREACHED = "?"
+
 
 def _effects(events: Iterable[Event], kind: type[E]) -> Iterator[E]:
     """The effects of ``events``, each of which is known to be a ``kind``."""
@@ -389,6 +393,9 @@ class FlowBuilder:
         # past the calls followed. (The child flows' bounds are not said: a start replayed
         # in a child's child is the same start, seldom another process.)
         self.left_out: list[str] = []
+        # The functions of names other files use that this module's code does not reach,
+        # by qualified name (see ``function_flows``).
+        self.deferred: list[str] = []
 
     def resolve_method(self, method: str | None, state: State) -> tuple[str, bool]:
         """Return the start method in force and whether the code chose it explicitly."""
@@ -442,17 +449,33 @@ class FlowBuilder:
         they have nothing to report).
         """
         functions = list(self._entry_functions(state))
-        # What a function other files call reaches is theirs to analyse too: run it here
-        # only to mark what it reaches (a class whose methods only it uses), no flow.
-        for func in functions:
-            if func.qualname.split(".", 1)[0] in called_elsewhere and state.parsed.entry_point(func.node):
-                self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
-        candidates = [f for f in functions
-                      if not self.analyzer.is_reached(f) and state.parsed.entry_point(f.node)
-                      and f.qualname.split(".", 1)[0] not in called_elsewhere]
+        # ``?Class.method`` (UNREACHED): a function of a name other files use that none of
+        # their analyses reached. Named, this is the second analysis of the module
+        # (engine.py), for those functions only: each run on its own after all.
+        anyway = {name[1:] for name in called_elsewhere if name.startswith(UNREACHED)}
+        deferred = {name for name in called_elsewhere if not name.startswith(UNREACHED)}
+        if anyway:
+            candidates = [f for f in functions if f.qualname in anyway and not self.analyzer.is_reached(f)
+                          and state.parsed.entry_point(f.node)]
+        else:
+            # What a function other files call reaches is theirs to analyse too: run it
+            # here only to mark what it reaches (a class whose methods only it uses), no flow.
+            for func in functions:
+                if func.qualname.split(".", 1)[0] in deferred and state.parsed.entry_point(func.node):
+                    self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
+            candidates = [f for f in functions
+                          if not self.analyzer.is_reached(f) and state.parsed.entry_point(f.node)
+                          and f.qualname.split(".", 1)[0] not in deferred]
         anchored = set(self.analyzer.reached)  # reached by code that runs whatever this module's functions do
         for func in candidates:
             self.analyzer.call(func, (), UNKNOWN, {}, entry=True)
+        if not anyway:
+            # Those of other files' names that no code of this module reaches: left to those
+            # files' analyses, which may not reach them either (then engine.py asks for the
+            # second analysis).
+            self.deferred = sorted({f.qualname for f in functions
+                                    if f.qualname.split(".", 1)[0] in deferred and state.parsed.entry_point(f.node)
+                                    and not self.analyzer.is_reached(f)})
         flows = []
         rooted = {id(func.node) for func in candidates if not self.analyzer.is_reached(func)}
         # Functions that only call one another (a recursion no other code enters) are each
