@@ -58,9 +58,11 @@ TABLE = (
     _api("jax.process_count", RUNTIME_INIT, RAN.replace("stays uncreated", "is created")),
     _api("jax.make_mesh", RUNTIME_INIT, "builds a mesh of jax.devices()"),
     # Configuration that must come before the backend exists (see the module docstring);
-    # other options are inert.
+    # other options are inert. Not ``jax_platform_name``: it is read on every backend
+    # lookup (xla_bridge._get_backend_uncached), so set late it picks another of the
+    # backends made (run: jax 0.10.2, the update after get_backend() took effect).
     _api("jax.config.update", TF_CONFIG, BRIDGE + " _validate_backend_not_initialized; jax_platforms: run",
-         keys=frozenset({"jax_platforms", "jax_platform_name", "jax_num_cpu_devices", "jax_cuda_visible_devices",
+         keys=frozenset({"jax_platforms", "jax_num_cpu_devices", "jax_cuda_visible_devices",
                          "jax_cpu_get_local_topology_timeout_minutes",
                          "jax_cpu_get_global_topology_timeout_minutes"})),
     _api("jax.distributed.initialize", TF_CONFIG, "jax 0.11 jax/_src/distributed.py (raises after backend init)"),
