@@ -216,3 +216,71 @@ def test_the_server_reaches_the_linter_only_and_lint_never_loads_the_server() ->
     run = subprocess.run([sys.executable, "-c", code + "print('SERVER', [m for m in sys.modules if 'pygls' in m])"],
                          capture_output=True, text=True)
     assert "SERVER []" in run.stdout, run.stdout + run.stderr
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the modules of the package it imports: at its top, for
+    type checking or inside a function (a function-local import hides a cycle, ends none)."""
+    import ast
+
+    package = ROOT / "gpudoctor"
+    names = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        found = graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in names:
+                members = {f"{node.module}.{alias.name}" for alias in node.names}
+                found.update(members & names.keys())
+                if members - names.keys():
+                    found.add(node.module)
+        # (The package itself is every module's parent, imported before any of them: a name
+        # taken from it, ``__version__``, orders nothing.)
+        found -= {name, "gpudoctor"}
+    return graph
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    graph = _module_graph()
+    # Tarjan's strongly connected components, iteratively.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    assert cycles == []

@@ -37,8 +37,8 @@ def _machine() -> dict[str, Any]:
 def supervise(command: list[str], args: argparse.Namespace) -> int:
     """Run ``command`` under supervision, print the diagnosis, return the exit code."""
     from gpudoctor.probe import capture, diagnose, live_view, render_run
+    from gpudoctor.probe.defaults import HANG_AFTER_COMMAND
     from gpudoctor.probe.diagnosis import SCHEMA_VERSION
-    from gpudoctor.probe.options import HANG_AFTER_COMMAND
     from gpudoctor.probe.record import interrupted
     from gpudoctor.probe.supervise import Limits, Supervisor
     from gpudoctor.probe.verdicts import Verdict

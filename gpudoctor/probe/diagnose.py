@@ -17,7 +17,7 @@ from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
 from gpudoctor.probe.ranks import Rank
-from gpudoctor.probe.supervise import ProcessRun, RunRecord
+from gpudoctor.probe.record import ProcessRun, RunRecord
 from gpudoctor.probe.verdicts import StopReason, Verdict
 
 __all__ = ["Diagnosis", "ProcessVerdict", "diagnose"]

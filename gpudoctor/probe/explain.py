@@ -28,7 +28,7 @@ from gpudoctor.probe.wording import agree, plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
-    from gpudoctor.probe.supervise import ProcessRun, RunRecord
+    from gpudoctor.probe.record import ProcessRun, RunRecord
 
 
 # The command line CPython gives the forkserver process (multiprocessing/forkserver.py).

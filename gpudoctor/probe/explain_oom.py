@@ -18,7 +18,7 @@ from gpudoctor.probe.wording import plural
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
-    from gpudoctor.probe.supervise import RunRecord
+    from gpudoctor.probe.record import RunRecord
 
 # A process that holds this share of a device leaves too little for a second one.
 _MOST = 0.7

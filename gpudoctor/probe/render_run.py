@@ -9,7 +9,7 @@ from gpudoctor.printable import printable, printable_lines
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.diagnosis import SCHEMA_VERSION, Diagnosis
 from gpudoctor.probe.explain import failure_groups, some_pids
-from gpudoctor.probe.supervise import RunRecord
+from gpudoctor.probe.record import RunRecord
 from gpudoctor.probe.units import format_size
 from gpudoctor.probe.verdicts import StopReason
 

@@ -18,7 +18,7 @@ from gpudoctor.closed_stdout import reader_may_leave
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM, exit_for_signal
 from gpudoctor.probe import scenarios
-from gpudoctor.probe.options import HANG_AFTER_SCENARIO
+from gpudoctor.probe.defaults import HANG_AFTER_SCENARIO
 from gpudoctor.probe.scenario_run import Settings, VariantResult
 
 if TYPE_CHECKING:
