@@ -41,6 +41,7 @@ class _State:
 
 _STATE = pytest.StashKey[_State]()
 NOT_CHECKED_PROPERTY = "gpudoctor_gpu_memory"
+NOT_CHECKED_PREFIX = "not checked: "
 _WATCH = pytest.StashKey["ItemWatch"]()
 
 
@@ -53,10 +54,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     config.stash[SUITE] = suite_options.read(config)
     config.stash[_STATE] = _State()
+    config.pluginmanager.register(_NotCheckedReports(config), "gpudoctor-not-checked")
     if config.pluginmanager.hasplugin("timeout"):
         from gpudoctor.pytest_plugin import timeout_interop
 
         config.pluginmanager.register(timeout_interop, "gpudoctor-timeout")
+
+
+class _NotCheckedReports:
+    """Gather the tests whose GPU memory was not checked from their reports, not their items:
+    under pytest-xdist the tests run in worker processes, and only their reports reach the
+    process that prints the summary."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or self.config.stash[SUITE].require_nvml:
+            return
+        state = self.config.stash[_STATE]
+        for name, value in report.user_properties:
+            if name == NOT_CHECKED_PROPERTY:
+                state.not_checked.setdefault(str(value).removeprefix(NOT_CHECKED_PREFIX), []).append(report.nodeid)
 
 
 def _watch(item: pytest.Item) -> ItemWatch:
@@ -130,11 +149,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
     judgement = judge(watch.record, state.nvml_reason, suite.require_nvml)
     if judgement.not_checked:
         # On the item, for the reports still to come (JUnit XML reads the teardown's), and on this one.
-        note = (NOT_CHECKED_PROPERTY, f"not checked: {judgement.not_checked}")
+        note = (NOT_CHECKED_PROPERTY, NOT_CHECKED_PREFIX + judgement.not_checked)
         item.user_properties.append(note)
         report.user_properties.append(note)
-        if not suite.require_nvml:
-            state.not_checked.setdefault(judgement.not_checked, []).append(item.nodeid)
     if judgement.failures and not report.skipped:
         from gpudoctor.pytest_plugin.report_files import place
 

@@ -189,6 +189,19 @@ def test_a_long_list_is_cut_unless_verbose(pytester: pytest.Pytester) -> None:
 
 
 @no_real_driver
+def test_the_unchecked_tests_are_listed_when_pytest_xdist_runs_them(pytester: pytest.Pytester) -> None:
+    """The tests run in xdist's workers; the summary is printed by the process that started them."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_no_nvml=NO_NVML)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["*= gpudoctor: GPU memory not checked =*", f"not checked: {NO_DRIVER}: 3 tests"])
+    listed = {line.strip() for line in result.stdout.lines if line.startswith("  test_no_nvml.py::")}
+    assert listed == {f"test_no_nvml.py::{name}" for name in ("test_limited", "test_leak_limited",
+                                                               "test_fails_on_its_own")}
+
+
+@no_real_driver
 @pytest.mark.parametrize("how", [("--gpudoctor-require-nvml",), ("-o", "gpudoctor_require_nvml=true")])
 def test_requiring_nvml_fails_the_unchecked_tests(pytester: pytest.Pytester, how: tuple[str, ...]) -> None:
     pytester.makepyfile(test_no_nvml=NO_NVML)
