@@ -23,7 +23,7 @@ INNER_RUN_OPTIONS = "-p no:asyncio -p no:pytest-lsp -p no:hypothesispytest"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Run the suite with SIGHUP and SIGQUIT at their default actions, whatever started it.
+    """Run the suite with SIGHUP, SIGQUIT and SIGINT at their default actions, whatever started it.
 
     ``nohup`` ignores SIGHUP, and a shell without job control ignores SIGQUIT (and SIGINT)
     in the commands it runs in the background; ignored signals are inherited by every
@@ -35,6 +35,10 @@ def pytest_configure(config: pytest.Config) -> None:
         signum = getattr(signal, name, None)
         if signum is not None and signal.getsignal(signum) == signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
+    # SIGINT as Python sets it where it is not ignored: KeyboardInterrupt here, the default
+    # action in the processes the tests start.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

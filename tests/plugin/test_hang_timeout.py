@@ -9,13 +9,19 @@ import pytest
 from tests.plugin.conftest import needs_tensorflow
 from tests.probe.helpers import running
 
-# Nothing is left: checked from inside the session, right after the hung test.
+# Nothing is left: checked from inside the session, right after the hung test. Only the
+# session's own children count: pytester runs it in the process running this suite, which
+# may have children of its own (a pytest-xdist worker's, those of an earlier test).
 NOTHING_LEFT = """
 
+import psutil as _psutil
+
+_BEFORE = {p.pid for p in _psutil.Process().children(recursive=True)}
+
+
 def test_nothing_left_behind():
-    import psutil
-    alive = [p.pid for p in psutil.Process().children(recursive=True)
-             if p.status() != psutil.STATUS_ZOMBIE]
+    alive = [p.pid for p in _psutil.Process().children(recursive=True)
+             if p.pid not in _BEFORE and p.status() != _psutil.STATUS_ZOMBIE]
     assert alive == []
 """
 
