@@ -22,6 +22,21 @@ pytest_plugins = ["pytester"]
 INNER_RUN_OPTIONS = "-p no:asyncio -p no:pytest-lsp -p no:hypothesispytest"
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (addopts): one worker per CPU this process may run on, at most two.
+
+    Two is what the suite is measured and kept green at on the 2-CPU machines CI uses; a
+    test that imports TensorFlow runs several such processes at once, so more workers on a
+    bigger machine is an arrangement nobody has measured. ``-n N`` or
+    PYTEST_XDIST_AUTO_NUM_WORKERS (read by pytest-xdist itself) chooses otherwise."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(2, cpus)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Run the suite with SIGHUP, SIGQUIT and SIGINT at their default actions, whatever started it.
 
