@@ -16,7 +16,10 @@ import threading
 from dataclasses import dataclass
 
 from gpudoctor.knowledge.registry import FRAMEWORK_MODULES
+from gpudoctor.knowledge.runtimes import bootstrap_tables
 from gpudoctor.probe.bootstrap import sitecustomize as detect
+
+detect.configure(bootstrap_tables())  # (the kernel reads its own runtimes with the bootstrap's code)
 
 
 @dataclass(frozen=True)

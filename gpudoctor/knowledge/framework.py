@@ -29,6 +29,12 @@ class Runtime:
     # What the bootstrap sees when it says the runtime is initialized, in words (a report's
     # evidence: "its eager context exists").
     evidence: str = "seen initialized"
+    # How the bootstrap sees it, from ``sys.modules`` alone (it runs in the user's process,
+    # imports nothing and calls nothing of the framework): (module, attributes read one
+    # after another through ``vars()``, the test of the last value: "set" not None, "true"
+    # truthy, "keys" a mapping whose keys are backends ("jax:<key>"), "loaded" the module
+    # is imported). None: it is seen only as loaded, from the libraries mapped.
+    seen: tuple[str, tuple[str, ...], str] | None = None
 
 
 @dataclass(frozen=True)

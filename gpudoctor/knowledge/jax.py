@@ -84,7 +84,7 @@ FRAMEWORK = Framework(
     # runtime (Keras maps ``jaxlib/cpu/_lapack.so`` for its linear algebra). The bootstrap
     # records "jax:<backend>"; a backend of CUDA or ROCm holds GPU state.
     runtimes=(Runtime("jax:", "JAX", "JAX", cuda=False, libraries=("xla_extension", "libxla", "jaxlib/_jax."),
-                      evidence="a backend exists"),),
+                      evidence="a backend exists", seen=("jax._src.xla_bridge", ("_backends",), "keys")),),
     cuda_in_child="JAX warns (`os.fork() was called`) and its workers hang",
     cpu_pool="JAX's (XLA's) CPU thread pool",
     table=TABLE,

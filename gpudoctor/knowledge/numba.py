@@ -56,7 +56,9 @@ FRAMEWORK = Framework(
     display="Numba CUDA",
     modules=("numba.cuda", "numba_cuda", "numba_cuda_mlir"),
     runtimes=(Runtime("numba.cuda", "Numba CUDA", "Numba CUDA", cuda=True,
-                      evidence="its CUDA driver object is initialized"),),
+                      evidence="its CUDA driver object is initialized",
+                      # (vars(): numba's Driver initializes CUDA from __getattr__ on a missing name)
+                      seen=("numba.cuda.cudadrv.driver", ("driver", "is_inited"), "true")),),
     cuda_in_child='Numba raises "CUDA initialized before forking"',
     aliases=(("numba_cuda_mlir.cuda.", "numba.cuda."), ("numba_cuda.numba.cuda.", "numba.cuda.")),
     table=TABLE,

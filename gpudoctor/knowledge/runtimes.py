@@ -33,6 +33,18 @@ LIBRARIES: tuple[tuple[str, str], ...] = tuple((mark, r.id.rstrip(":")) for r in
 GPU_BACKENDS = ("cuda", "gpu", "rocm")
 
 
+def bootstrap_tables() -> dict[str, list[object]]:
+    """What the probe's bootstrap needs to tell the runtimes of a process apart, as data it
+    reads (JSON): the top-level modules of every framework (while none is imported, the
+    CUDA driver is not asked), and how each runtime that can be seen initialized is seen
+    (``Runtime.seen``)."""
+    roots = {module.split(".", 1)[0] for record in RECORDS for module in record.modules}
+    roots |= {alias.split(".", 1)[0] for record in RECORDS for alias, _ in record.aliases}
+    seen: list[object] = [[r.id.rstrip(":"), r.seen[0], list(r.seen[1]), r.seen[2]]
+                          for r in RUNTIMES if r.seen is not None]
+    return {"gpu_modules": list(sorted(roots)), "runtimes": seen}
+
+
 def runtime(id_: str) -> Runtime | None:
     """The record of a runtime id the probe recorded ("jax:cpu" is JAX's)."""
     head = id_.split(":", 1)[0]

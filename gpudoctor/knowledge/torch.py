@@ -151,7 +151,7 @@ FRAMEWORK = Framework(
     display="PyTorch",
     modules=("torch",),
     runtimes=(Runtime("torch.cuda", "PyTorch CUDA", "PyTorch CUDA", cuda=True, libraries=("libtorch_cuda",),
-                      evidence="torch.cuda says it is initialized"),),
+                      evidence="torch.cuda says it is initialized", seen=("torch.cuda", ("_initialized",), "true")),),
     cuda_in_child='PyTorch raises "Cannot re-initialize CUDA in forked subprocess"',
     table=TABLE,
     consequence='fail with "Cannot re-initialize CUDA in forked subprocess"',

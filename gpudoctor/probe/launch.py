@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.knowledge.runtimes import bootstrap_tables
 from gpudoctor.printable import printable
 from gpudoctor.probe import bootstrap, watchdog
 from gpudoctor.probe.tree import TOKEN_VAR
@@ -38,6 +40,11 @@ class Workdir:
     @property
     def stacks(self) -> Path:
         return self.root / "stacks"
+
+    @property
+    def tables(self) -> Path:
+        """What the bootstrap tells the runtimes apart by (knowledge.runtimes.bootstrap_tables)."""
+        return self.root / "tables.json"
 
     @property
     def members(self) -> Path:
@@ -167,6 +174,9 @@ def child_environment(workdir: Workdir, token: str) -> dict[str, str]:
     env["GPUDOCTOR_EVENTS"] = str(workdir.events)
     env["GPUDOCTOR_STACKS"] = str(workdir.stacks)
     env["GPUDOCTOR_DUMP_SIGNAL"] = str(int(DUMP_SIGNAL))
+    if not workdir.tables.exists():
+        workdir.tables.write_text(json.dumps(bootstrap_tables()))
+    env["GPUDOCTOR_TABLES"] = str(workdir.tables)
     env[TOKEN_VAR] = token
     # Output goes to a pipe, where Python buffers it: unbuffered, a hung or killed
     # program shows as much output as it would have on a terminal.

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import IO
 
+from gpudoctor.knowledge.runtimes import bootstrap_tables
 from gpudoctor.probe import launch
 from gpudoctor.probe.bootstrap import sitecustomize as detect
 from gpudoctor.pytest_plugin import rescue
+
+detect.configure(bootstrap_tables())  # (this process reads its own runtimes with the bootstrap's code)
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,32 @@ if TYPE_CHECKING:
 _EVENTS = os.environ.get("GPUDOCTOR_EVENTS")
 _STACKS = os.environ.get("GPUDOCTOR_STACKS")
 _SIGNAL = os.environ.get("GPUDOCTOR_DUMP_SIGNAL")
-# Top-level modules of the GPU frameworks (standard library only here, so a copy: a test
-# checks it names the root of every module of the linter's knowledge records).
-_GPU_MODULES = ("tensorflow", "keras", "torch", "jax", "jaxlib", "cupy", "cupyx", "numba", "numba_cuda",
-                "numba_cuda_mlir", "pycuda", "cuda", "triton")
+# What tells the runtimes of a process apart (gpudoctor.knowledge.runtimes.bootstrap_tables):
+# the frameworks' top-level modules and how each runtime is seen initialized. Read from the
+# JSON file GPUDOCTOR_TABLES names (the probe writes it for the processes it starts), or
+# given with ``configure`` (the pytest plugin and IPython, which import this module).
+_tables: list[dict[str, list[object]]] = []
+
+
+def configure(tables: dict[str, list[object]]) -> None:
+    """Use these tables (gpudoctor.knowledge.runtimes.bootstrap_tables) from now on."""
+    _tables[:] = [tables]
+
+
+def _known() -> dict[str, list[object]]:
+    if not _tables:
+        found: dict[str, list[object]] = {"gpu_modules": [], "runtimes": []}
+        path = os.environ.get("GPUDOCTOR_TABLES")
+        if path:
+            try:
+                with open(path) as source:
+                    read = json.load(source)
+                if isinstance(read, dict):
+                    found.update((key, value) for key, value in read.items() if isinstance(value, list))
+            except (OSError, ValueError):
+                pass
+        _tables.append(found)
+    return _tables[0]
 
 _at_fork: dict[str, object] = {}
 # The stack file faulthandler writes to: (descriptor, st_dev, st_ino). A raw descriptor,
@@ -126,28 +148,27 @@ def _cuda_driver() -> list[str]:
 
 
 def initialized_runtimes() -> list[str]:
-    """Name the GPU runtimes this process has initialized, from sys.modules alone."""
+    """Name the GPU runtimes this process has initialized, from sys.modules alone: read, never
+    imported or called (a framework's object may initialize CUDA from its __getattr__, so
+    attributes are read through vars())."""
     found: list[str] = []
     modules = sys.modules
-    context = modules.get("tensorflow.python.eager.context")
-    ctx = vars(context).get("_context") if context is not None else None
-    if ctx is not None and vars(ctx).get("_context_handle") is not None:
-        found.append("tensorflow")
-    torch_cuda = modules.get("torch.cuda")
-    if torch_cuda is not None and vars(torch_cuda).get("_initialized"):
-        found.append("torch.cuda")
-    bridge = modules.get("jax._src.xla_bridge")
-    backends = vars(bridge).get("_backends") if bridge is not None else None
-    if backends:
-        found += [f"jax:{name}" for name in backends]
-    numba_driver = modules.get("numba.cuda.cudadrv.driver")
-    driver = vars(numba_driver).get("driver") if numba_driver is not None else None
-    # vars(): numba's Driver initializes CUDA from __getattr__ on a missing name.
-    if driver is not None and vars(driver).get("is_inited"):
-        found.append("numba.cuda")
-    if "pycuda.autoinit" in modules:
-        found.append("pycuda")
-    if any(name in modules for name in _GPU_MODULES):
+    tables = _known()
+    for entry in tables["runtimes"]:
+        if not (isinstance(entry, list) and len(entry) == 4):
+            continue
+        name, module, path, test = entry
+        try:
+            value: object = modules.get(module)
+            for attribute in path:
+                value = vars(value).get(attribute) if value is not None else None
+        except TypeError:  # (an object without __dict__, a malformed entry)
+            continue
+        if test == "loaded" and module in modules or test == "set" and value is not None or test == "true" and value:
+            found.append(name)
+        elif test == "keys" and isinstance(value, dict) and value:
+            found += [f"{name}:{key}" for key in value]
+    if any(name in modules for name in tables["gpu_modules"] if isinstance(name, str)):
         found += _cuda_driver()
     return found
 
@@ -242,8 +263,11 @@ def _record_process_object(process: object) -> None:
     target = vars(process).get("_target")
     where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}".strip(".") \
         if target is not None else None
+    # Its target's small int arguments, by position (a launcher's index of the process).
+    args = vars(process).get("_args")
+    ints = [[i, a] for i, a in enumerate(args[:4]) if type(a) is int] if type(args) is tuple else []
     _write("process", name=str(vars(process).get("_name", "")), target=where,
-           kind=type(process).__qualname__)
+           kind=type(process).__qualname__, ints=ints)
 
 
 @_safe
