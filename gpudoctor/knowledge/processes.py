@@ -92,6 +92,9 @@ PROCESS_GROUP = ProcessKind.PROCESS_GROUP
 SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
 # The function each process it starts runs first (a process tree's record names it).
 SPAWN_LAUNCHER_TARGET = "torch.multiprocessing.spawn._wrap"
+# Its argument that is the process's index (``_wrap(fn, i, args, error_file)``, torch 2.13
+# torch/multiprocessing/spawn.py): what it passes to ``fn`` first, which programs take as the rank.
+SPAWN_LAUNCHER_INDEX = 1
 
 APIS: dict[str, ProcessKind] = {
     "multiprocessing.Pool": POOL,

@@ -12,7 +12,17 @@ from __future__ import annotations
 import dataclasses
 import signal
 
-from gpudoctor.probe import error_strings, events, explain, explain_memory, explain_ranks, failures, stacks, wording
+from gpudoctor.probe import (
+    error_strings,
+    events,
+    explain,
+    explain_memory,
+    explain_ranks,
+    failures,
+    ranks,
+    stacks,
+    wording,
+)
 from gpudoctor.probe.causes import find as find_causes
 from gpudoctor.probe.diagnosis import Diagnosis, ErrorMatch, ProcessVerdict
 from gpudoctor.probe.error_strings import CAUSE, GPU_OOM, Match
@@ -245,7 +255,9 @@ def diagnose(run: RunRecord) -> Diagnosis:
             exception=error.summary if error is not None else None,
             exception_at=user.where if user is not None else None,
         ))
-    judged = _ranked(judged, {p.pid: p.rank for p in run.processes if p.rank is not None})
+    # (A launcher's variables first; then the index torch.multiprocessing.spawn gave a process.)
+    judged = _ranked(judged, {**ranks.spawned(run.events),
+                              **{p.pid: p.rank for p in run.processes if p.rank is not None}})
     verdict = _overall(run, judged, causes)
     text = explain.explain(run, verdict, judged, matches)
     found = tuple(ErrorMatch(m.pattern.row, m.pattern.framework, m.pattern.kind, m.pattern.category, m.line)

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from gpudoctor import hazards
 from gpudoctor.knowledge import distributed_runtime as knowledge
 from gpudoctor.knowledge.distributed import MAIN_FLAGS, RANK_CALLS, RANK_NAMES, RANK_VARIABLES
-from gpudoctor.probe import failures, stacks, wording
+from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_NAME
+from gpudoctor.probe import failures, ranks, stacks, wording
 from gpudoctor.probe.diagnosis import Cause
 from gpudoctor.probe.ranks import spans
 from gpudoctor.probe.verdicts import Verdict
@@ -270,8 +271,10 @@ def ranks_of(judged: Sequence[ProcessVerdict]) -> list[ProcessVerdict]:
 
 def failed(run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[ProcessVerdict]:
     """The ranks that failed on their own: crashed, out of memory, or SIGKILLed by
-    someone other than gpudoctor (the kernel's OOM killer, most often)."""
-    ours = {t.pid for t in run.processes if t.killed_by_supervisor}
+    someone other than gpudoctor (the kernel's OOM killer, most often). Not the processes of
+    torch.multiprocessing.spawn: their failures are told by the spawn causes
+    (explain_exceptions.py), from the traceback spawn relays to the parent."""
+    ours = {t.pid for t in run.processes if t.killed_by_supervisor} | set(ranks.spawned(run.events))
     return [p for p in ranks_of(judged) if p.pid not in ours and p.start != "root" and (
         p.verdict in (Verdict.CRASHED, Verdict.OOM) or (p.verdict == Verdict.KILLED and p.exit_code == -9))]
 
@@ -304,7 +307,11 @@ def find(run: RunRecord, judged: Sequence[ProcessVerdict], stuck: set[int]) -> S
                     and not failures.is_failure(p.exit_code))
     places = tuple(place(p) for p in ranked if p.pid in stuck and p.stack)
     world = next((p.world_size for p in ranked if p.world_size is not None), None)
-    return Story(launcher, launcher_name(launcher), world, places, tuple(found), stopped)
+    name = launcher_name(launcher)
+    if name is None and launcher is not None and set(ranks.spawned(run.events)) >= {p.pid for p in ranked}:
+        name = SPAWN_LAUNCHER_NAME  # (its ranks are the processes it started, by their index)
+        stopped = ()  # (spawn's own: told by the spawn causes, as its failed processes are)
+    return Story(launcher, name, world, places, tuple(found), stopped)
 
 
 # -- telling it ---------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_INDEX, SPAWN_LAUNCHER_NAME, SPAWN_LAUNCHER_TARGET
+
 # (rank, local rank, world size) variables of each launcher family, the first present wins.
 _FAMILIES = (
     ("RANK", "LOCAL_RANK", "WORLD_SIZE"),
@@ -60,6 +62,23 @@ def from_environ(environ: Mapping[str, str]) -> Rank | None:
         if number is not None:
             return Rank(number, _number(environ.get(local)), _number(environ.get(world)), rank, job_of(environ))
     return None
+
+
+def spawned(events: Sequence[Mapping[str, object]]) -> dict[int, Rank]:
+    """The ranks of processes ``torch.multiprocessing.spawn`` started, which no launcher's
+    variable names: its index of each (the bootstrap's record of the process's target and
+    int arguments), among the processes it started from the same parent (the world size)."""
+    made = [e for e in events if e.get("event") == "process" and e.get("target") == SPAWN_LAUNCHER_TARGET]
+    out: dict[int, Rank] = {}
+    for event in made:
+        pid, parent = event.get("pid"), event.get("ppid")
+        ints = event.get("ints")
+        index = dict(tuple(pair) for pair in ints if isinstance(pair, list) and len(pair) == 2).get(
+            SPAWN_LAUNCHER_INDEX) if isinstance(ints, list) else None
+        if isinstance(pid, int) and isinstance(index, int):
+            world = sum(1 for e in made if e.get("ppid") == parent)
+            out[pid] = Rank(index, index, world, SPAWN_LAUNCHER_NAME)
+    return out
 
 
 def job_of(environ: Mapping[str, str]) -> str | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,58 @@ def test_ranks_in_different_collectives_are_named_with_their_collectives(tmp_pat
     assert hazards.COLLECTIVES_MISMATCHED.fix_line in lines
     assert [(c["kind"], c["certainty"], c["parent"], c["processes"]) for c in doc["causes"]] == [
         ("mismatched-collectives", "observed", root["pid"], [ranks[0]["pid"], ranks[1]["pid"]])]
+    _nothing_left(doc, no_leftovers)
+
+
+# Ranks started by torch.multiprocessing.spawn: no launcher variable names them; the index
+# spawn gives each process (its first argument to ``train``) is the rank. Uneven shards: rank 0
+# all-reduces a third batch while rank 1, done after two, waits in the final barrier.
+SPAWNED = """\
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def train(rank, world_size, port):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = port
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    for step in range(3 if rank == 0 else 2):
+        dist.all_reduce(torch.ones(4))  # ALL_REDUCE
+    dist.barrier()  # BARRIER
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(train, args=(2, sys.argv[1]), nprocs=2)
+"""
+
+
+def test_ranks_torch_multiprocessing_spawn_started_are_labelled_by_its_index(tmp_path: Path,
+                                                                             no_leftovers: str) -> None:
+    path = script(tmp_path, "spawned.py", SPAWNED)
+    with socket.socket() as s:  # a free port for the group's store
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    code, doc, _ = gpudoctor_json(["--quiet", "--timeout", str(TIMEOUT), "--hang-after", HANG_AFTER, "--",
+                                   PY, str(path), port], env=env, cwd=tmp_path, timeout=TIMEOUT + 60)
+    assert (code, doc["verdict"]) == (1, "hung"), doc["explanation"]
+    root = next(p for p in doc["processes"] if p["start"] == "root")
+    ranks = {p["rank"]: p for p in doc["processes"] if p.get("rank") is not None}
+    assert sorted(ranks) == [0, 1] and root["launches_ranks"] is True
+    assert [(p["local_rank"], p["world_size"], p["ppid"]) for _, p in sorted(ranks.items())] == [
+        (0, 2, root["pid"]), (1, 2, root["pid"])]
+    lines = doc["explanation"].splitlines()
+    assert f"Distributed job: 2 ranks, launched by torch.multiprocessing.spawn (pid {root['pid']})." in lines, lines
+    all_reduce, barrier = _line(SPAWNED, "# ALL_REDUCE"), _line(SPAWNED, "# BARRIER")
+    assert (f"Rank 0 waits in `all_reduce` at spawned.py:{all_reduce}; rank 1 waits in `barrier` at "
+            f"spawned.py:{barrier}.") in lines, lines
+    assert [(c["kind"], c["processes"]) for c in doc["causes"]] == [
+        ("mismatched-collectives", [ranks[0]["pid"], ranks[1]["pid"]])]
     _nothing_left(doc, no_leftovers)
 
 
