@@ -14,11 +14,11 @@ import torch
 import torch.distributed as dist
 
 
-def save_checkpoint():
+def save_checkpoint() -> None:
     threading.Event().wait()  # SAVE: blocks for ever, as a stuck write to a full disk would
 
 
-def main(backend):
+def main(backend: str) -> None:
     rank = int(os.environ["RANK"])
     if backend == "nccl" and rank != 0:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())

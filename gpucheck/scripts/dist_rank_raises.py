@@ -14,11 +14,11 @@ import torch
 import torch.distributed as dist
 
 
-def load_shard(rank):
+def load_shard(rank: int) -> None:
     raise FileNotFoundError(f"shard-{rank}.pt")  # RAISE
 
 
-def main(backend):
+def main(backend: str) -> None:
     rank = int(os.environ["RANK"])
     if backend == "nccl" and rank == 0:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
