@@ -81,6 +81,7 @@ class Send:
 class SetMethod:
     method: str
     site: LazySite
+    force: bool = False  # ``force=True``: it replaces a method already set (else it raises)
 
 
 @dataclass(frozen=True)

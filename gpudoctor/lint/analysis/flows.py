@@ -200,6 +200,7 @@ class State:
     # finding about code on other releases needs (rules/_base.py may_meet).
     inits: tuple[Event, ...] = ()
     method: SetMethod | None = None
+    method_sure: bool = False  # ``method`` was set on every way here (no condition around it)
     threads: Chain[Running] = EMPTY  # thread starts whose threads may still run
     branches: Branches = ()  # the branches of marked chains being replayed
     runs: int = 0  # runs of marked chains replayed so far
@@ -237,7 +238,12 @@ class State:
                 return self
             return replace(self, inits=(*self.inits, event))
         if isinstance(effect, SetMethod):
-            return replace(self, method=effect)
+            # Once a method is set, set_start_method raises RuntimeError ("context has already
+            # been set") unless given force=True: the first stays (CPython
+            # Lib/multiprocessing/context.py, DefaultContext.set_start_method).
+            if self.method is not None and self.method_sure and not effect.force:
+                return self
+            return replace(self, method=effect, method_sure=not event.ctx.conditions)
         if isinstance(effect, SetPreload):
             return replace(self, preload=event)
         if isinstance(effect, ThreadStart):

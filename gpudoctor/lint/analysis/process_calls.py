@@ -147,7 +147,7 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
     if kind == P.SET_METHOD:
         chosen = _method(args.get(0, "method"))
         if chosen:
-            frame.emit(SetMethod(chosen, site))
+            frame.emit(SetMethod(chosen, site, args.is_true("force")))
         return UNKNOWN
     if kind == P.QUEUE:
         return one(QueueObj(method))
