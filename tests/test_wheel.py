@@ -30,8 +30,7 @@ import pytest
 from gpudoctor.pytest_plugin.markers import DOCS
 
 ROOT = Path(__file__).resolve().parents[1]
-# One worker builds and installs the wheel (the module fixture) for all its tests.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+pytestmark = pytest.mark.slow
 
 # Read before the suite's fixtures point XDG_CACHE_HOME at a scratch folder: pip's cache is
 # the user's (or what PIP_CACHE_DIR names), so that a second run downloads nothing.

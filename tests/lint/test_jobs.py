@@ -211,7 +211,6 @@ def sixty_files_alone(sixty_files: Path) -> str:
     return alone.stdout
 
 
-@pytest.mark.xdist_group("sixty-files")  # one pytest-xdist worker makes the module's fixtures for both
 @pytest.mark.parametrize("moment", ["as-it-starts", "while-analysing"])
 def test_a_worker_that_dies_loses_no_finding(sixty_files: Path, sixty_files_alone: str, moment: str) -> None:
     """A worker killed mid-run (the kernel's out-of-memory killer): its files are analysed
