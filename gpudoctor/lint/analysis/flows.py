@@ -35,6 +35,7 @@ from gpudoctor.lint.analysis.events import (
     Init,
     Join,
     Merge,
+    ProcessGroupInit,
     Send,
     SetMethod,
     SetPreload,
@@ -588,7 +589,7 @@ class FlowBuilder:
             before.append(init)
             keywords = {**keywords, param: device}
         events, _ = self.analyzer.call(func, (), UNKNOWN, keywords, entry=True)
-        return [*before, *events]
+        return [*_imported_state(state), *before, *events]
 
     def _hook_context(self, func: FuncRef) -> tuple[Event, str, Value] | None:
         """For a hook a framework calls with a module it moved to the GPU (a Lightning
@@ -804,6 +805,18 @@ def _is_fixture(func: FuncRef) -> bool:
         if name in R.FIXTURE_DECORATORS or name == "fixture":
             return True
     return False
+
+
+def _imported_state(state: ModuleState) -> list[Event]:
+    """What the module's import left in the process, which a function of it run on its own
+    starts from: a function runs once its module is imported (one called while it is, the
+    module's own flow follows). The inits, the start method chosen, the variables written,
+    the modules imported and the process group made at its top level (without the
+    ``__main__`` block), each on every way through it; not what it started or sent (those
+    are the module's own flow's)."""
+    return [event for event in state.import_events
+            if isinstance(event.effect, (Init, SetMethod, SetPreload, EnvWrite, Imported, ProcessGroupInit))
+            and not event.ctx.conditions]
 
 
 def _methods(builder: FlowBuilder, cls: ClassRef) -> Value:
