@@ -478,9 +478,9 @@ def test_jobs_beyond_the_files_and_cpus_starts_no_more_workers_than_either(
     started: list[int] = []
 
     def run_files(root: str, paths: list[str], processes: int, *args: object,
-                  **kwargs: object) -> tuple[list[object], list[str]]:
+                  **kwargs: object) -> tuple[list[object], list[str], None]:
         started.append(processes)
-        return [], paths
+        return [], paths, None
 
     monkeypatch.setattr(engine, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(workers, "run_files", run_files)
