@@ -117,6 +117,8 @@ class ProcessStartWithoutMainGuard(Rule):
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
+        if is_notebook(ctx.module.path):
+            return  # (a notebook's cells, and what they call in other modules, never run again in a child)
         modules = {id(flow) for flow in ctx.flows if flow.kind == FlowKind.MODULE}
         for site in ctx.process_starts():
             effect, method = site.start, site.method
