@@ -26,7 +26,8 @@ class ProcessStartWithoutMainGuard(Rule):
     `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
     `gpudoctor probe` names this cause (and GD104) when the children of a run die of it.
 
-    Not reported in a Jupyter notebook: IPython's `__main__` is a module made in
+    Not reported in a Jupyter notebook, nor for what a cell calls in a module of the
+    project (its Pool started while the cell runs): IPython's `__main__` is a module made in
     memory, with no file and no spec (IPython 8 `InteractiveShell.prepare_user_module`),
     so a spawned child has no main module to run again (CPython 3.13
     `multiprocessing/spawn.py`, `get_preparation_data`). The child cannot find a
