@@ -503,6 +503,15 @@ class Evaluator(Frame):
                 added = args.positional[-1]
                 grown = elements(added) if name in ("extend", "update") else added
                 self.mutate(func.value.value, receiver, grown)
+            elif name in MUTATORS and isinstance(func.value, cst.Attribute) and args.positional and \
+                    any(isinstance(a, Container) for a in receiver):
+                # ``self.workers.append(p)``: the container an attribute holds grows, for
+                # every later read of the attribute (a member joins what its writes stored).
+                added = args.positional[-1]
+                grown = receiver | container(elements(added) if name in ("extend", "update") else added)
+                for atom in ordered(self.eval(func.value.value)):
+                    if isinstance(atom, Instance):
+                        self.interpreter.classes.store_member(atom.cls, func.value.attr.value, grown)
             if name in distributed.SYNCED_LOGS and _true_keyword(node, distributed.SYNCED_LOGS[name]):
                 self.collective(distributed.SYNCED_LOG, args, node)
             return self.call_method(receiver, name, args, node)
