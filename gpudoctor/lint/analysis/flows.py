@@ -58,6 +58,7 @@ from gpudoctor.lint.analysis.values import (
     ordered,
 )
 from gpudoctor.lint.frontend.reading import ParseFailure
+from gpudoctor.lint.notebook import is_notebook
 
 if TYPE_CHECKING:
     from gpudoctor.lint.analysis.analyzer import Analyzer
@@ -589,7 +590,9 @@ class FlowBuilder:
             before.append(init)
             keywords = {**keywords, param: device}
         events, _ = self.analyzer.call(func, (), UNKNOWN, keywords, entry=True)
-        return [*_imported_state(state), *before, *events]
+        # (Not a notebook's: it is never imported, and a function of it no cell calls may
+        # never run; one a cell calls is followed there, after the cells before it.)
+        return [*([] if is_notebook(state.path) else _imported_state(state)), *before, *events]
 
     def _hook_context(self, func: FuncRef) -> tuple[Event, str, Value] | None:
         """For a hook a framework calls with a module it moved to the GPU (a Lightning
