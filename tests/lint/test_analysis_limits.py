@@ -250,6 +250,24 @@ def test_a_chain_that_goes_past_the_calls_followed_into_another_module_is_said(
     assert "helper.py" not in out  # (its own analysis reports what h40 does: see the chain above)
 
 
+def test_modules_that_each_import_the_same_frameworks_cut_nothing(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A function importing 500 plug-in modules, each importing TensorFlow and torch: the
+    # imports of a package already imported change no process state, and filled the
+    # function's summary past what it keeps ("the analysis was cut short" at each importer).
+    (workdir / "plugins").mkdir()
+    for i in range(500):
+        (workdir / "plugins" / f"p{i}.py").write_text("import tensorflow\nimport torch\n\nNAME = 1\n")
+    loads = "".join(f"    try:\n        import plugins.p{i}\n    except ImportError:\n        pass\n"
+                    for i in range(500))
+    (workdir / "main.py").write_text(
+        HEAD + "def load_all():\n" + loads + "    tf.constant(1)\n    Pool(2).map(work, [1])\n\n\n"
+        "if __name__ == '__main__':\n    load_all()\n")
+    code, out = _lint(capsys, "--output-format", "concise", "main.py")
+    assert code == 1 and out.count(" GD101 ") == 1, out
+    assert "GD000" not in out
+
+
 def test_a_pool_inside_more_nested_functions_than_the_calls_followed_is_found(
         workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     depth = 45

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.analysis.events import Branch, Callback, Context, Effect, Event, Init, Merge, splice
+from gpudoctor.lint.analysis.events import Branch, Callback, Context, Effect, Event, Imported, Init, Merge, splice
 from gpudoctor.lint.analysis.values import ITEM_PREFIX, UNKNOWN, Atom, JoblibConfig, ModRef, Value, join, one
 
 if TYPE_CHECKING:
@@ -97,13 +97,13 @@ class Frame:
 
     def _from_calls(self) -> int:
         """How many of ``events`` came from calls and are kept whatever came before them
-        (all but inits and callbacks, of which compress keeps the first of each only)."""
+        (all but inits, imports and callbacks, of which compress keeps the first of each only)."""
         length, last, count = self._taken
         events = self.events
         if len(events) < length or (length and events[length - 1] is not last):
             length, count = 0, 0  # some were taken back since (Executor.eval_quiet)
         for event in events[length:]:
-            if event.ctx.via is not None and not isinstance(event.effect, (Init, Callback, Branch, Merge)):
+            if event.ctx.via is not None and not isinstance(event.effect, (Init, Imported, Callback, Branch, Merge)):
                 count += 1
         self._taken = (len(events), events[-1] if events else None, count)
         return count

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from gpudoctor.knowledge.processes import OS_FORK
-from gpudoctor.lint.analysis.events import Branch, Callback, Event, Init, Merge, Start
+from gpudoctor.lint.analysis.events import Branch, Callback, Event, Imported, Init, Merge, Start
 from gpudoctor.lint.analysis.values import ClassRef, FuncRef, Value
 from gpudoctor.lint.frontend.conditions import is_main_guard
 
@@ -84,9 +84,9 @@ class ModuleState:
 
 def compress(events: list[Event], most: int) -> tuple[list[Event], bool]:
     """Keep the first init of each framework and level per fork side (of those that happen
-    whatever the environment), the first hand-over of each callback (a flow runs each once,
-    where it was first handed over: FlowBuilder._with_callbacks), and at most ``most``
-    events; say whether some were left out.
+    whatever the environment), the first import of each package per fork side, the first
+    hand-over of each callback (a flow runs each once, where it was first handed over:
+    FlowBuilder._with_callbacks), and at most ``most`` events; say whether some were left out.
 
     Past ``most``, the body's own events are kept before what its calls did (a function
     that calls many others still has its own pool start after them), then its calls' in
@@ -112,6 +112,14 @@ def compress(events: list[Event], most: int) -> tuple[list[Event], bool]:
             if key in seen:
                 continue
             seen.add(key)
+        elif isinstance(effect, Imported):
+            # A process state keeps the first import of each package (flows.State.apply):
+            # a package imported again (each of fifty modules a function imports importing
+            # torch) changes nothing.
+            imported = ("import", effect.module.split(".", 1)[0], event.ctx.fork_child, event.ctx.fork_parent)
+            if imported in seen:
+                continue
+            seen.add(imported)
         out.append(event)
     if len(out) <= most:
         return out, False
