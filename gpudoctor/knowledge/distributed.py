@@ -18,7 +18,14 @@ Sources, read for the names and argument positions below:
   ``accelerate/utils/operations.py``;
 - jax 0.10 ``jax/experimental/multihost_utils.py`` (``sync_global_devices``,
   ``process_allgather``, ``broadcast_one_to_all``);
-- horovod 0.28 ``horovod/torch/mpi_ops.py`` and ``horovod/tensorflow/__init__.py``.
+- horovod 0.28 ``horovod/torch/mpi_ops.py`` and ``horovod/tensorflow/__init__.py``;
+- mpi4py 4.0 ``src/mpi4py/MPI.src/Comm.pyx`` (``Comm.bcast``, ``Barrier``, ``Allreduce``...:
+  "collective" operations every process of the communicator calls; the lower-case ones
+  pickle Python objects, the capitalised ones move buffers);
+- accelerate 1.x ``Accelerator.save_state``: under DeepSpeed it calls the engine's
+  ``save_checkpoint`` (a collective), under FSDP ``save_fsdp_model`` (one), and with
+  ``automatic_checkpoint_naming`` ``wait_for_everyone``; Accelerate's examples call it on
+  every process and it writes from the main one itself.
 Point-to-point calls (``send``, ``recv``, ``isend``, ``irecv``) are not collectives: they
 are meant to be made by some ranks only.
 """
@@ -51,6 +58,14 @@ def _torch_like(prefix: str) -> tuple[Collective, ...]:
     return tuple(Collective(f"{prefix}.{name}", name, position) for name, position in positions.items())
 
 
+# mpi4py 4.0 ``Comm``'s collective methods (blocking and non-blocking: a non-blocking one
+# too is called by every process of the communicator).
+MPI_COLLECTIVES = ("bcast", "gather", "scatter", "allgather", "alltoall", "reduce", "allreduce", "barrier",
+                   "scan", "exscan", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
+                   "Allgatherv", "Alltoall", "Alltoallv", "Reduce", "Allreduce", "Reduce_scatter",
+                   "Reduce_scatter_block", "Barrier", "Scan", "Exscan", "Ibarrier", "Ibcast", "Iallreduce",
+                   "Iallgather", "Ireduce", "Igather", "Iscatter")
+
 COLLECTIVES: tuple[Collective, ...] = (
     *_torch_like("torch.distributed"),
     *_torch_like("deepspeed.comm"),
@@ -58,7 +73,8 @@ COLLECTIVES: tuple[Collective, ...] = (
     Collective("torch.distributed.checkpoint.save", "checkpoint.save", None, "process_group"),
     Collective("torch.distributed.checkpoint.load", "checkpoint.load", None, "process_group"),
     *(Collective(f"accelerate.Accelerator.{name}", name, None)
-      for name in ("wait_for_everyone", "gather", "gather_for_metrics", "reduce", "pad_across_processes")),
+      for name in ("wait_for_everyone", "gather", "gather_for_metrics", "reduce", "pad_across_processes",
+                   "save_state")),
     *(Collective(f"accelerate.utils.{name}", name, None)
       for name in ("wait_for_everyone", "gather", "gather_object", "reduce", "broadcast",
                    "broadcast_object_list", "pad_across_processes")),
@@ -69,12 +85,24 @@ COLLECTIVES: tuple[Collective, ...] = (
         "lightning.pytorch.Trainer", "lightning.pytorch.trainer.trainer.Trainer")),
     *(Collective(f"jax.experimental.multihost_utils.{name}", name, None)
       for name in ("sync_global_devices", "process_allgather", "broadcast_one_to_all")),
+    # mpi4py's world communicator (``from mpi4py import MPI``; ``MPI.COMM_WORLD.bcast(data)``).
+    *(Collective(f"mpi4py.MPI.COMM_WORLD.{name}", f"mpi.{name}", None) for name in MPI_COLLECTIVES),
     *(Collective(f"horovod.{binding}.{name}", name, None)
       for binding in ("torch", "tensorflow", "tensorflow.keras", "keras")
       for name in ("allreduce", "allgather", "broadcast", "broadcast_parameters", "broadcast_optimizer_state",
                    "broadcast_variables", "alltoall", "barrier", "join")),
 )
 BY_QUALNAME = {collective.qualname: collective for collective in COLLECTIVES}
+# Collectives that are one under some configurations of the job only, by kind: what a
+# finding says of it, and the way out. (Under plain DDP ``save_state`` on the main process
+# alone works; Hugging Face diffusers' training scripts test
+# ``accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED``.)
+WHEN_COLLECTIVE = {
+    "save_state": ("Accelerator.save_state waits for every process under DeepSpeed, FSDP or automatic "
+                   "checkpoint naming, and writes from the main process itself on every configuration",
+                   "Call accelerator.save_state on every process (it writes from the main one itself), or test "
+                   "`accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED`"),
+}
 # Collectives that run on "the current device" of an NCCL group unless told one
 # (distributed_c10d.py, torch 2.11-2.13: ``barrier`` allocates its one-element tensor on the
 # device of ``device_ids``, else the group's bound ``device_id``, else the current device —
@@ -130,11 +158,16 @@ DISTINCT_METHODS = {"wait_for_everyone": BY_QUALNAME["accelerate.Accelerator.wai
 # "needs to be called on all processes" (lightning 2.5 ``trainer/trainer.py``), DeepSpeed's
 # ``DeepSpeedEngine.save_checkpoint`` too ("all processes must call this method and not
 # just the process with rank 0", deepspeed 0.16 ``runtime/engine.py``).
-# Lightning's ``Strategy.barrier`` and ``broadcast`` (``strategies/strategy.py``) too.
-NAMED_RECEIVER_METHODS = {
-    "save_checkpoint": (("trainer", "engine"), Collective("save_checkpoint", "save_checkpoint", None)),
-    "barrier": (("strategy",), Collective("strategy.barrier", "barrier", None)),
-    "broadcast": (("strategy",), Collective("strategy.broadcast", "broadcast", None)),
+# Lightning's ``Strategy.barrier`` and ``broadcast`` (``strategies/strategy.py``) too; and an
+# mpi4py communicator's collectives on a ``comm`` (``self.comm.bcast(x)``), for the names
+# no other library's ``comm`` has (not ``gather``, ``reduce``, ``scatter``, ``scan``).
+_MPI_NAMED = frozenset(MPI_COLLECTIVES) - {"gather", "reduce", "scatter", "scan", "barrier"}
+NAMED_RECEIVER_METHODS: dict[str, tuple[tuple[tuple[str, ...], Collective], ...]] = {
+    "save_checkpoint": ((("trainer", "engine"), Collective("save_checkpoint", "save_checkpoint", None)),),
+    "barrier": ((("strategy",), Collective("strategy.barrier", "barrier", None)),
+                (("comm",), Collective("comm.barrier", "mpi.barrier", None))),
+    "broadcast": ((("strategy",), Collective("strategy.broadcast", "broadcast", None)),),
+    **{name: ((("comm",), Collective(f"comm.{name}", f"mpi.{name}", None)),) for name in sorted(_MPI_NAMED)},
 }
 # Logging calls that all-reduce what they log across ranks when told to (Lightning's
 # ``LightningModule.log(..., sync_dist=True)`` and ``log_dict``, lightning 2.5
@@ -146,7 +179,8 @@ SYNCED_LOG = Collective("log", "all_reduce", None)
 # ``broadcast``, ``gather``, ``reduce``, ``scatter``, ``join``, ``save_checkpoint`` only as
 # an attribute of one of ``OWNER_WORDS``.
 GENERIC_NAMES = frozenset({"broadcast", "gather", "reduce", "scatter", "join", "save", "load", "allreduce",
-                           "save_checkpoint"})
+                           "save_checkpoint", "scan", "exscan", "Scan", "Exscan", "Gather", "Reduce", "Scatter",
+                           "save_state"})
 WORDS = frozenset(c.qualname.rsplit(".", 1)[-1] for c in COLLECTIVES) - GENERIC_NAMES | {"allreduce"}
 OWNER_WORDS = frozenset({"dist", "distributed", "comm", "accelerator", "hvd", "multihost_utils", "dcp", "checkpoint",
                          "trainer", "engine", "model_engine", "strategy"})
@@ -170,7 +204,7 @@ RANK_SUFFIX = "_parallel_rank"
 # Functions returning it (``dist.get_rank()``, ``dist.get_rank(group)``, ``jax.process_index()``,
 # ``hvd.rank()``, a project's own ``get_rank()``, Megatron's ``get_tensor_model_parallel_rank()``).
 RANK_CALLS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "process_index",
-                        "rank", "local_rank", "get_process_index", "get_group_rank"})
+                        "rank", "local_rank", "get_process_index", "get_group_rank", "Get_rank"})
 # Those that may be given a group (their other arguments would make them something else).
 GROUP_RANK_CALLS = frozenset({"get_rank", "get_group_rank"})
 # Environment variables a launcher sets to it (torchrun, mpirun, srun).
@@ -184,7 +218,7 @@ MAIN_FLAGS = frozenset({"is_main_process", "is_local_main_process", "is_global_z
                         "is_master_process", "is_local_master"})
 # The number of ranks (``world_size``, ``dist.get_world_size()``, ``jax.process_count()``).
 WORLD_NAMES = frozenset({"world_size", "num_processes", "WORLD_SIZE"})
-WORLD_CALLS = frozenset({"get_world_size", "process_count"})
+WORLD_CALLS = frozenset({"get_world_size", "process_count", "Get_size"})
 # What creating one after the runtime started does.
 STARTUP_TOO_LATE = ('raises RuntimeError "Collective ops must be configured at program startup" when TF_CONFIG '
                     "names a cluster (alone, it logs that collective ops were not configured)")
@@ -211,5 +245,6 @@ GATE_WORDS = tuple(sorted(WORDS))
 GATE_CALLS = tuple(f".{name}(" for name in sorted(GENERIC_NAMES))
 GENERIC_CALL_PATTERN = r"(?:" + "|".join(sorted(OWNER_WORDS)) + r")\.(?:" + "|".join(sorted(GENERIC_NAMES)) + r")\("
 STRATEGY_WORDS = tuple(sorted(name.rsplit(".", 1)[-1] for name in STARTUP_STRATEGIES))
-COLLECTIVE_MODULES = ("torch", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod", "jax")
+COLLECTIVE_MODULES = ("torch", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod", "jax",
+                      "mpi4py")
 IMPORT_PATTERN = r"^[ \t]*(?:import|from)[ \t]+(?:" + "|".join(COLLECTIVE_MODULES) + r")\b"

@@ -40,6 +40,8 @@ joblib, read in its source (joblib/parallel.py, _parallel_backends.py and pool.p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpudoctor.knowledge.names import StrEnum
 
 
@@ -66,6 +68,7 @@ class ProcessKind(StrEnum):
     JOBLIB_CONFIG = "joblib-config"  # parallel_config: the backend of a with block
     JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
     PROCESS_GROUP = "process-group"  # torch.distributed.init_process_group: starts threads (below)
+    LIBRARY_POOL = "library-pool"  # a library's method that runs a function in a pool of its own (below)
 
 
 # The kinds by their short names, as the rest of the linter writes them (``P.POOL``).
@@ -89,6 +92,7 @@ DELAYED = ProcessKind.DELAYED
 JOBLIB_CONFIG = ProcessKind.JOBLIB_CONFIG
 JOBLIB_BACKEND = ProcessKind.JOBLIB_BACKEND
 PROCESS_GROUP = ProcessKind.PROCESS_GROUP
+LIBRARY_POOL = ProcessKind.LIBRARY_POOL
 SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
 # The function each process it starts runs first (a process tree's record names it).
 SPAWN_LAUNCHER_TARGET = "torch.multiprocessing.spawn._wrap"
@@ -187,6 +191,60 @@ ALIASES = (
     ("torch.multiprocessing.", "multiprocessing."),
     ("multiprocess.", "multiprocessing."),
 )
+# Of those, the namespaces that keep a default context of their own. torch.multiprocessing
+# is the standard library's module (``from multiprocessing import *``), but ``multiprocess``
+# (the dill-based copy, multiprocess 0.70 ``multiprocess/context.py``) has its own
+# ``_default_context``: its ``set_start_method("spawn")`` leaves the standard library's
+# default (fork on Linux up to 3.13) as it was, and the standard library's leaves its
+# default alone. Its default is the same as the standard library's on each platform. A
+# start or context of such a namespace with no method of its own carries ``OWN_DEFAULT``
+# followed by the namespace as its method: "the default of that namespace's context".
+OWN_CONTEXTS = ("multiprocess",)
+OWN_DEFAULT = "@"
+
+
+def own_default(qualname: str) -> str | None:
+    """The method marker of an API of a namespace with a default context of its own
+    (``"@multiprocess"`` for ``multiprocess.Pool``), None for the standard library's."""
+    for namespace in OWN_CONTEXTS:
+        if qualname.startswith(namespace + "."):
+            return OWN_DEFAULT + namespace
+    return None
+
+@dataclass(frozen=True)
+class PoolMethod:
+    """A library method that runs a function it is given in a process pool of its own when
+    a keyword asks for processes, called on an object of that library (which the analysis
+    seldom knows: a dataset read from a hub, passed from module to module), so it is known
+    by its method name and that keyword."""
+
+    names: frozenset[str]
+    workers: str  # the keyword giving the number of processes (absent, None, 0 or 1: none)
+    function: tuple[int, str]  # the function's position and keyword
+    method: str  # the start method of its pool: OWN_DEFAULT + the namespace whose default it takes
+    shown: str  # what a message calls it
+    choose: str  # how its user chooses the spawn start method
+
+
+# Hugging Face datasets 2.x-4.x ``arrow_dataset.py`` (``Dataset.map``/``filter``, also
+# reached through ``DatasetDict``'s): with ``num_proc`` > 1 it shards the dataset and runs
+# the function over the shards in ``multiprocess.Pool(num_proc)`` (``from multiprocess
+# import Pool``), built with multiprocess's default context: fork on Linux, unless the
+# program called ``multiprocess.set_start_method``, as datasets' documentation tells GPU
+# users to ("Multiprocessing" in process.mdx: ``set_start_method("spawn")`` before a map that
+# uses CUDA). Pool workers are daemonic. The function is pickled with dill: a lambda or a
+# local function is fine under spawn too.
+LIBRARY_POOLS = (
+    PoolMethod(frozenset({"map", "filter"}), "num_proc", (0, "function"), OWN_DEFAULT + "multiprocess",
+               "datasets' map/filter(num_proc=...)",
+               'call `multiprocess.set_start_method("spawn")` under the main guard before it (datasets builds its '
+               "pool with the multiprocess package's default context), or initialize the GPU inside the function "
+               "only"),
+)
+LIBRARY_POOL_BY_NAME = {name: pool for pool in LIBRARY_POOLS for name in sorted(pool.names)}
+# What messages call a start of the kind LIBRARY_POOL, and how to make it spawn (one
+# library so far: a second one would put its PoolMethod on the start).
+(LIBRARY_POOL_SHOWN, LIBRARY_POOL_CHOOSE), = ((pool.shown, pool.choose) for pool in LIBRARY_POOLS)
 
 # Methods of a context object that build the same things as the module functions.
 CONTEXT_METHODS = {

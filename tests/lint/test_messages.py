@@ -142,3 +142,36 @@ def test_gd101_says_what_each_framework_initialized() -> None:
     assert "after JAX initialized its backend in this process" in jax
     (cupy,) = _messages("cupy/device_no_arg_then_fork.py", "GD101")
     assert "after CuPy initialized CUDA in this process" in cupy
+
+
+def test_a_start_method_set_on_the_other_package_is_named_where_it_does_not_apply(tmp_path: Path) -> None:
+    # ``multiprocess`` (dill's copy of multiprocessing) keeps a default context of its own:
+    # its set_start_method leaves the standard library's fork in force, and the other way round.
+    path = tmp_path / "launch.py"
+    path.write_text(
+        "import multiprocess\n"
+        "import multiprocessing\n"
+        "import torch\n\n\n"
+        "def work(i):\n"
+        "    return torch.ones(i).cuda()\n\n\n"
+        "def main():\n"
+        "    torch.cuda.init()\n"
+        "    multiprocess.set_start_method('spawn', force=True)\n"
+        "    p = multiprocessing.Process(target=work, args=(1,))\n"
+        "    p.start()\n"
+        "    q = multiprocess.Process(target=work, args=(2,))\n"
+        "    q.start()\n"
+        "    multiprocessing.set_start_method('spawn')\n"
+        "    r = multiprocess.get_context().Process(target=work, args=(3,))\n"
+        "    r.start()\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    outcome = analyse(Project(tmp_path), path, "fork")
+    found = {(f.site.row, f.message) for f in outcome.findings if f.code == "GD101"}
+    assert [row for row, _ in found] == [14], found  # not q (spawned by its own package's method), not r
+    ((_, message),) = found
+    assert message.endswith("(it forks: multiprocess.set_start_method sets the default of multiprocess, "
+                             "a separate package, not of multiprocessing, line 12)")
+    (finding,) = (f for f in outcome.findings if f.code == "GD101")
+    assert any(r.site.row == 12 for r in finding.related)

@@ -551,15 +551,17 @@ class Evaluator(Frame):
         if not handled_device and not any(isinstance(a, ModRef) for a in receiver):
             out |= self.untyped_placement(name, args, node)
         if not receiver:  # a method of an object the analysis cannot name
+            library_pool = processes.LIBRARY_POOL_BY_NAME.get(name)
+            if library_pool is not None and library_pool.workers in args.keywords:
+                process_calls.library_pool(self, library_pool, args, node)
             self.defer_callbacks(args, node)
             collective = distributed.DISTINCT_METHODS.get(name)
-            named = distributed.NAMED_RECEIVER_METHODS.get(name)
-            if named is not None and isinstance(node.func, cst.Attribute):
+            named = distributed.NAMED_RECEIVER_METHODS.get(name, ())
+            if named and isinstance(node.func, cst.Attribute):
                 owner = node.func.value
                 owner_name = owner.attr.value if isinstance(owner, cst.Attribute) else \
                     owner.value if isinstance(owner, cst.Name) else ""
-                if owner_name.lower().endswith(named[0]):
-                    collective = named[1]
+                collective = next((c for owners, c in named if owner_name.lower().endswith(owners)), collective)
             if collective is not None:
                 self.collective(collective, args, node)
         # A framework base's method that returns the object (``model.to(device)``): the
@@ -692,7 +694,7 @@ class Evaluator(Frame):
             self.process_group(qualname, node)  # (and its threads start, below)
         kind = processes.kind_of(qualname)
         if kind is not None:
-            return process_calls.api(self, kind, args, node)
+            return process_calls.api(self, kind, args, node, method=processes.own_default(qualname))
         if qualname in ENV_CALLS:
             self.env_write(qualname, args, node)
             return UNKNOWN

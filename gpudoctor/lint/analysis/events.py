@@ -82,6 +82,9 @@ class SetMethod:
     method: str
     site: LazySite
     force: bool = False  # ``force=True``: it replaces a method already set (else it raises)
+    # The namespace whose default context it sets when that is not the standard library's
+    # (processes.OWN_CONTEXTS: ``"multiprocess"``); "" for the standard library's.
+    namespace: str = ""
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,9 @@ class State:
     inits: tuple[Event, ...] = ()
     method: SetMethod | None = None
     method_sure: bool = False  # ``method`` was set on every way here (no condition around it)
+    # The same for the namespaces with a default context of their own (processes.OWN_CONTEXTS),
+    # one (SetMethod, sure) per namespace that set one.
+    own_methods: tuple[tuple[SetMethod, bool], ...] = ()
     threads: Chain[Running] = EMPTY  # thread starts whose threads may still run
     branches: Branches = ()  # the branches of marked chains being replayed
     runs: int = 0  # runs of marked chains replayed so far
@@ -243,9 +246,16 @@ class State:
             # Once a method is set, set_start_method raises RuntimeError ("context has already
             # been set") unless given force=True: the first stays (CPython
             # Lib/multiprocessing/context.py, DefaultContext.set_start_method).
+            sure = not event.ctx.conditions
+            if effect.namespace:
+                earlier = self.own_method(effect.namespace)
+                if earlier is not None and earlier[1] and not effect.force:
+                    return self
+                kept = tuple(m for m in self.own_methods if m[0].namespace != effect.namespace)
+                return replace(self, own_methods=(*kept, (effect, sure)))
             if self.method is not None and self.method_sure and not effect.force:
                 return self
-            return replace(self, method=effect, method_sure=not event.ctx.conditions)
+            return replace(self, method=effect, method_sure=sure)
         if isinstance(effect, SetPreload):
             return replace(self, preload=event)
         if isinstance(effect, ThreadStart):
@@ -279,6 +289,10 @@ class State:
                 return self
             return replace(self, imports=(*self.imports, event))
         return self
+
+    def own_method(self, namespace: str) -> tuple[SetMethod, bool] | None:
+        """The start method set on ``namespace``'s own default context, and whether surely."""
+        return next((m for m in self.own_methods if m[0].namespace == namespace), None)
 
     def import_of(self, module: str) -> Event | None:
         """The first import of ``module`` (or of a submodule of it) so far."""
@@ -407,6 +421,9 @@ class FlowBuilder:
 
     def resolve_method(self, method: str | None, state: State) -> tuple[str, bool]:
         """Return the start method in force and whether the code chose it explicitly."""
+        if method and method.startswith(P.OWN_DEFAULT):  # the default of another namespace
+            chosen = state.own_method(method[len(P.OWN_DEFAULT):])
+            return (chosen[0].method, True) if chosen is not None else (self.default_method, False)
         if method:
             return method, True
         if state.method is not None:
@@ -741,7 +758,7 @@ class FlowBuilder:
         if resolved != "fork":
             # A spawned child starts clean, but inherits the global start method
             # (multiprocessing passes it in the spawn preparation data).
-            entry = State(method=state.method)
+            entry = State(method=state.method, own_methods=state.own_methods)
             main_served = False
             if resolved == "forkserver":
                 server, main_served = self._server(flow, event, state)

@@ -143,11 +143,13 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
             frame.emit(Send(site, "process-args", sent, method))
         return one(proc)
     if kind == P.CONTEXT:
-        return one(MpContext(_method(args.get(0, "method"))))
+        return one(MpContext(_method(args.get(0, "method")) or method))
     if kind == P.SET_METHOD:
         chosen = _method(args.get(0, "method"))
         if chosen:
-            frame.emit(SetMethod(chosen, site, args.is_true("force")))
+            # (``method``: the marker of a namespace with a default context of its own)
+            namespace = method[len(P.OWN_DEFAULT):] if method else ""
+            frame.emit(SetMethod(chosen, site, args.is_true("force"), namespace))
         return UNKNOWN
     if kind == P.QUEUE:
         return one(QueueObj(method))
@@ -452,7 +454,10 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
     if isinstance(atom, MpContext):
         kind = P.CONTEXT_METHODS.get(name)
         if kind is None:
-            return one(MpContext(_method(args.get(0, "method")))) if name == "get_context" else UNKNOWN
+            if name == "get_context":
+                # (without a method, a context's ``get_context()`` is the context itself)
+                return one(MpContext(_method(args.get(0, "method")) or atom.method))
+            return UNKNOWN
         return api(frame, kind, args, node, method=atom.method)
     if isinstance(atom, PoolObj):
         if atom.kind == P.THREAD_POOL and name in ("shutdown", "join"):
@@ -504,7 +509,9 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
         held = _with_attributes(frame, one(atom)) - {atom}
         if held:
             frame.emit(Send(site, "process-args", held, None))
-        frame.emit(Start(P.PROCESS, None, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
+        bases = frame.interpreter.classes.framework_bases(atom.cls)
+        method = next((m for m in map(P.own_default, bases) if m), None)
+        frame.emit(Start(P.PROCESS, method, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
     elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
         bases = frame.interpreter.classes.framework_bases(atom.cls)
         frame.emit(ThreadStart(site, next((b for b in bases if b in P.THREAD_BASES), "threading.Thread"),
@@ -515,6 +522,27 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
         return None
     return UNKNOWN
 
+
+
+def library_pool(frame: Frame, pool: P.PoolMethod, args: Args, node: cst.Call) -> None:
+    """A library's method that runs the function it is given in a pool of processes of its
+    own (``dataset.map(tokenize, num_proc=8)``): a daemonic pool of that library's start
+    method, whose workers run the function. No processes when the keyword asks for none
+    (None, 0 or 1)."""
+    workers = args.get(-1, pool.workers) or UNKNOWN
+    if _is_none(args, node, -1, pool.workers) or _int(workers) in (0, 1):
+        return
+    function = args.get(*pool.function)
+    funcs = _funcs(function, frame)
+    if not funcs:
+        return
+    site = frame.site(node)
+    # The function goes to each worker with what it is bound to (a bound method's object).
+    sent = carried(frame, function)
+    if sent:
+        frame.emit(Send(site, "task", sent, pool.method))
+    frame.emit(Start(P.LIBRARY_POOL, pool.method, site, tuple(Child(f, (), UNKNOWN, "task") for f in funcs),
+                     daemonic=True, workers=_int(workers), sent=frozenset(sent)))
 
 
 def join_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None:

@@ -207,7 +207,7 @@ class _Writer:
         elif isinstance(effect, TfConfig):
             body = ["TfConfig", effect.api, self.site(effect.site), effect.swallowed, effect.framework]
         elif isinstance(effect, SetMethod):
-            body = ["SetMethod", effect.method, self.site(effect.site), effect.force]
+            body = ["SetMethod", effect.method, self.site(effect.site), effect.force, effect.namespace]
         elif isinstance(effect, DefaultDevice):
             body = ["DefaultDevice", effect.cuda, self.site(effect.site)]
         elif isinstance(effect, Collective):
@@ -408,7 +408,7 @@ class _Reader:
         if kind == "TfConfig":
             return TfConfig(body[1], self._site(body[2]), bool(body[3]), body[4])
         if kind == "SetMethod":
-            return SetMethod(body[1], self._site(body[2]), bool(body[3]))
+            return SetMethod(body[1], self._site(body[2]), bool(body[3]), body[4])
         if kind == "DefaultDevice":
             return DefaultDevice(bool(body[1]), self._site(body[2]))
         if kind == "Collective":

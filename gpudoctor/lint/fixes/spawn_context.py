@@ -296,6 +296,12 @@ def spawn_fix(event: Event, child: Flow | None, state_of: dict[str, ModuleState]
     target = start.site if start.kind in (P.POOL, P.EXECUTOR) else start.started
     if start.kind == P.OS_FORK:
         return NoFix("os.fork() has no start method to switch: start the child with a spawn context instead")
+    if start.kind == P.LIBRARY_POOL:
+        return NoFix(f"{P.LIBRARY_POOL_SHOWN} builds its pool itself: {P.LIBRARY_POOL_CHOOSE}")
+    if start.method and start.method.startswith(P.OWN_DEFAULT) and start.started is None:
+        namespace = start.method[len(P.OWN_DEFAULT):]
+        return NoFix(f"it starts an instance of a {namespace}.Process subclass, which uses {namespace}'s default "
+                     f'start method: choose spawn once, `{namespace}.set_start_method("spawn")` under the main guard')
     if start.site in import_time_sites:
         return NoFix(IMPORT_TIME)
     if start.kind == P.PROCESS and start.started is None:  # ``.start()`` of a Process subclass's instance

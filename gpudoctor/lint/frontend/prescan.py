@@ -143,6 +143,9 @@ class Scan:
                         self.collective = True  # made here (an isinstance test names it too)
                 if name == "DataLoader" and _may_have_workers(node):
                     self.starts = True
+                elif name in P.LIBRARY_POOL_BY_NAME and node.keywords and \
+                        any(k.arg == P.LIBRARY_POOL_BY_NAME[name].workers for k in node.keywords):
+                    self.starts = True  # ``dataset.map(f, num_proc=8)``
                 elif CONFIG_CALLS and kind is ast.Call and type(func) is ast.Attribute:
                     owner = func.value
                     owner_name = getattr(owner, "id", None) or getattr(owner, "attr", None)

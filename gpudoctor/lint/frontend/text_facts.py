@@ -18,20 +18,24 @@ from gpudoctor.knowledge.distributed import (
     STRATEGY_WORDS,
 )
 from gpudoctor.knowledge.distributed import GATE_WORDS as COLLECTIVE_WORDS
+from gpudoctor.knowledge.processes import LIBRARY_POOLS
 from gpudoctor.knowledge.registry import CALL_TIME_VARIABLES, CONFIG_WORDS, GPU_WORDS, READERS
 
+# The keyword that makes a library's method start processes (``num_proc=``).
+LIBRARY_POOL_WORDS = tuple(sorted({pool.workers + "=" for pool in LIBRARY_POOLS}))
 # What a file must mention for a rule to report anything in it: a process or thread start,
 # a GPU environment write or device configuration, a DataLoader, or a gpudoctor directive.
 # (Device configuration that must precede a runtime: registry.CONFIG_WORDS.)
 ACTS = re.compile(
     r"multiprocess|concurrent\.futures|ProcessPool|fork\(|DataLoader|start_processes|\.spawn\(|"
+    + "".join(re.escape(word) + "|" for word in LIBRARY_POOL_WORDS) +
     r"environ\[[^\]\n]+\]\s*=[^=]|environ\.(?:update|setdefault)|putenv|"
     + "|".join(re.escape(word) for word in (*CONFIG_WORDS, *STRATEGY_WORDS)) +
     r"|(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:"
 )
 # Words one of which a file matching ACTS contains (``str.find`` is faster than the
 # regular expression, docs/performance.md "The text gate"; the expression confirms).
-_ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader",
+_ACTS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", *LIBRARY_POOL_WORDS,
                "start_processes", ".spawn(", "environ", "putenv", *CONFIG_WORDS, *STRATEGY_WORDS, "gpudoctor:")
 # Any case, as ruff and flake8 read it; a gpudoctor code anywhere in the list.
 _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
@@ -40,7 +44,8 @@ _NOQA_GD = re.compile(r"noqa:[\w \t,]*?\bGD\d", re.I)
 # importer initialized it), by a call or by a variable a GPU runtime reads, or it calls a
 # collective of a distributed job (the importer may call it under a test on the rank). Plain words,
 # which ``str.find`` searches for faster than a regular expression (docs/performance.md).
-PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", "start_processes",
+PROCESS_WORDS = ("multiprocess", "concurrent.futures", "ProcessPool", "fork(", "DataLoader", *LIBRARY_POOL_WORDS,
+                 "start_processes",
                  ".spawn(")
 STARTS_WORDS = (*PROCESS_WORDS, *CONFIG_WORDS, *STRATEGY_WORDS, *READERS,
                 *sorted(CALL_TIME_VARIABLES - READERS.keys()))

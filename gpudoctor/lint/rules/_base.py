@@ -231,6 +231,7 @@ SPAWN_HINTS = {
                "or initialize the GPU only after the fork, in the process that uses it",
     P.JOBLIB: 'Use joblib\'s default backend, loky (fresh worker processes), or pass a spawn context as the '
               'backend: Parallel(..., backend=multiprocessing.get_context("spawn"))',
+    P.LIBRARY_POOL: P.LIBRARY_POOL_CHOOSE[0].upper() + P.LIBRARY_POOL_CHOOSE[1:],
 }
 
 
@@ -331,6 +332,24 @@ def when_text(conditions: Conditions, here: Site | LazySite) -> str:
 def condition_sites(conditions: Conditions) -> tuple[Related, ...]:
     """A related location for each condition a finding depends on."""
     return tuple(related_site(c.site, f"only when {c.describe()}") for c in conditions)
+
+
+def method_set_elsewhere(site: StartSite) -> tuple[LazySite, str] | None:
+    """Where a start method was set on a namespace other than the one whose default this
+    start uses (``multiprocess.set_start_method("spawn")`` before a standard library
+    ``Process``, or the other way round), and the words for it: the code meant it for
+    this start, and it does not apply."""
+    if site.explicit:
+        return None
+    method = site.start.method
+    own = method[len(P.OWN_DEFAULT):] if method and method.startswith(P.OWN_DEFAULT) else ""
+    for chosen, _ in site.parent.own_methods:
+        if chosen.namespace != own:
+            return chosen.site, (f"{chosen.namespace}.set_start_method sets the default of {chosen.namespace}, "
+                                 f"a separate package, not of {own or 'multiprocessing'}")
+    if own and site.parent.method is not None:
+        return site.parent.method.site, f"set_start_method sets the default of multiprocessing, not of {own}"
+    return None
 
 
 def related_site(site: Site | LazySite, message: str) -> Related:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpudoctor.knowledge import processes as P
 from gpudoctor.knowledge.registry import BY_NAME
@@ -17,16 +18,21 @@ from gpudoctor.lint.rules._base import (
     display,
     line_of,
     may_meet,
+    method_set_elsewhere,
     related_site,
     spawn_hint,
     what_runs,
     when_text,
 )
 
+if TYPE_CHECKING:
+    from gpudoctor.lint.frontend.parsed import LazySite
+
 WHAT = {
     P.POOL: "the Pool forks its worker processes",
     P.EXECUTOR: "the ProcessPoolExecutor forks its worker processes",
     P.PROCESS: "this Process is forked",
+    P.LIBRARY_POOL: f"{P.LIBRARY_POOL_SHOWN} forks its worker processes",
     P.OS_FORK: "os.fork() is called",
     P.JOBLIB: 'joblib\'s "multiprocessing" backend forks its worker processes (a multiprocessing Pool)',
 }
@@ -35,6 +41,7 @@ SERVED = {
     P.POOL: "the Pool's workers are forked from the forkserver process",
     P.EXECUTOR: "the ProcessPoolExecutor's workers are forked from the forkserver process",
     P.PROCESS: "this Process is forked from the forkserver process",
+    P.LIBRARY_POOL: f"{P.LIBRARY_POOL_SHOWN} has its workers forked from the forkserver process",
     P.JOBLIB: "joblib's workers are forked from the forkserver process",
 }
 
@@ -99,6 +106,11 @@ class ForkAfterGpuInit(Rule):
     with the default start method, started when the `Parallel` object is called or its
     `with` block entered, and with `n_jobs` left unset or 1 it starts no process;
     joblib's default backend, loky, starts fresh interpreters and is never flagged.
+    The `multiprocess` package (dill's copy of multiprocessing) keeps a default context
+    of its own: its `set_start_method` does not change the standard library's, nor the
+    other way round. Hugging Face datasets' `map`/`filter` with `num_proc` (not None, 0
+    or 1) run their function in a `multiprocess` pool: forked by default, spawned after
+    `multiprocess.set_start_method("spawn")`.
     Fallbacks for Pythons without `get_context`/`set_start_method` (added in 3.4) are
     dead code on every target (py310 and later): the `except AttributeError` or
     `except ImportError` branch around such a call never runs, and
@@ -238,8 +250,35 @@ class ForkAfterGpuInit(Rule):
         |     # ruleid: GD101
         |     Parallel(n_jobs=2, backend="multiprocessing")(delayed(work)(i) for i in range(4))
         """,
+        """\
+        | import torch
+        | from datasets import load_dataset
+        |
+        | def embed(batch):
+        |     return {"vector": torch.ones(len(batch["text"]), device="cuda").tolist()}
+        |
+        | if __name__ == "__main__":
+        |     print(torch.cuda.get_device_name(0))
+        |     dataset = load_dataset("imdb", split="train")
+        |     # ruleid: GD101
+        |     dataset = dataset.map(embed, batched=True, num_proc=4)
+        """,
     )
     VALID = (
+        """\
+        | import torch
+        | from datasets import load_dataset
+        | from multiprocess import set_start_method
+        |
+        | def embed(batch):
+        |     return {"vector": torch.ones(len(batch["text"]), device="cuda").tolist()}
+        |
+        | if __name__ == "__main__":
+        |     set_start_method("spawn")  # datasets' pool is the multiprocess package's
+        |     print(torch.cuda.get_device_name(0))
+        |     dataset = load_dataset("imdb", split="train")
+        |     dataset = dataset.map(embed, batched=True, num_proc=4)
+        """,
         """\
         | import multiprocessing as mp
         | import cupy as cp
@@ -316,12 +355,14 @@ class ForkAfterGpuInit(Rule):
             if not self.first_at(effect.site):
                 continue
             if method == "fork":
-                yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child, site.event)
+                yield self._finding(effect, init, use, received, ctx.spawn_fix(site), child, site.event,
+                                    method_set_elsewhere(site))
             else:
                 yield self._served(effect, child, init, use, received, ctx.spawn_fix(site))
 
     def _finding(self, start: Start, init_event: Event, use_event: Event | None, received: list[str],
-                 fix: Fix | NoFix, child: Flow, start_event: Event) -> Finding:
+                 fix: Fix | NoFix, child: Flow, start_event: Event,
+                 elsewhere: tuple[LazySite, str] | None = None) -> Finding:
         init = init_event.effect
         assert isinstance(init, Init)
         child_fw, consequence = _child_framework(use_event, received)
@@ -333,6 +374,9 @@ class ForkAfterGpuInit(Rule):
         )
         related = [related_site(init.site, f"{display(init.framework)} initialized here ({init.api})"),
                    *condition_sites(when)]
+        if elsewhere is not None:  # a start method set on another package's context
+            message += f" (it forks: {elsewhere[1]}, {line_of(elsewhere[0], start.site)})"
+            related.append(related_site(elsewhere[0], elsewhere[1]))
         if init_event.ctx.via is not None and init_event.ctx.via.path == start.site.path:
             related.append(related_site(init_event.ctx.via, f"through this {what_runs(init_event.ctx.via)}"))
         if use_event is not None:

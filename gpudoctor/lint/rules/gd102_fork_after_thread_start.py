@@ -17,7 +17,7 @@ from gpudoctor.lint.rules._base import (
     when_text,
 )
 
-FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB)
+FORKING = (P.POOL, P.EXECUTOR, P.PROCESS, P.OS_FORK, P.JOBLIB, P.LIBRARY_POOL)
 
 
 class ForkAfterThreadStart(Rule):

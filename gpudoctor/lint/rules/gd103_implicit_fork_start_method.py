@@ -8,9 +8,17 @@ from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Init, Start
 from gpudoctor.lint.analysis.flows import first_gpu_use, received_gpu_objects
 from gpudoctor.lint.findings import WARNING, Finding
-from gpudoctor.lint.rules._base import CheckContext, Rule, display, related_site, spawn_hint
+from gpudoctor.lint.rules._base import (
+    CheckContext,
+    Rule,
+    display,
+    line_of,
+    method_set_elsewhere,
+    related_site,
+    spawn_hint,
+)
 
-KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process",
+KINDS = {P.POOL: "Pool", P.EXECUTOR: "ProcessPoolExecutor", P.PROCESS: "Process", P.LIBRARY_POOL: P.LIBRARY_POOL_SHOWN,
          P.JOBLIB: 'joblib\'s Parallel(backend="multiprocessing")'}
 
 
@@ -67,6 +75,20 @@ class ImplicitForkStartMethod(Rule):
     suppressed_by = ("GD101", "GD105")
     INVALID = (
         """\
+        | import multiprocess
+        | import torch
+        | import torch.multiprocessing as tmp
+        |
+        | def shard(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     multiprocess.set_start_method("spawn")  # the multiprocess package's default only
+        |     p = tmp.Process(target=shard, args=(4,))
+        |     # ruleid: GD103
+        |     p.start()
+        """,
+        """\
         | import multiprocessing as mp
         | import torch
         |
@@ -92,6 +114,18 @@ class ImplicitForkStartMethod(Rule):
         """,
     )
     VALID = (
+        """\
+        | import multiprocess
+        | import torch
+        |
+        | def shard(i):
+        |     return torch.ones(i, device="cuda").sum().item()
+        |
+        | if __name__ == "__main__":
+        |     multiprocess.set_start_method("spawn")
+        |     with multiprocess.Pool(4) as pool:
+        |         pool.map(shard, range(4))
+        """,
         """\
         | import multiprocessing as mp
         | import torch
@@ -170,9 +204,14 @@ class ImplicitForkStartMethod(Rule):
             others = chosen.get(effect.site)
             way = "" if not others else (
                 f" on one way to it (on another the code chooses {' or '.join(sorted(others))} explicitly),")
+            elsewhere = method_set_elsewhere(site)
+            aside = ""
+            if elsewhere is not None:  # a start method set on another package's context
+                aside = f" ({elsewhere[1]}, {line_of(elsewhere[0], effect.site)})"
+                related = (*related, related_site(elsewhere[0], elsewhere[1]))
             yield self.finding(
                 effect.site,
-                f"{KINDS[effect.kind]} uses the default start method, fork,{way} and its workers use "
+                f"{KINDS[effect.kind]} uses the default start method, fork{aside},{way} and its workers use "
                 f"{display(used)}; they break as soon as this process initializes {display(used)} "
                 "before starting them",
                 related,

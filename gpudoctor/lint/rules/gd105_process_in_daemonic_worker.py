@@ -10,7 +10,7 @@ from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.rules._base import CheckContext, Rule, related_site
 
-STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER)
+STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER, P.LIBRARY_POOL)
 
 
 class ProcessInDaemonicWorker(Rule):

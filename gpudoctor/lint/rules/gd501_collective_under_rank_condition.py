@@ -6,10 +6,10 @@ import re
 from collections.abc import Iterator
 from difflib import SequenceMatcher
 
-from gpudoctor.knowledge.distributed import JOB_TEST_WORDS, SAMPLE_RANKS
+from gpudoctor.knowledge.distributed import JOB_TEST_WORDS, SAMPLE_RANKS, WHEN_COLLECTIVE
 from gpudoctor.lint.analysis.events import Collective, Event
 from gpudoctor.lint.analysis.values import Condition, distinguishes
-from gpudoctor.lint.findings import ERROR, Finding, Related
+from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
 from gpudoctor.lint.rules._base import CheckContext, Rule, line_of, related_site
 
 # Collectives compared per flow and rank: a flow with more is compared on its first ones.
@@ -32,7 +32,11 @@ class CollectiveUnderRankCondition(Rule):
     `@accelerator.on_main_process` or `@master_only`), directly or in a function called
     there, when the ranks that do not take that branch do not reach a collective of the
     same kind instead. Lightning's `Trainer.save_checkpoint` and DeepSpeed's
-    `engine.save_checkpoint` count: both must be called on every rank.
+    `engine.save_checkpoint` count: both must be called on every rank. So do mpi4py's
+    `MPI.COMM_WORLD` collectives (`bcast`, `Barrier`, `Allreduce`...; on an unknown object
+    named `comm`, those no other library's `comm` has), whose ranks, blocked, wait for ever.
+    Accelerate's `save_state` is a collective under DeepSpeed, FSDP or automatic
+    checkpoint naming only, which the configuration chooses at run time: a warning.
 
     The ranks are compared in order: the common "rank 0 goes first" pair, where the other
     ranks wait in a `barrier()` before rank 0's work and rank 0 in one after it, is fine.
@@ -131,6 +135,27 @@ class CollectiveUnderRankCondition(Rule):
         |         return dist.new_group(ranks)
         |     return None
         """,
+        """\
+        | from mpi4py import MPI
+        |
+        | def load(path):
+        |     data = open(path, "rb").read() if MPI.COMM_WORLD.Get_rank() == 0 else None
+        |     return MPI.COMM_WORLD.bcast(data)
+        |
+        | def resume(path):
+        |     if MPI.COMM_WORLD.Get_rank() == 0:
+        |         # ruleid: GD501
+        |         load(path)
+        """,
+        """\
+        | from accelerate import Accelerator
+        |
+        | accelerator = Accelerator()
+        | for epoch in range(3):
+        |     if accelerator.is_main_process:
+        |         # ruleid: GD501
+        |         accelerator.save_state(f"checkpoint-{epoch}")
+        """,
     )
     VALID = (
         """\
@@ -187,6 +212,23 @@ class CollectiveUnderRankCondition(Rule):
         | def maybe_sync(t, world_size):
         |     if world_size > 1:
         |         dist.all_reduce(t)
+        """,
+        """\
+        | from mpi4py import MPI
+        |
+        | comm = MPI.COMM_WORLD
+        |
+        | def load(path):
+        |     data = open(path, "rb").read() if comm.Get_rank() == 0 else None
+        |     return comm.bcast(data, root=0)
+        """,
+        """\
+        | from accelerate import Accelerator
+        |
+        | accelerator = Accelerator()
+        | accelerator.save_state("checkpoint")  # every process: it writes from the main one itself
+        | if accelerator.is_main_process:
+        |     accelerator.save("notes", "notes.txt")
         """,
     )
 
@@ -251,12 +293,19 @@ class CollectiveUnderRankCondition(Rule):
         if instead is not None and isinstance(instead.effect, Collective):
             other = f"; the other ranks run {_api(instead.effect)}() at {line_of(instead.effect.site, where)} instead"
             related.append(related_site(instead.effect.site, "what the other ranks run instead"))
+        conditional = WHEN_COLLECTIVE.get(effect.kind)
+        if conditional is not None:  # a collective under some configurations only: a warning
+            other += f"; {conditional[0]}"
+        # (MPI has no timeout of its own: a job blocked in one waits for ever)
+        until = "for ever" if effect.kind.startswith("mpi.") else "until the backend's timeout"
         return self.finding(
             where,
             f"{what} only on the ranks {test} ({line_of(condition.site, where)})"
             f"{other}: a collective completes only when every rank of the job calls it, so the job hangs "
-            f"there until the backend's timeout — call it on every rank, outside the rank test",
+            f"there {until} — call it on every rank, outside the rank test",
             tuple(related),
+            severity=WARNING if conditional is not None else None,
+            hint=conditional[1] if conditional is not None else None,
         )
 
 
