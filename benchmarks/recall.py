@@ -21,7 +21,8 @@ and precision, then every missed hazard (with the triage's reason when it has on
 false and every untriaged finding. ``--save RUN.json`` keeps the findings of a run and
 ``--baseline RUN.json`` prints a saved run's table beside this one (a before/after
 comparison); ``--python PY`` lints with another interpreter's gpudoctor and ``--source
-DIR`` with the gpudoctor of another checkout (put first on ``PYTHONPATH``).
+DIR`` with the gpudoctor of another checkout (put first on ``PYTHONPATH``, with ``--jobs 1``:
+lint's workers import the installed gpudoctor, whatever ``PYTHONPATH`` says).
 
 Exit status: 0 when nothing is untriaged, 1 otherwise, 2 when a repository could not be
 checked out. Not part of ``make test``: it needs the repositories and takes minutes.
@@ -174,11 +175,16 @@ def extract(source: Path, commit: str, target: Path) -> None:
 
 def lint(root: Path, paths: list[str], python: str, source: Path | None) -> tuple[list[dict[str, object]], float]:
     env = dict(os.environ)
+    jobs: list[str] = []
     if source is not None:
         env["PYTHONPATH"] = str(source) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # Lint's worker processes import gpudoctor from where it is installed, never from
+        # PYTHONPATH (nothing of the linted folder may run in them): one process only, or
+        # the workers would run the installed gpudoctor beside this checkout's.
+        jobs = ["--jobs", "1"]
     # (a lint that fails, a traceback or output that is not JSON stops the run: ``checked``)
     findings, took = captured_json([python, "-m", "gpudoctor", "lint", "--output-format", "json", "--no-cache",
-                                    "--exit-zero", *paths], root, env)
+                                    "--exit-zero", *jobs, *paths], root, env)
     out = []
     for f in findings:
         where = f.get("location") or {}
