@@ -93,6 +93,20 @@ COLLECTIVES: tuple[Collective, ...] = (
                    "broadcast_variables", "alltoall", "barrier", "join")),
 )
 BY_QUALNAME = {collective.qualname: collective for collective in COLLECTIVES}
+# Module wrappers whose forward is a collective: DistributedDataParallel's ``forward``
+# broadcasts the module's buffers from rank 0 before running it (torch 2.x
+# ``nn/parallel/distributed.py``: ``_pre_forward`` -> ``_sync_buffers`` when
+# ``broadcast_buffers``, True by default, and the module has buffers: BatchNorm's running
+# statistics, a registered causal mask or position index), also under ``torch.no_grad()``
+# and in eval mode; a backward after it all-reduces the gradients. A rank-0-only evaluation
+# of the wrapped model hangs there; ``ddp_model.module(x)`` runs the module alone. Each:
+# the keyword that, False, turns the forward's collective off, and the collective.
+DDP_FORWARD = Collective("torch.nn.parallel.DistributedDataParallel.forward", "ddp.forward", None)
+COLLECTIVE_WRAPPERS = dict.fromkeys(
+    ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"),
+    ("broadcast_buffers", DDP_FORWARD))
+# What the analysis calls an object such a wrapper made: the wrapper's name and this.
+WRAPPED = "()"
 # Collectives that are one under some configurations of the job only, by kind: what a
 # finding says of it, and the way out. (Under plain DDP ``save_state`` on the main process
 # alone works; Hugging Face diffusers' training scripts test
@@ -102,6 +116,10 @@ WHEN_COLLECTIVE = {
                    "checkpoint naming, and writes from the main process itself on every configuration",
                    "Call accelerator.save_state on every process (it writes from the main one itself), or test "
                    "`accelerator.is_main_process or accelerator.distributed_type == DistributedType.DEEPSPEED`"),
+    "ddp.forward": ("DistributedDataParallel's forward broadcasts the module's buffers from rank 0 when it has "
+                    "any (BatchNorm statistics, a registered mask or index) and broadcast_buffers is on, the default",
+                    "Run the wrapped module itself on one rank (`model.module(x)`), or run the forward on every "
+                    "rank; DistributedDataParallel(..., broadcast_buffers=False) turns the broadcast off"),
 }
 # Collectives that run on "the current device" of an NCCL group unless told one
 # (distributed_c10d.py, torch 2.11-2.13: ``barrier`` allocates its one-element tensor on the
@@ -223,7 +241,8 @@ WORLD_CALLS = frozenset({"get_world_size", "process_count", "Get_size"})
 STARTUP_TOO_LATE = ('raises RuntimeError "Collective ops must be configured at program startup" when TF_CONFIG '
                     "names a cluster (alone, it logs that collective ops were not configured)")
 WORDS = WORDS | {name.rsplit(".", 1)[-1] for name in STARTUP_STRATEGIES} | {"init_process_group", "init_distributed",
-                                                                              "sync_dist"}
+                                                                              "sync_dist"} \
+    | {name.rsplit(".", 1)[-1] for name in COLLECTIVE_WRAPPERS}
 
 # Words of a test that asks whether the job is distributed at all (``if dist.is_initialized():``,
 # ``if world_size > 1:``, ``if self.distributed:``): true in any distributed job, so code under

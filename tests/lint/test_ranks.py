@@ -253,6 +253,46 @@ def test_accelerate_and_jax(lint_source) -> None:  # type: ignore[no-untyped-def
     assert found == _rows(textwrap.dedent(source))
 
 
+def test_a_wrapped_model_and_the_module_it_wraps(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # Calling a DistributedDataParallel model is a collective (its forward broadcasts the
+    # buffers); its ``.module``, reached directly or through an unwrapping helper, is not.
+    source = """\
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        def wrap(model, world_size):
+            return DistributedDataParallel(model) if world_size > 1 else model
+
+        def unwrap(model):
+            return model.module if hasattr(model, "module") else model
+
+        def plain(model):
+            return model.module if isinstance(model, DistributedDataParallel) else model
+
+        def evaluate(model):
+            with torch.no_grad():
+                return model(torch.ones(2))
+
+        def train(model, rank):
+            model = wrap(model, dist.get_world_size())
+            model(torch.ones(2)).sum().backward()
+            if rank == 0:
+                evaluate(unwrap(model))
+            if rank == 0:
+                evaluate(plain(model))
+            if rank == 0:
+                evaluate(model.module)
+            if rank == 0:
+                evaluate(model)  # here
+        """
+    import textwrap
+
+    findings = [f for f in lint_source(source, select=["GD501"]) if f.code == "GD501"]
+    assert {f.site.row for f in findings} == _rows(textwrap.dedent(source))
+    assert all(f.severity == "warning" for f in findings)
+
+
 def test_an_early_exit_is_named_as_written(lint_source) -> None:  # type: ignore[no-untyped-def]
     source = HEAD + """\
 def log(loss, local_rank):

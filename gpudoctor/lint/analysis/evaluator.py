@@ -396,9 +396,45 @@ class Evaluator(Frame):
         known = truth(self.eval(node.test))
         if known is not None:
             return self.eval(node.body if known else node.orelse)
+        narrowed = self._unwrapping(node)
+        if narrowed is not None:
+            return narrowed
         site = self.site(node.test)
         return join(with_conditions(self.eval(node.body), (Condition(site, True, node.test),)),
                     with_conditions(self.eval(node.orelse), (Condition(site, False, node.test),)))
+
+    def _unwrapping(self, node: cst.IfExp) -> Value | None:
+        """``m.module if hasattr(m, "module") else m`` (or ``isinstance(m, DDP)``), where ``m``
+        holds a module wrapper's object (knowledge/distributed.py COLLECTIVE_WRAPPERS): the
+        wrapper takes the first branch, whatever else ``m`` holds takes both."""
+        test = node.test
+        if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and len(test.args) == 2
+                and test.func.value in ("hasattr", "isinstance") and isinstance(test.args[0].value, cst.Name)):
+            return None
+        name = test.args[0].value.value
+        held = self.env.get(name)
+        if not held:
+            return None
+        wrappers = frozenset(a for a in held if isinstance(a, ModRef) and a.qualname.endswith(distributed.WRAPPED)
+                             and a.qualname.removesuffix(distributed.WRAPPED) in distributed.COLLECTIVE_WRAPPERS)
+        if not wrappers:
+            return None
+        second = test.args[1].value
+        if test.func.value == "hasattr":
+            if not (isinstance(second, cst.SimpleString) and string_value(second) == "module"):
+                return None
+        elif not any(isinstance(a, ModRef) and a.qualname in distributed.COLLECTIVE_WRAPPERS
+                     for a in self.eval(second)):
+            return None
+        site = self.site(node.test)
+        body = with_conditions(self.eval(node.body), (Condition(site, True, node.test),))
+        self.env[name] = held - wrappers  # (what the wrapper is not takes the other branch too)
+        try:
+            rest = with_conditions(self.eval(node.orelse), (Condition(site, False, node.test),)) \
+                if self.env[name] else UNKNOWN
+        finally:
+            self.env[name] = held
+        return join(body, rest)
 
     def _e_NamedExpr(self, node: cst.NamedExpr) -> Value:
         value = self.eval(node.value)
@@ -729,6 +765,20 @@ class Evaluator(Frame):
         if collective is not None:
             self.collective(collective, args, node)
             return UNKNOWN
+        wrapper = distributed.COLLECTIVE_WRAPPERS.get(qualname)
+        if wrapper is not None:  # ``DDP(model)``: calling what it returns is a collective
+            self.defer_callbacks(args, node)
+            off = args.keyword_nodes.get(wrapper[0])
+            if isinstance(off, cst.Name) and off.value == "False":
+                return UNKNOWN
+            return one(ModRef(qualname + distributed.WRAPPED))
+        if qualname.endswith(distributed.WRAPPED) or qualname.endswith(distributed.WRAPPED + ".forward"):
+            wrapped = distributed.COLLECTIVE_WRAPPERS.get(qualname.removesuffix(".forward").removesuffix(
+                distributed.WRAPPED))
+            if wrapped is not None:
+                self.defer_callbacks(args, node)
+                self.collective(wrapped[1], args, node)
+                return UNKNOWN
         if qualname in distributed.CLASSES:
             return one(ModRef(qualname))  # its collective methods are known by this name
         if qualname in distributed.ACCELERATOR_GETTERS:

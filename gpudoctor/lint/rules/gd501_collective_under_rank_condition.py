@@ -37,6 +37,9 @@ class CollectiveUnderRankCondition(Rule):
     named `comm`, those no other library's `comm` has), whose ranks, blocked, wait for ever.
     Accelerate's `save_state` is a collective under DeepSpeed, FSDP or automatic
     checkpoint naming only, which the configuration chooses at run time: a warning.
+    Calling a `DistributedDataParallel` model (its forward) broadcasts the module's
+    buffers from rank 0 when it has any and `broadcast_buffers` is on (the default), also
+    under `torch.no_grad()`: a warning too (`model.module(x)` runs the module alone).
 
     The ranks are compared in order: the common "rank 0 goes first" pair, where the other
     ranks wait in a `barrier()` before rank 0's work and rank 0 in one after it, is fine.
@@ -156,6 +159,20 @@ class CollectiveUnderRankCondition(Rule):
         |         # ruleid: GD501
         |         accelerator.save_state(f"checkpoint-{epoch}")
         """,
+        """\
+        | import torch
+        | import torch.distributed as dist
+        | from torch.nn.parallel import DistributedDataParallel as DDP
+        |
+        | def train(model, batches, rank):
+        |     model = DDP(model, device_ids=[rank])
+        |     for batch in batches:
+        |         model(batch).sum().backward()
+        |     if rank == 0:
+        |         with torch.no_grad():
+        |             # ruleid: GD501
+        |             print(model(batches[0]))
+        """,
     )
     VALID = (
         """\
@@ -229,6 +246,18 @@ class CollectiveUnderRankCondition(Rule):
         | accelerator.save_state("checkpoint")  # every process: it writes from the main one itself
         | if accelerator.is_main_process:
         |     accelerator.save("notes", "notes.txt")
+        """,
+        """\
+        | import torch
+        | from torch.nn.parallel import DistributedDataParallel as DDP
+        |
+        | def train(model, batches, rank):
+        |     model = DDP(model, device_ids=[rank])
+        |     for batch in batches:
+        |         model(batch).sum().backward()
+        |     if rank == 0:
+        |         with torch.no_grad():
+        |             print(model.module(batches[0]))  # the module alone: no collective
         """,
     )
 
