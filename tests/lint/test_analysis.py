@@ -653,3 +653,54 @@ def test_threads_of_a_thread_subclass_are_joined_by_join(lint_source, join: str,
     # next server forks: the join was not seen, and GD102 said they may still run.
     findings = lint_source(_THREAD_SUBCLASS.replace("{join}", join))
     assert any(f.code == "GD102" for f in findings) is found, [(f.code, f.site.row, f.message) for f in findings]
+
+
+def test_a_package_module_named_like_the_standard_library_imports_the_standard_library(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # ``rembg/multiprocessing.py`` doing ``import multiprocessing`` gets the standard
+    # library's (Python 3 has no implicit relative imports), not itself.
+    files = {
+        "rembg/__init__.py": "",
+        "rembg/bg.py": "import torch\n\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
+        "rembg/multiprocessing.py": """\
+            import multiprocessing
+
+            import torch
+
+            from .bg import DEVICE
+
+
+            def worker(x):
+                return torch.ones(x, device=DEVICE)
+
+
+            def parallel(items):
+                w = multiprocessing.Process(target=worker, args=(items,))
+                w.start()
+            """,
+        "rembg/cli.py": "from .multiprocessing import parallel\n\n\ndef main():\n    parallel(3)\n",
+    }
+    findings = lint_source(files, select=["GD101"])
+    assert {(f.site.path.rsplit("/", 1)[-1], f.site.row) for f in findings} == {("multiprocessing.py", 14)}
+
+
+def test_a_script_folder_module_named_like_the_standard_library_shadows_it(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # A folder of scripts (no __init__.py): the script's own folder comes first on the path.
+    files = {
+        "queue.py": "import multiprocessing\n\n\ndef start(f):\n    multiprocessing.Process(target=f).start()\n",
+        "main.py": """\
+            import queue
+
+            import torch
+
+
+            def work():
+                torch.ones(1).cuda()
+
+
+            if __name__ == "__main__":
+                torch.cuda.init()
+                queue.start(work)
+            """,
+    }
+    findings = lint_source(files, select=["GD101"])
+    assert [f.code for f in findings] == ["GD101"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,7 +61,15 @@ class ModuleFinder:
                 base = base.parent
             consulted.append((base, tuple(parts)))
             return self._module_file(base, parts)
-        for base in (home, *self._roots):
+        bases = (home, *self._roots)
+        if parts and parts[0] in sys.stdlib_module_names:
+            # Inside a package, ``import multiprocessing`` is the standard library's, never a
+            # sibling ``multiprocessing.py`` (Python 3 has no implicit relative imports; a
+            # script's own folder comes first on the path only for the script run).
+            consulted.append((home, ("__init__",)))
+            if self._module_file(home, ["__init__"]) is not None:
+                bases = tuple(self._roots)
+        for base in bases:
             consulted.append((base, tuple(parts)))
             found = self._module_file(base, parts)
             if found is not None:
