@@ -65,3 +65,47 @@ def definition(line: str) -> str | None:
         return (f"{where}, inside {kind} (line {outer.lineno}), not at the top level of the module: a worker that "
                 f"imports it as `{module}` does not have it.")
     return None
+
+
+_LOCAL_OBJECT = re.compile(r"Can't (?:pickle|get) local object '([^']+)'")
+
+
+def local_definition(message: str, script: Path | None) -> str | None:
+    """Say where the local object of a "Can't pickle local object 'train.<locals>.<lambda>'"
+    error is defined in ``script``: the function it is local to, then the lambda (the
+    lines of each, when there are several) or the nested function or class of that name.
+    None when the message or the file does not say."""
+    match = _LOCAL_OBJECT.search(message)
+    if match is None or script is None:
+        return None
+    try:
+        tree = ast.parse(script.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    parts = match[1].split(".<locals>.")
+    scope: list[ast.stmt] = tree.body
+    outer: ast.stmt | None = None
+    for part in parts[:-1]:
+        name = part.rsplit(".", 1)[-1]  # (a method: ``Trainer.fit``)
+        found = next((n for n in ast.walk(ast.Module(body=scope, type_ignores=[]))
+                      if isinstance(n, _DEFINITIONS) and n.name == name), None)
+        if found is None:
+            return None
+        outer, scope = found, found.body
+    if outer is None:
+        return None
+    last = parts[-1]
+    inside = f"inside `{parts[-2].rsplit('.', 1)[-1]}` (line {outer.lineno})"
+    nodes = ast.walk(ast.Module(body=scope, type_ignores=[]))
+    if last == "<lambda>":
+        lines = sorted({n.lineno for n in nodes if isinstance(n, ast.Lambda)})
+        if not lines:
+            return None
+        where = ", ".join(f"{script}:{line}" for line in lines[:3])
+        return (f"The lambda is defined at {where}, {inside}: a lambda has no name a worker could import it by; "
+                "define the function at the top level of the module.")
+    node = next((n for n in nodes if isinstance(n, _DEFINITIONS) and n.name == last), None)
+    if node is None:
+        return None
+    return (f"`{last}` is defined at {script}:{node.lineno}, {inside}, not at the top level of the module: "
+            "a worker cannot import it by its name.")

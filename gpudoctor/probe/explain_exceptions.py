@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
 from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_TARGET
-from gpudoctor.probe import wording
+from gpudoctor.probe import explain_definition, wording
 from gpudoctor.probe.diagnosis import OBSERVED, Cause
 from gpudoctor.probe.explain_lost_task import pool_wait
 from gpudoctor.probe.failures import Frame, Raised, how_it_ended, is_failure, is_helper, raised
@@ -314,6 +314,12 @@ def _memory(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> lis
     return found
 
 
+def _local_object(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Where the script defines the local object it could not pickle (a lambda, a nested function)."""
+    where = explain_definition.local_definition(seen.error.message, _script(judged))
+    return [where] if where else []
+
+
 # The type name CPython's ``assert_spawning`` puts in its message ("Lock objects should only
 # be shared ...") and the multiprocessing calls that make such an object (an Event and a
 # Barrier hold a Condition, and fail on it); a ctypes name ("c_int", "c_double_Array_3") is a
@@ -579,7 +585,7 @@ CATALOGUE: tuple[Known, ...] = (
     # a lambda, a nested function). CPython 3.11 to 3.13 print "AttributeError: Can't pickle local
     # object", earlier ones "PicklingError: Can't pickle <function ...>".
     Known(hazards.WORKER_NOT_IMPORTABLE, ("PicklingError", "AttributeError"),
-          r"Can't pickle (local object|<function)|Can't get local object", (COMMAND,)),
+          r"Can't pickle (local object|<function)|Can't get local object", (COMMAND,), detail=_local_object),
     # multiprocessing/context.py (assert_spawning, 3.8 to 3.13): "Lock objects should only be shared
     # between processes through inheritance", from the __getstate__ of a Lock, RLock, Semaphore,
     # Condition (an Event's or a Barrier's), a Queue, a synchronized Value or Array, and from
