@@ -704,3 +704,38 @@ def test_a_script_folder_module_named_like_the_standard_library_shadows_it(lint_
     }
     findings = lint_source(files, select=["GD101"])
     assert [f.code for f in findings] == ["GD101"]
+
+
+def test_a_worker_function_in_a_module_naming_no_framework_is_followed(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # The target's module mentions no GPU framework and starts nothing (the gate would not
+    # follow it), but the function calls a method of the model it is handed.
+    files = {
+        "worker.py": "def run(model, n):\n    for _ in range(n):\n        model.predict(n)\n",
+        "net.py": """\
+            import tensorflow as tf
+
+
+            class Net:
+                def __init__(self):
+                    self.model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+
+                def predict(self, x):
+                    return self.model(tf.ones((1, x)))
+            """,
+        "main.py": """\
+            import multiprocessing as mp
+
+            import net
+            import worker
+
+            if __name__ == "__main__":
+                model = net.Net()
+                model.predict(3)
+                p = mp.Process(target=worker.run, args=(model, 2))
+                p.start()
+                with mp.Pool(2) as pool:
+                    pool.starmap(worker.run, [(model, 1)])
+            """,
+    }
+    found = {(f.code, f.site.row) for f in lint_source(files, select=["GD101"]) if f.site.path.endswith("main.py")}
+    assert found == {("GD101", 10), ("GD101", 11)}

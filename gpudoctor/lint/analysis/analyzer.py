@@ -113,7 +113,8 @@ class Analyzer:
         self._merged: set[int] = set()  # those whose calls are in ``calls`` (see ``call_graph``)
 
     # -- modules -------------------------------------------------------------------------
-    def module(self, path: Path, direct: bool = False, importer: Path | None = None) -> ModuleState | ParseFailure:
+    def module(self, path: Path, direct: bool = False, importer: Path | None = None,
+               needed: bool = False) -> ModuleState | ParseFailure:
         """The module's walk (its top level run once in this analysis), or why there is
         none. ``direct``: the code calls a function of it, or a linted program imports it
         (_run_import), which the budget of modules followed refuses only at DIRECT_ROOM
@@ -131,11 +132,13 @@ class Analyzer:
         if key in self._half_imported:
             return ParseFailure(str(key), HALF_IMPORTED, 1, 0)
         found = self._modules.get(key)
-        if found is not None and not (direct and isinstance(found, ParseFailure) and found.message == NOT_ANALYSED):
+        if found is not None and not ((direct or needed) and isinstance(found, ParseFailure)
+                                      and found.message == NOT_ANALYSED):
             return found
         if key in self.linted:
             return self.walk_own(key)[0]
-        if self._spent(DIRECT_ROOM if direct else 1) or not self.project.gate.worth_following(key):
+        if self._spent(DIRECT_ROOM if direct or needed else 1) or \
+                not (needed or self.project.gate.worth_following(key)):
             # Not analysed: names from it stay unknown (no effect assumed).
             failure = self._modules[key] = ParseFailure(str(key), NOT_ANALYSED, 1, 0)
             return failure
@@ -392,11 +395,14 @@ class Analyzer:
                     names.extend((name, bound) for name, bound in list(state.env.items()) if not name.startswith("_"))
         return names
 
-    def module_member(self, atom: Atom, attr: str) -> Value:
+    def needed_member(self, atom: Atom, attr: str) -> Value:
+        return self.module_member(atom, attr, needed=True)
+
+    def module_member(self, atom: Atom, attr: str, needed: bool = False) -> Value:
         if not isinstance(atom, ModuleObj):
             return UNKNOWN
         path = self.project.path_of(atom.path)
-        state = self.module(path)
+        state = self.module(path, needed=needed)
         if not isinstance(state, ParseFailure) and attr in state.env:
             return state.env[attr]
         if path.name == "__init__.py":

@@ -62,6 +62,11 @@ class Interpreter(Protocol):
     def module_member(self, atom: Atom, attr: str) -> Value:
         """What a project module (``atom``) binds to ``attr``."""
 
+    def needed_member(self, atom: Atom, attr: str) -> Value:
+        """``module_member`` of a project module walked even where the gate would not follow
+        it: a function that runs in a child process (a Process target, a pool's task)."""
+        ...
+
     def import_module(self, importer: str, dotted: str, level: int,
                       site: LazySite | None) -> tuple[Value, list[ModuleState]]:
         """What an import of ``dotted`` in module ``importer`` binds, and the project

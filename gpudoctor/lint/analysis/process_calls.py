@@ -72,6 +72,27 @@ if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
 
 
+def _callable(frame: Frame, args: Args, node: cst.Call, index: int, *keywords: str) -> Value | None:
+    """The callable a child process runs (a Process's target, a pool's task function):
+    the argument's value; where it is no project function and is written ``module.name``,
+    the function ``name`` of that project module, walked even where the gate would not
+    follow it (a worker function in a helper module that names no GPU framework itself
+    but calls methods of the model it is given)."""
+    value = next((v for k in keywords if (v := args.get(index, k)) is not None), None)
+    if value is not None and any(isinstance(a, (FuncRef, ClassRef)) for a in value):
+        return value
+    expr = next((a.value for a in node.args if a.keyword is not None and a.keyword.value in keywords), None)
+    if expr is None:
+        plain = [a for a in node.args if a.keyword is None]
+        expr = plain[index].value if index < len(plain) and not plain[index].star else None
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return value
+    found: set[Atom] = set()
+    for atom in ordered(frame.lookup(expr.value.value)):
+        found.update(frame.interpreter.needed_member(atom, expr.attr.value))
+    return frozenset(found) | (value or UNKNOWN) if found else value
+
+
 def _funcs(value: Value | None, frame: Frame | None = None) -> tuple[FuncRef, ...]:
     """The project callables in ``value``. With ``frame``, a class counts too: calling it
     (as a process target or a pool task) runs its ``__init__`` in the worker."""
@@ -136,9 +157,10 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
         call_args = args.get(3, "args") or UNKNOWN
         kwargs = args.get(4, "kwargs") or UNKNOWN
         per_position, rest = positions(call_args)
-        targets = _funcs(args.get(1, "target"), frame)
+        target = _callable(frame, args, node, 1, "target")
+        targets = _funcs(target, frame)
         proc = ProcessObj(method, site, targets, per_position or (rest,), args.is_true("daemon"))
-        sent = _with_attributes(frame, call_args | kwargs) | carried(frame, args.get(1, "target"))
+        sent = _with_attributes(frame, call_args | kwargs) | carried(frame, target)
         if sent:
             frame.emit(Send(site, "process-args", sent, method))
         return one(proc)
@@ -150,6 +172,9 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
             # (``method``: the marker of a namespace with a default context of its own)
             namespace = method[len(P.OWN_DEFAULT):] if method else ""
             frame.emit(SetMethod(chosen, site, args.is_true("force"), namespace))
+        return UNKNOWN
+    if kind == P.MANAGER:  # its server process starts now, and runs none of the program's code
+        frame.emit(Start(P.MANAGER, method, site))
         return UNKNOWN
     if kind == P.QUEUE:
         return one(QueueObj(method))
@@ -423,9 +448,12 @@ def iterate_loaders(frame: Frame, value: Value, node: cst.CSTNode, *, lasting: b
     return transient
 
 
-def _task_children(frame: Frame, pool: PoolObj, name: str, args: Args) -> tuple[tuple[Child, ...], Value]:
-    funcs = _funcs(args.get(0, "func") or args.get(0, "fn"), frame)
-    with_func = carried(frame, args.get(0, "func") or args.get(0, "fn"))
+def _task_children(frame: Frame, pool: PoolObj, name: str, args: Args,
+                   node: cst.Call | None = None) -> tuple[tuple[Child, ...], Value]:
+    func = _callable(frame, args, node, 0, "func", "fn") if node is not None else \
+        args.get(0, "func") or args.get(0, "fn")
+    funcs = _funcs(func, frame)
+    with_func = carried(frame, func)
     if pool.kind == P.EXECUTOR and name == "submit":
         sent = container(*args.positional[1:], *args.keywords.values())
         per = tuple(args.positional[1:])
@@ -470,7 +498,7 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
                 _run_here(frame, child, node, atom.site)
             return UNKNOWN
         if name in tasks:
-            children, sent = _task_children(frame, atom, name, args)
+            children, sent = _task_children(frame, atom, name, args, node)
             if sent:
                 frame.emit(Send(site, "task", sent, atom.method))
             frame.emit(Task(atom, site, children, sent))

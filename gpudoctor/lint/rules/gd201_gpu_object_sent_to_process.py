@@ -68,7 +68,9 @@ class GpuObjectSentToProcess(Rule):
 
     PyTorch does not copy: under fork the receiver still needs CUDA to use the tensor,
     which a child forked after CUDA was initialized cannot initialize ("Cannot
-    re-initialize CUDA in forked subprocess").
+    re-initialize CUDA in forked subprocess"). Nor does a forked `Process`: its
+    `args` are inherited, not pickled, and the child meets the object as it is, with
+    the same need.
 
     ## Example
     ```python
@@ -192,7 +194,10 @@ class GpuObjectSentToProcess(Rule):
             host_copy = BY_NAME[first.framework].host_copy
             sent = f"a {name} object that lives on the GPU is sent {CHANNELS[effect.channel]}" + \
                 (f" (one made{when_text(when, effect.site)})" if when else "")
-            if not self._shared(first, effect):
+            # A forked Process inherits its arguments (nothing is pickled): it meets the
+            # object as it is, which needs CUDA in a child forked after CUDA started.
+            inherited = fork and effect.channel == "process-args"
+            if not self._shared(first, effect) and not inherited:
                 yield self.finding(
                     effect.site,
                     f"{sent}; it is copied to the host and rebuilt on the GPU in the receiver "
@@ -202,10 +207,13 @@ class GpuObjectSentToProcess(Rule):
             else:
                 yield self.finding(
                     effect.site,
-                    f"{sent}, under the fork start method; the receiver can use it only if it can "
-                    "initialize CUDA itself, which a process forked after CUDA was initialized cannot",
+                    f"{sent}, under the fork start method{' (inherited, not copied)' if inherited else ''}; "
+                    "the receiver can use it only if it can initialize CUDA itself, which a process forked "
+                    "after CUDA was initialized cannot",
                     related, hint=f"Use the spawn start method, under which {name} shares it without a copy, "
-                                  f"or send {host_copy}",
+                                  f"or send {host_copy}" if self._shared(first, effect) else
+                    f"Send {host_copy} and build the {name} object in the child, or use the spawn start method "
+                    "and initialize the GPU only in the processes that use it",
                 )
 
     @staticmethod
