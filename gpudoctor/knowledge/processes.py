@@ -69,6 +69,7 @@ class ProcessKind(StrEnum):
     JOBLIB_BACKEND = "joblib-backend"  # parallel_backend: the same, with n_jobs=-1 by default
     PROCESS_GROUP = "process-group"  # torch.distributed.init_process_group: starts threads (below)
     LIBRARY_POOL = "library-pool"  # a library's method that runs a function in a pool of its own (below)
+    MANAGER = "manager"  # multiprocessing.Manager(): starts its server process at once
 
 
 # The kinds by their short names, as the rest of the linter writes them (``P.POOL``).
@@ -93,12 +94,19 @@ JOBLIB_CONFIG = ProcessKind.JOBLIB_CONFIG
 JOBLIB_BACKEND = ProcessKind.JOBLIB_BACKEND
 PROCESS_GROUP = ProcessKind.PROCESS_GROUP
 LIBRARY_POOL = ProcessKind.LIBRARY_POOL
+MANAGER = ProcessKind.MANAGER
 SPAWN_LAUNCHER_NAME = "torch.multiprocessing.spawn"  # what a message calls it
 # The function each process it starts runs first (a process tree's record names it).
 SPAWN_LAUNCHER_TARGET = "torch.multiprocessing.spawn._wrap"
 # Its argument that is the process's index (``_wrap(fn, i, args, error_file)``, torch 2.13
 # torch/multiprocessing/spawn.py): what it passes to ``fn`` first, which programs take as the rank.
 SPAWN_LAUNCHER_INDEX = 1
+# Its arguments that are the function it runs and that function's own arguments: ``_wrap``
+# calls ``fn(i, *args)``, so the function's parameter k (from 1) is ``args[k - 1]``.
+SPAWN_LAUNCHER_FUNCTION = 0
+SPAWN_LAUNCHER_ARGS = 2
+# How many processes it starts: ``spawn(fn, args=(), nprocs=1, ...)``'s keyword, and its position.
+SPAWN_LAUNCHER_COUNT = ("nprocs", 2)
 
 APIS: dict[str, ProcessKind] = {
     "multiprocessing.Pool": POOL,
@@ -112,6 +120,10 @@ APIS: dict[str, ProcessKind] = {
     "multiprocessing.JoinableQueue": QUEUE,
     "multiprocessing.queues.Queue": QUEUE,
     "multiprocessing.Pipe": PIPE,
+    # Lib/multiprocessing/context.py: ``Manager()`` builds a SyncManager and calls its
+    # ``start()``, which starts the server process with the context's start method (a
+    # child that runs no code of the program: under spawn it imports the main module again).
+    "multiprocessing.Manager": MANAGER,
     "concurrent.futures.ProcessPoolExecutor": EXECUTOR,
     "concurrent.futures.process.ProcessPoolExecutor": EXECUTOR,
     "os.fork": OS_FORK,
@@ -249,7 +261,7 @@ LIBRARY_POOL_BY_NAME = {name: pool for pool in LIBRARY_POOLS for name in sorted(
 # Methods of a context object that build the same things as the module functions.
 CONTEXT_METHODS = {
     "Pool": POOL, "Process": PROCESS, "Queue": QUEUE, "SimpleQueue": QUEUE,
-    "JoinableQueue": QUEUE, "Pipe": PIPE, "set_forkserver_preload": SET_PRELOAD,
+    "JoinableQueue": QUEUE, "Pipe": PIPE, "set_forkserver_preload": SET_PRELOAD, "Manager": MANAGER,
 }
 
 # The executor keyword that, given without ``mp_context``, makes the workers spawned.

@@ -45,7 +45,7 @@ PARSER_FRAMES = 1_000
 _DIRECTIVE = re.compile(r"(?i:noqa:[\w \t,]*?\bGD\d)|gpudoctor:")
 
 _STARTS = frozenset({P.POOL, P.PROCESS, P.EXECUTOR, P.OS_FORK, P.SPAWN_LAUNCHER, P.DATALOADER, P.QUEUE, P.PIPE,
-                     P.JOBLIB})
+                     P.JOBLIB, P.MANAGER})
 # Identifiers whose mention in code may start a process or talk to one (``mp.Pool``,
 # ``ctx.Process``, ``class Worker(Process)``, ``os.fork()``, ``torch.multiprocessing.spawn``,
 # ``mp.Queue``, joblib's ``Parallel``).

@@ -10,15 +10,15 @@ from gpudoctor.lint.analysis.flows import FlowKind
 from gpudoctor.lint.findings import ERROR, Finding
 from gpudoctor.lint.rules._base import CheckContext, Rule, related_site
 
-STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER, P.LIBRARY_POOL)
+STARTS = (P.POOL, P.EXECUTOR, P.PROCESS, P.SPAWN_LAUNCHER, P.LIBRARY_POOL, P.MANAGER)
 
 
 class ProcessInDaemonicWorker(Rule):
     """## What it does
-    Flags a `Process.start()`, a `Pool` or a `ProcessPoolExecutor` created in code that
-    runs inside a `multiprocessing.Pool` worker (a task function or the pool's
-    `initializer`) or inside a daemonic `Process` (`daemon=True`, or `p.daemon = True`
-    before `p.start()`).
+    Flags a `Process.start()`, a `Pool`, a `ProcessPoolExecutor` or a `Manager()` (whose
+    server is a process) created in code that runs inside a `multiprocessing.Pool`
+    worker (a task function or the pool's `initializer`) or inside a daemonic `Process`
+    (`daemon=True`, or `p.daemon = True` before `p.start()`).
 
     ## Why is this bad?
     Pool workers are daemonic processes, and daemonic processes may not have
@@ -68,6 +68,21 @@ class ProcessInDaemonicWorker(Rule):
         | if __name__ == "__main__":
         |     with mp.Pool(2) as pool:
         |         pool.map(task, [1, 2])
+        """,
+        """\
+        | import multiprocessing as mp
+        |
+        | def count(words):
+        |     # ruleid: GD105
+        |     with mp.Manager() as manager:  # its server is a process too
+        |         seen = manager.dict()
+        |         for word in words:
+        |             seen[word] = len(word)
+        |         return dict(seen)
+        |
+        | if __name__ == "__main__":
+        |     with mp.Pool(2) as pool:
+        |         pool.map(count, [["a"], ["b", "c"]])
         """,
         """\
         | import multiprocessing as mp
@@ -168,9 +183,10 @@ class ProcessInDaemonicWorker(Rule):
                     assert isinstance(parent, Start)  # (only a Start makes daemonic children)
                     pool = parent.kind != P.PROCESS
                     where = "a daemonic Pool worker" if pool else "a daemonic Process (daemon=True)"
+                    what = "a Manager's server process" if effect.kind == P.MANAGER else "a process"
                     yield self.finding(
                         effect.site,
-                        f"a process is started inside {where}; it will fail with "
+                        f"{what} is started inside {where}; it will fail with "
                         '"daemonic processes are not allowed to have children"',
                         (related_site(parent.site, "the worker runs in this Pool" if pool
                                  else "this Process is daemonic"),),
