@@ -247,6 +247,22 @@ RANK_FAILED = Hazard(
          "(a file that one rank reads) is best checked on every rank before the first collective."),
 )
 
+RANK_MISSING_AT_RENDEZVOUS = Hazard(
+    cause="rank-missing-at-rendezvous",
+    rule=None,  # how many processes a launch starts, against the world size, is known at run time
+    why=("`init_process_group` returns only once all `world_size` ranks have joined its rendezvous: rank 0 "
+         "hosts the store and waits for the others to register, and every rank waits in the store-based "
+         "barrier for all of them. A rank that was never started (fewer processes launched than `world_size`: "
+         "`mp.spawn(..., nprocs=N)` with N below it, a `--nproc_per_node` too small, a world size written for "
+         "another machine) or that died before it joined never comes: the ranks that exist wait, with no CPU "
+         "and no error, until the rendezvous timeout (30 minutes by default)."),
+    fix=("start exactly `world_size` processes: pass `nprocs=world_size` to `mp.spawn`, give torchrun "
+         "`--nproc_per_node` (times the nodes) equal to it, or derive `world_size` from the number of processes "
+         "you start (torchrun sets `WORLD_SIZE`; read it with `dist.get_world_size()`); for a rank that died, "
+         "fix what ended it; and pass a short `timeout=` (`datetime.timedelta(minutes=2)`) to "
+         "`init_process_group` so a missing rank fails the job with an error instead of a silent wait."),
+)
+
 # Exceptions that mean something specific when processes share work (the probe's
 # explain_exceptions.py recognizes them; no lint rule sees them: they happen at run time).
 TASK_EXCEPTION_UNPICKLABLE = Hazard(
@@ -544,6 +560,21 @@ EXECUTOR_SHUTDOWN_WAITS = Hazard(
          "(`multiprocessing.Process`, then `join(timeout)` and `terminate()`)."),
 )
 
+THREAD_POOL_STARVED = Hazard(
+    cause="thread-pool-starved",
+    rule=None,  # whether every thread waits at once depends on how many tasks run together
+    why=("A thread pool runs each task on one of its threads until the task returns. A task that submits "
+         "tasks to the same pool and waits for them (`Future.result()`, `wait()`, `as_completed()`, "
+         "`AsyncResult.get()`) holds its thread while it waits; once every thread holds such a task, the tasks "
+         "they wait for sit in the pool's queue behind them and no thread is ever free to run them: the pool is "
+         "starved, and the program waits for ever with no CPU and no error. More workers only move the "
+         "threshold: it hangs again when as many waiting tasks run at once as there are threads."),
+    fix=("do not wait inside a pool for tasks of the same pool: run the inner tasks on a separate executor "
+         "(`inner = ThreadPoolExecutor()`, which the outer tasks submit to), or call them inline in the task "
+         "(`[embed(c) for c in chunks]`), or submit them from the caller and wait there (the outer task returns "
+         "the work to submit, the caller submits it and waits)."),
+)
+
 PIPE_FULL_BEFORE_WAIT = Hazard(
     cause="pipe-full-before-wait",
     rule=None,  # how much the child writes is known at run time
@@ -590,7 +621,7 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
                                  START_METHOD_SET_TWICE, TASK_CALLED_EXIT, RESULT_NEVER_SENT, PIPE_BOTH_SENDING,
                                  LOCK_HOLDER_DIED, MANAGER_DIED, EXECUTOR_WORKER_DIED, MEMORY_ERROR,
                                  SYNC_OBJECT_PICKLED, POOL_PICKLED, SPAWNED_PROCESS_RAISED,
-                                 SPAWNED_PROCESS_EXITED,
+                                 SPAWNED_PROCESS_EXITED, RANK_MISSING_AT_RENDEZVOUS, THREAD_POOL_STARVED,
                                  POOL_TERMINATED_EARLY, EXECUTOR_SHUTDOWN_WAITS, PIPE_FULL_BEFORE_WAIT,
                                  WORKER_MEMORY_GROWS, ENV_AFTER_INIT)}
 

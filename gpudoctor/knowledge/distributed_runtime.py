@@ -57,3 +57,13 @@ TIMEOUT_NOTE = ("The backends do not fail such a wait at once: the job dies only
                 "30 minutes for gloo), and then with a timeout error on a rank that did nothing wrong.")
 MISMATCH_CHECK = ("TORCH_DISTRIBUTED_DEBUG=DETAIL makes the ranks check that they call the same collective "
                   "before they run it, which turns such a hang into an error naming both.")
+
+# Where a rank waits while the job's ranks gather (the rendezvous): ``init_process_group``
+# (torch 2.13 ``distributed_c10d.py``) makes the store (``rendezvous.py``
+# ``_create_c10d_store``: rank 0 hosts a ``TCPStore`` whose constructor waits in
+# ``TCPStore::waitForWorkers`` for the other ranks to connect; the others retry connecting)
+# and then waits in ``_store_based_barrier`` for every rank; a rank that never comes holds
+# all the others there until the timeout (``default_pg_timeout``, 30 minutes).
+RENDEZVOUS_CALLS = frozenset({"init_process_group"})
+RENDEZVOUS_TIMEOUT_NOTE = ("It waits until the rendezvous timeout (`init_process_group(timeout=...)`, 30 minutes by "
+                           "default), with no CPU and no error.")

@@ -21,7 +21,9 @@ from gpudoctor.probe import (
     explain_memory,
     explain_openmp_fork,
     explain_peers,
+    explain_pool_starved,
     explain_queue_join,
+    explain_rank_missing,
     explain_ranks,
 )
 from gpudoctor.probe.diagnosis import LATENT, LIKELY, OBSERVED, Cause, ProcessVerdict
@@ -102,6 +104,8 @@ def find(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     found = _fork_causes(run, verdict, judged, matches, not_threads, explained)
     found += explain_openmp_fork.causes(openmp, certainty)
     found += explain_queue_join.causes(queued, certainty)
+    found += explain_pool_starved.causes(explain_pool_starved.find(judged, stuck), certainty)
+    found += explain_rank_missing.causes(explain_rank_missing.find(run, judged, stuck), certainty)
     found += peers.causes(certainty)
     found += explain_lost_task.causes(lost, certainty, matches)
     found += explain_crash_loop.causes(run, judged)

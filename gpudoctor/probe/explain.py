@@ -16,7 +16,9 @@ from gpudoctor.probe import (
     explain_oom,
     explain_openmp_fork,
     explain_peers,
+    explain_pool_starved,
     explain_queue_join,
+    explain_rank_missing,
     explain_ranks,
     wording,
 )
@@ -425,6 +427,8 @@ def explain(run: RunRecord, verdict: Verdict, judged: Sequence[ProcessVerdict],
     lines += explain_lost_task.lines(lost, matches)
     lines += explain_openmp_fork.lines(openmp)
     lines += explain_queue_join.lines(queued)
+    lines += explain_pool_starved.lines(explain_pool_starved.find(judged, stuck))
+    lines += explain_rank_missing.lines(explain_rank_missing.find(run, judged, stuck))
     exceptions = explain_exceptions.find(run, judged)
     lines += explain_exceptions.lines(exceptions, lines)
     lines += _matched([m for m in matches if m.pattern.category not in explain_exceptions.told(exceptions)],

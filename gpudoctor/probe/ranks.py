@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_INDEX, SPAWN_LAUNCHER_NAME, SPAWN_LAUNCHER_TARGET
+from gpudoctor.knowledge.distributed import WORLD_NAMES
+from gpudoctor.knowledge.processes import (
+    SPAWN_LAUNCHER_ARGS,
+    SPAWN_LAUNCHER_INDEX,
+    SPAWN_LAUNCHER_NAME,
+    SPAWN_LAUNCHER_TARGET,
+)
 
 # (rank, local rank, world size) variables of each launcher family, the first present wins.
 _FAMILIES = (
@@ -67,7 +73,9 @@ def from_environ(environ: Mapping[str, str]) -> Rank | None:
 def spawned(events: Sequence[Mapping[str, object]]) -> dict[int, Rank]:
     """The ranks of processes ``torch.multiprocessing.spawn`` started, which no launcher's
     variable names: its index of each (the bootstrap's record of the process's target and
-    int arguments), among the processes it started from the same parent (the world size)."""
+    int arguments), among the processes it started from the same parent; the world size is
+    the argument its function takes as one (``train(rank, world_size)``) when the bootstrap
+    recorded it, else the number of processes started."""
     made = [e for e in events if e.get("event") == "process" and e.get("target") == SPAWN_LAUNCHER_TARGET]
     out: dict[int, Rank] = {}
     for event in made:
@@ -76,9 +84,29 @@ def spawned(events: Sequence[Mapping[str, object]]) -> dict[int, Rank]:
         index = dict(tuple(pair) for pair in ints if isinstance(pair, list) and len(pair) == 2).get(
             SPAWN_LAUNCHER_INDEX) if isinstance(ints, list) else None
         if isinstance(pid, int) and isinstance(index, int):
-            world = sum(1 for e in made if e.get("ppid") == parent)
+            world = spawn_world_size(event) or sum(1 for e in made if e.get("ppid") == parent)
             out[pid] = Rank(index, index, world, SPAWN_LAUNCHER_NAME)
     return out
+
+
+def spawn_arguments(event: Mapping[str, object]) -> dict[str, int]:
+    """The int arguments the function of a spawned process was given, by parameter name
+    (``{"world_size": 2}`` for ``train(rank, world_size)`` with ``args=(2,)``), from the
+    bootstrap's record of the process (its function's parameters, its tuple's ints)."""
+    params, nested = event.get("params"), event.get("nested")
+    if not isinstance(params, list) or not isinstance(nested, list):
+        return {}
+    out: dict[str, int] = {}
+    for item in nested:
+        if isinstance(item, list) and len(item) == 3 and item[0] == SPAWN_LAUNCHER_ARGS and \
+                isinstance(item[1], int) and isinstance(item[2], int) and 0 <= item[1] + 1 < len(params):
+            out[str(params[item[1] + 1])] = item[2]
+    return out
+
+
+def spawn_world_size(event: Mapping[str, object]) -> int | None:
+    """The world size a spawned process's function was given, when a parameter names it."""
+    return next((value for name, value in spawn_arguments(event).items() if name in WORLD_NAMES and value > 0), None)
 
 
 def job_of(environ: Mapping[str, str]) -> str | None:

@@ -266,8 +266,16 @@ def _record_process_object(process: object) -> None:
     # Its target's small int arguments, by position (a launcher's index of the process).
     args = vars(process).get("_args")
     ints = [[i, a] for i, a in enumerate(args[:4]) if type(a) is int] if type(args) is tuple else []
+    # A launcher's arguments for the function it runs: the small ints of a tuple argument
+    # (``_wrap(fn, i, args, ...)``'s ``args``), and the function's parameter names, by
+    # which the probe reads ``train(rank, world_size)``'s world size.
+    nested = [[i, j, b] for i, a in enumerate(args[:4]) if type(a) is tuple
+              for j, b in enumerate(a[:8]) if type(b) is int] if type(args) is tuple else []
+    code = next((a.__code__ for a in args[:4] if type(a).__name__ == "function"), None) \
+        if type(args) is tuple else None
+    params = list(code.co_varnames[:code.co_argcount]) if code is not None else []
     _write("process", name=str(vars(process).get("_name", "")), target=where,
-           kind=type(process).__qualname__, ints=ints)
+           kind=type(process).__qualname__, ints=ints, nested=nested, params=params)
 
 
 @_safe
