@@ -611,6 +611,33 @@ ENV_AFTER_INIT = Hazard(
          "of the program before the framework is imported, or in the parent before it starts the worker."),
 )
 
+POOL_CALLBACK_RAISED = Hazard(
+    cause="pool-callback-raised",
+    rule=None,  # whether a callback raises depends on the results it is given
+    why=("A `multiprocessing.Pool` runs the `callback` and `error_callback` of `apply_async`, `map_async` and "
+         "`starmap_async` in its result-handler thread (`_handle_results`), in the parent. An exception that "
+         "escapes a callback kills that thread: the job whose callback raised is never marked done, no later "
+         "result is delivered, and `pool.join()`, `AsyncResult.get()` and `wait()` wait for ever. With results "
+         "still unread, the pool's worker-handler thread then loops without pause: the process uses CPU and makes "
+         "no progress (python/cpython#83371)."),
+    fix=("never let a callback raise: catch exceptions inside it (and record them), or keep the `AsyncResult` "
+         "objects and do the work after `.get()` on each, in the main thread, where an exception reaches you; "
+         "keep callbacks short (they run one at a time in the pool's only result thread)."),
+)
+
+SHARED_TENSOR_SENDER_EXITED = Hazard(
+    cause="shared-tensor-sender-exited",
+    rule=None,  # when the sender exits, relative to the receiver's reads, is known at run time
+    why=("Some shared memory is sent between processes as a handle, not as data: the receiver, when it takes "
+         "the item from the queue, connects to the SENDING process (its `multiprocessing.resource_sharer` "
+         "thread) to be handed the memory's file descriptor. When the sender has already exited, with items "
+         "still queued, that connection fails and the receiver's `get()` raises FileNotFoundError, "
+         "ConnectionRefusedError, ConnectionResetError or EOFError."),
+    fix=("keep the sending process alive until the receiver has taken everything it sent: have it wait on an "
+         "`Event` the receiver sets after its last `get()` (or a final acknowledgement), rather than return "
+         "after its last `put()`."),
+)
+
 BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITHREADED_FORK, GPU_MEMORY_GRAB_ALL,
                                  CONFIG_AFTER_INIT, PROCESS_IN_DAEMONIC_WORKER, WORKER_NOT_IMPORTABLE,
                                  PROCESS_START_AT_IMPORT, WORKER_DIED_IN_TASK, FORK_AFTER_OPENMP,
@@ -623,7 +650,8 @@ BY_CAUSE = {h.cause: h for h in (FORK_AFTER_INIT, FORKSERVER_AFTER_INIT, MULTITH
                                  SYNC_OBJECT_PICKLED, POOL_PICKLED, SPAWNED_PROCESS_RAISED,
                                  SPAWNED_PROCESS_EXITED, RANK_MISSING_AT_RENDEZVOUS, THREAD_POOL_STARVED,
                                  POOL_TERMINATED_EARLY, EXECUTOR_SHUTDOWN_WAITS, PIPE_FULL_BEFORE_WAIT,
-                                 WORKER_MEMORY_GROWS, ENV_AFTER_INIT)}
+                                 WORKER_MEMORY_GROWS, ENV_AFTER_INIT,
+                                 POOL_CALLBACK_RAISED, SHARED_TENSOR_SENDER_EXITED)}
 
 # Why a fork after init breaks, worded for what the forking process had: ``why`` above
 # says it for every framework (the rule docs, which cannot know), a diagnosis for the

@@ -38,6 +38,17 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class SharedByDescriptor:
+    """How a framework sends shared memory between processes as a handle the receiver
+    redeems with the sending process when it unpickles it (a file descriptor fetched from
+    the sender's ``multiprocessing.resource_sharer``): the sender must still run then."""
+
+    frames: tuple[str, ...]  # the library files a receiver's traceback passes through while it redeems one
+    what: str  # what is sent so, in a sentence ("a tensor's storage")
+    fix: str  # the framework's own ways out, to follow the general fix ("or ...")
+
+
+@dataclass(frozen=True)
 class Framework:
     """One framework's names, APIs and behaviour."""
 
@@ -109,6 +120,9 @@ class Framework:
     # The CPU thread pool its ops run on, which a fork child does not get (a freeze with no
     # GPU at all); None when a forked child of a CPU-only parent is fine.
     cpu_pool: str | None = None
+    # Shared memory it sends between processes as a handle redeemed with the sender when
+    # received (None: it sends none so).
+    shared_by_descriptor: SharedByDescriptor | None = None
     # Base classes whose instances, when called, run a method of the subclass: base ->
     # that method (``model(x)`` runs ``forward`` of a ``torch.nn.Module`` subclass).
     call_methods: Mapping[str, str] = field(default_factory=dict, hash=False)

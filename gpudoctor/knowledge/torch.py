@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpudoctor.knowledge.framework import Framework, Runtime
+from gpudoctor.knowledge.framework import Framework, Runtime, SharedByDescriptor
 from gpudoctor.knowledge.table import DRIVER_INIT, GPU_OBJECT, INERT, ON_CUDA, RUNTIME_INIT, Api
 
 if TYPE_CHECKING:
@@ -146,6 +146,22 @@ DEFAULT_DEVICE_MODULES = tuple(f"torch.nn.{name}" for name in (
     "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer",
 ))
 
+# torch/multiprocessing/reductions.py (2.x; 2.13 read) ``reduce_storage``: under the
+# ``file_descriptor`` sharing strategy (the default on Linux) a CPU tensor's storage is pickled
+# as a ``multiprocessing.reduction.DupFd`` of its shared-memory file, and the receiver's
+# ``rebuild_storage_fd`` calls ``df.detach()``, which connects to the SENDING process's
+# ``resource_sharer`` thread to be handed the descriptor (multiprocessing/resource_sharer.py
+# ``get_connection``). A sender that has exited by then fails the receiver's get() with
+# FileNotFoundError, ConnectionRefusedError, ConnectionResetError or EOFError
+# (pytorch/pytorch#65418, #70536). ``file_system`` sends a file name instead.
+SHARED_BY_DESCRIPTOR = SharedByDescriptor(
+    frames=("torch/multiprocessing/reductions.py",),
+    what="a tensor's storage (torch.multiprocessing's default `file_descriptor` sharing strategy)",
+    fix=('`torch.multiprocessing.set_sharing_strategy("file_system")` in every process before the first '
+         "tensor is sent (a tensor is then found by the name of its shared-memory file, not fetched from its "
+         "sender), or send copies that carry their data (`tensor.numpy()`, or `tensor.tolist()` for small ones)"),
+)
+
 FRAMEWORK = Framework(
     name=FW,
     display="PyTorch",
@@ -175,6 +191,7 @@ FRAMEWORK = Framework(
     host_methods=frozenset({"cpu", "numpy", "tolist", "item"}),
     device_type="torch.device",
     cuda_placement=True,
+    shared_by_descriptor=SHARED_BY_DESCRIPTOR,
     # torch/nn/modules/module.py (2.11): Module.__call__ is _wrapped_call_impl, which calls
     # self.forward after the hooks.
     call_methods={"torch.nn.Module": "forward", "torch.nn.modules.module.Module": "forward"},

@@ -16,6 +16,7 @@ from gpudoctor.probe import (
     error_strings,
     events,
     explain,
+    explain_exceptions,
     explain_memory,
     explain_ranks,
     failures,
@@ -58,6 +59,15 @@ def _sigkill(run: RunRecord) -> tuple[Verdict, str]:
                       "memory runs out")
 
 
+def _stall(track: ProcessRun) -> str:
+    """``explain.stall``; for a process that can never finish whatever CPU it uses (wedged.py:
+    a Pool whose result handler died), its main thread's stall, measured so."""
+    if track.wedged_at is None:
+        return explain.stall(track)
+    return (f"its main thread waiting with no CPU progress for {track.stalled_for:.1f} s; the CPU its other threads "
+            f"used is no progress: its Pool's result-handler thread died at t={track.wedged_at:.1f} s")
+
+
 def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen: bool,
            fatal: str | None, python_exit: bool, busy: list[int]) -> tuple[Verdict, str]:
     """Return (verdict, one-sentence reason) for one process.
@@ -82,18 +92,18 @@ def _judge(run: RunRecord, track: ProcessRun | None, code: int | None, oom_seen:
             return Verdict.KILLED, ("multiprocessing's resource tracker: it waits for its parent by design, "
                                     "stopped with the tree")
         if track.stalled_for >= run.limits.hang_after and explain.tree_still(run):
-            return Verdict.HUNG, explain.stall(track)
+            return Verdict.HUNG, _stall(track)
         if run.stop_reason == StopReason.MEMORY_LIMIT:
             return Verdict.OOM, "running when the tree's host memory passed --memory-limit"
         others = [pid for pid in busy if pid != track.pid]
         if track.stalled_for >= explain.IDLE_EVIDENCE and others:
-            return Verdict.KILLED, (f"{explain.stall(track)} while {wording.pids(others)} made CPU "
+            return Verdict.KILLED, (f"{_stall(track)} while {wording.pids(others)} made CPU "
                                     f"progress: waiting, not hung, when gpudoctor stopped the tree "
                                     f"({run.stop_reason})")
         if track.stalled_for >= explain.IDLE_EVIDENCE and \
                 run.stop_reason in (StopReason.INTERRUPTED, StopReason.TIMEOUT):
             # Stopped (Ctrl-C, --timeout) before the hang could be proven: say what was seen.
-            return Verdict.KILLED, (f"{explain.stall(track)} when gpudoctor stopped the tree "
+            return Verdict.KILLED, (f"{_stall(track)} when gpudoctor stopped the tree "
                                     f"({run.stop_reason}): likely hung, short of --hang-after "
                                     f"{run.limits.hang_after:g} s")
         return Verdict.KILLED, f"still running (not hung) when gpudoctor stopped the tree ({run.stop_reason})"
@@ -191,7 +201,7 @@ def _ranked(judged: list[ProcessVerdict], found: dict[int, Rank]) -> list[Proces
 
 def diagnose(run: RunRecord) -> Diagnosis:
     """Judge every process of ``run`` and explain the command's outcome."""
-    matches = error_strings.find(run.stderr + "\n" + run.stdout)
+    matches = explain_exceptions.without_superseded(error_strings.find(run.stderr + "\n" + run.stdout), run.stderr)
     causes = [m for m in matches if m.pattern.kind == CAUSE]
     oom_seen = any(m.pattern.category == GPU_OOM for m in causes)
     origins = events.origins(run.events)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
 from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_TARGET
-from gpudoctor.probe import explain_definition, wording
+from gpudoctor.probe import explain_definition, explain_pool_callback, explain_shared_tensor, wording
 from gpudoctor.probe.diagnosis import OBSERVED, Cause
 from gpudoctor.probe.explain_lost_task import pool_wait
 from gpudoctor.probe.failures import Frame, Raised, how_it_ended, is_failure, is_helper, raised
@@ -40,12 +40,14 @@ from gpudoctor.probe.verdicts import Verdict
 
 if TYPE_CHECKING:
     from gpudoctor.probe.diagnosis import ProcessVerdict
+    from gpudoctor.probe.error_strings import Match
     from gpudoctor.probe.record import RunRecord
 
 # Where an exception was raised.
 COMMAND = "command"  # the process the user started
 WORKER = "worker"  # any child of it
 RESULT_HANDLER = "result-handler"  # the result-handler thread of a multiprocessing.Pool (in the pool's parent)
+CALLBACK = "pool-callback"  # a Pool callback, run in (and killing) that result-handler thread
 INITIALIZER = "initializer"  # a ProcessPoolExecutor worker's initializer (logged by concurrent.futures)
 ANY = "any"
 
@@ -538,6 +540,22 @@ def _spawned_failure(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict
     return (failed.pid,) if failed else ()
 
 
+def _callback(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """Which callback raised, where it is given to the pool, and how the parent waits."""
+    root = next((p.pid for p in judged if p.start == "root"), None)
+    return explain_pool_callback.lines(seen.error, seen.pid if seen.pid is not None else root, run, judged)
+
+
+def _sender_exited(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> list[str]:
+    """What was sent as a handle, and which process had exited before it was redeemed."""
+    return explain_shared_tensor.lines(seen.error, seen.t, seen.pid, run, judged)
+
+
+def _senders(seen: Seen, run: RunRecord, judged: Sequence[ProcessVerdict]) -> tuple[int, ...]:
+    """The process that had exited with the items still queued (for the JSON cause)."""
+    return tuple(p.pid for p, _ in explain_shared_tensor.senders(seen.t, seen.pid, run, judged)[:1])
+
+
 # ---- the catalogue -----------------------------------------------------------------------
 
 CATALOGUE: tuple[Known, ...] = (
@@ -554,6 +572,9 @@ CATALOGUE: tuple[Known, ...] = (
     # that cannot be rebuilt from its args raises TypeError there and the thread dies
     # (python/cpython#79492, #103061).
     Known(hazards.TASK_EXCEPTION_UNPICKLABLE, (), None, (RESULT_HANDLER,), detail=_result_handler),
+    # multiprocessing/pool.py (3.8 to 3.13): ApplyResult._set / MapResult._set call the callback in
+    # that same thread; an exception out of it kills the thread (python/cpython#83371).
+    Known(hazards.POOL_CALLBACK_RAISED, (), None, (CALLBACK,), detail=_callback),
     # multiprocessing/pool.py: worker() wraps a result that fails to pickle in
     # MaybeEncodingError("Error sending result: '...'. Reason: '...'"), raised by Pool.map.
     Known(hazards.TASK_RESULT_UNPICKLABLE, ("MaybeEncodingError",), r"Error sending result", (ANY,),
@@ -574,6 +595,10 @@ CATALOGUE: tuple[Known, ...] = (
     # abruptly while the future was running or pending." / "A child process terminated
     # abruptly, the process pool is not usable anymore".
     Known(hazards.BROKEN_PROCESS_POOL, ("BrokenProcessPool",), None, (COMMAND, WORKER), detail=_broken_pool),
+    # A shared item redeemed with its sender at get() (torch.multiprocessing's fd strategy), the
+    # sender gone: before the generic connection errors, which its frames also pass through.
+    Known(explain_shared_tensor.HAZARD, explain_shared_tensor.TYPES, None, (COMMAND, WORKER),
+          through=explain_shared_tensor.FRAMES, detail=_sender_exited, involves=_senders),
     # A Pipe, a Queue or a Manager proxy whose other end is gone (multiprocessing/connection.py,
     # managers.py).
     Known(hazards.PEER_PROCESS_GONE, ("EOFError", "ConnectionResetError", "BrokenPipeError",
@@ -635,7 +660,8 @@ def _stderr_blocks(text: str) -> list[Seen]:
             frames = [replace(f, text=linecache.getline(f.path, f.line).strip()) for f in frames]
             handler = header["thread"] is not None and ("_handle_results" in header["thread"]
                                                         or any(f.function.endswith("_handle_results") for f in frames))
-            where = INITIALIZER if header["init"] else RESULT_HANDLER if handler else "thread"
+            where = INITIALIZER if header["init"] else (CALLBACK if explain_pool_callback.raised_in_callback(frames)
+                                                        else RESULT_HANDLER) if handler else "thread"
             found.append(Seen(None, where, Raised(error["type"], error["message"] or "", tuple(frames)), False))
             break
     return found
@@ -690,11 +716,23 @@ def _lead(seen: Seen, pid: int | None, root: int | None) -> str:
     """Which process (and thread) raised what; the exception is quoted unless it was already."""
     who = {COMMAND: f"The command (pid {pid})", WORKER: f"Worker pid {pid}",
            RESULT_HANDLER: f"The result-handler thread (`_handle_results`) of the Pool in pid {pid}",
+           CALLBACK: f"A callback of the Pool in pid {pid}, run in its result-handler thread (`_handle_results`),",
            INITIALIZER: "A ProcessPoolExecutor worker's initializer"}.get(seen.where, f"A thread of pid {pid}")
     if seen.quoted:
         return f"{who} died of the {seen.error.type.rsplit('.', 1)[-1]} above."
     died = "died of" if seen.where in (COMMAND, WORKER, RESULT_HANDLER) else "raised"
     return f"{who} {died} {seen.error.summary}"
+
+
+def without_superseded(matches: Sequence[Match], stderr: str) -> list[Match]:
+    """Leave out the error-string matches a traceback in ``stderr`` tells better: a
+    result-handler thread whose traceback shows a callback raised did not die unpickling
+    an exception (the string alone, "Exception in thread ... (_handle_results):", says
+    only that it died)."""
+    blocks = [b for b in _stderr_blocks(stderr) if b.where in (RESULT_HANDLER, CALLBACK)]
+    if not blocks or any(b.where == RESULT_HANDLER for b in blocks):
+        return list(matches)
+    return [m for m in matches if m.pattern.category != hazards.TASK_EXCEPTION_UNPICKLABLE.cause]
 
 
 def told(stories: Sequence[Story]) -> set[str]:
@@ -736,6 +774,7 @@ def causes(stories: Sequence[Story], named: Sequence[Cause] = ()) -> list[Cause]
                 story.hazard is hazards.PEER_PROCESS_GONE and elsewhere & set(story.processes)):
             continue
         found.append(Cause(kind=story.hazard.cause, certainty=OBSERVED, rule=story.hazard.rule,
-                           parent=story.processes[0] if story.seen.where == RESULT_HANDLER and story.processes
+                           parent=story.processes[0] if story.seen.where in (RESULT_HANDLER, CALLBACK)
+                           and story.processes
                            else None, processes=story.processes, evidence=story.evidence, fix=story.hazard.fix))
     return found

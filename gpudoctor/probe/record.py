@@ -58,6 +58,9 @@ class ProcessRun:
     rss_peak: int
     killed_by_supervisor: bool  # gpudoctor signalled it (SIGTERM, or SIGKILL after the grace)
     rank: Rank | None = None  # its place in a distributed job (ranks.py), from its environment
+    # Seconds from the start to when it was seen unable to finish (a Pool whose result
+    # handler died, wedged.py): its stall is its main thread's; None: never.
+    wedged_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -151,4 +154,5 @@ def freeze(track: Track, start: float, stalled_for: float | None) -> ProcessRun:
         rss_peak=track.rss_peak,
         killed_by_supervisor=track.killed_by_supervisor,
         rank=track.rank,
+        wedged_at=None if track.wedged_since is None else round(track.wedged_since - start, 3),
     )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.printable import printable
-from gpudoctor.probe import events, failures, footprint, host, launch, reaper, stacks, watchdog
+from gpudoctor.probe import events, failures, footprint, host, launch, reaper, stacks, watchdog, wedged
 from gpudoctor.probe.capture import Capture
 from gpudoctor.probe.command_text import short_command
 from gpudoctor.probe.explain import IDLE_EVIDENCE
@@ -301,6 +301,7 @@ class Supervisor:
         # may have listed the processes before the command's last fork, and its orphan
         # (reparented to this subreaper as the command died) would be missed.
         scanned_after_exit = False
+        unwedged: set[int] = set()  # processes seen wedged (wedged.py) before they were tracked
         while True:
             now = time.monotonic()
             live[0] = tree.scan(now)
@@ -319,8 +320,10 @@ class Supervisor:
                 return StopReason.TIMEOUT
             if limits.memory_limit is not None and self._over_memory(tree, live[0], limits.memory_limit):
                 return StopReason.MEMORY_LIMIT
+            fresh = news.read()
+            unwedged = {pid for pid in unwedged | wedged.wedged(fresh) if not tree.wedge(pid, now)}
             if limits.crash_loop:
-                ends.feed(news.read())
+                ends.feed(fresh)
                 if len(ends.ended) >= limits.crash_loop:
                     return StopReason.CRASH_LOOP
             root = tree.tracks.get(tree.root)

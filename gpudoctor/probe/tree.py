@@ -74,10 +74,15 @@ class Track:
     cmdline_read_at: float = 0.0
     # Its place in a distributed job, from its environment (read again when it execs).
     rank: ranks.Rank | None = None
+    # When the evidence showed it can never finish whatever CPU it uses (wedged.py): from
+    # then on its progress is its main thread's CPU time alone.
+    wedged_since: float | None = None
 
     def stalled_for(self, now: float) -> float:
-        """Return for how long this process has waited without CPU progress (0 if it runs)."""
-        if not self.alive or self.state not in (psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP):
+        """Return for how long this process has waited without CPU progress (0 if it runs);
+        a wedged one, for how long its main thread has."""
+        if not self.alive or (self.wedged_since is None
+                              and self.state not in (psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP)):
             return 0.0
         return now - self.anchor_time
 
@@ -105,6 +110,16 @@ def _stat(pid: int) -> list[bytes] | None:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
+        return None
+
+
+def _main_thread_cpu(pid: int) -> float | None:
+    """The CPU time of a process's main thread (``/proc/PID/task/PID/stat``), in seconds."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -378,9 +393,24 @@ class Tree:
         track.cpu = cpu_ticks / _CLOCK_TICKS
         track.rss_peak = max(track.rss_peak, track.rss)
         allowed = _CPU_SLACK + _CPU_FRACTION * (now - track.anchor_time)
-        if fresh or track.cpu - track.anchor_cpu > allowed:
-            track.anchor_time, track.anchor_cpu = now, track.cpu
+        progress = track.cpu if track.wedged_since is None else _main_thread_cpu(pid)
+        if progress is None:
+            return
+        if fresh or progress - track.anchor_cpu > allowed:
+            track.anchor_time, track.anchor_cpu = now, progress
             self._moved(now)
+
+    def wedge(self, pid: int, now: float) -> bool:
+        """Count ``pid``'s CPU as progress only where its main thread uses it, from ``now``
+        (wedged.py: its other threads cannot make the program progress any more); False
+        while the process is not tracked yet (ask again after the next scan)."""
+        track = self.tracks.get(pid)
+        if track is None:
+            return False
+        main = _main_thread_cpu(pid)
+        if track.alive and track.wedged_since is None and main is not None:
+            track.wedged_since, track.anchor_time, track.anchor_cpu = now, now, main
+        return True
 
     def _read_cmdline_again(self, track: Track, now: float) -> None:
         """A process that had its parent's command line may have exec'd since: read it again."""

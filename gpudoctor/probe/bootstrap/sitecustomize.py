@@ -18,6 +18,11 @@ skip it). It then
   records, and the user's line is read from their frames. In a child process, a
   ``sys.exit`` with a failure status is recorded too (type ``SystemExit``, with the
   caller's frames): it ends a ``Pool`` worker without a result and without a traceback;
+* records the exception that ends a thread (``thread-exception``: the thread's name, the
+  exception and its frames; its target is gone by then, its frames name it) as
+  ``threading``'s default excepthook reports it, see ``_watch_thread_deaths``: a
+  ``multiprocessing.Pool``'s result-handler thread that died leaves its pool waiting for
+  ever;
 * records which ``multiprocessing`` Process a child is (``process``: its name and the
   function it runs, ``BaseManager._run_server`` for a Manager's server), see
   ``_hook_multiprocessing`` and ``_watch_start_method``;
@@ -99,6 +104,7 @@ _inherited_error: list[object] = []
 _in_child: list[bool] = []
 # multiprocessing's after-fork registry holds this object weakly: kept alive here.
 _hooked: list[object] = []
+_threads_watched: list[bool] = []  # Thread.name is wrapped (see _watch_thread_deaths)
 _recorded_process: list[int] = []  # the pid whose Process was recorded (a fork child inherits the list)
 
 
@@ -293,8 +299,56 @@ def _hook_multiprocessing() -> None:
 
 
 @_safe
+def _watch_thread_deaths() -> None:
+    """Record the exception that ends a thread, once ``threading`` is in use.
+
+    ``Thread._bootstrap_inner`` catches it and calls the thread's ``invoke_excepthook``,
+    whose default hook (``_thread._excepthook``) reads the thread's ``name`` to print
+    "Exception in thread NAME:" while ``sys.exc_info()`` is the exception: the ``name``
+    property, wrapped, records it when ``invoke_excepthook`` reads it, and returns the
+    name unchanged. Installed when the program already imported ``threading`` (never
+    imported here): before a fork, when a child is reaped (a Pool's worker handler reaps
+    its workers), and at start.
+    """
+    threading = sys.modules.get("threading")
+    thread = getattr(threading, "Thread", None)
+    if _threads_watched or thread is None:
+        return
+    name = vars(thread).get("name")
+    if not isinstance(name, property) or name.fget is None or getattr(name.fget, "_gpudoctor", False):
+        return
+    _threads_watched[:] = [True]
+    real = name.fget
+
+    def fget(self: object) -> object:
+        # (The C hook reads the name once; a hook of the program's own is another caller.)
+        if sys._getframe(1).f_code.co_name == "invoke_excepthook":
+            error = sys.exc_info()[1]
+            if error is not None:
+                _record_thread_exception(self, error)
+        return real(self)
+
+    fget._gpudoctor = True  # type: ignore[attr-defined]
+    thread.name = property(fget, name.fset, name.fdel, name.__doc__)
+
+
+@_safe
+def _record_thread_exception(thread: object, error: BaseException) -> None:
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__", "__mp_main__") \
+        else f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        message = str(error)[:_MESSAGE_CHARS]
+    except Exception:
+        message = ""
+    _write("thread-exception", thread=str(vars(thread).get("_name", "")), type=name,
+           message=message, frames=_frames(error.__traceback__))
+
+
+@_safe
 def _before_fork() -> None:
     _hook_multiprocessing()
+    _watch_thread_deaths()
     _at_fork.clear()
     # The parent as it forks: by the time the child writes its event, the parent may have
     # exited and the child been adopted by gpudoctor, which os.getppid() would then name.
@@ -475,6 +529,8 @@ def _wrap_os_waitpid() -> None:
     real = os.waitpid
 
     def waitpid(pid: int, options: int, /) -> tuple[int, int]:
+        if not _threads_watched:
+            _watch_thread_deaths()
         found = real(pid, options)
         if found[0] > 0:
             _record_reaped(found[0], found[1])
@@ -502,6 +558,7 @@ def _start() -> None:
     import atexit
 
     atexit.register(_record_exit, None, "atexit")
+    _watch_thread_deaths()
     if spawned:
         _in_child[:] = [True]
         _import_multiprocessing()
