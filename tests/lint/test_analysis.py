@@ -739,3 +739,44 @@ def test_a_worker_function_in_a_module_naming_no_framework_is_followed(lint_sour
     }
     found = {(f.code, f.site.row) for f in lint_source(files, select=["GD101"]) if f.site.path.endswith("main.py")}
     assert found == {("GD101", 10), ("GD101", 11)}
+
+
+def test_a_device_option_defaulting_to_cuda_names_cuda(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # ``--device`` defaults to "cuda": a run with the defaults places the tensor on the GPU
+    # before the pool forks. A flag's default decides no test (both ways stay analysed).
+    source = """\
+        import argparse
+        import multiprocessing as mp
+
+        import torch
+
+
+        def work(device):
+            return torch.ones(2).to(device)
+
+
+        def get_args():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--device", default="cuda")
+            parser.add_argument("--gpu-id", dest="gpu", default="cuda:1")
+            parser.add_argument("--quiet", action="store_true")
+            return parser.parse_args()
+
+
+        def main():
+            args = get_args()
+            if not args.quiet:
+                torch.ones(2).to(args.gpu)
+            with mp.Pool(2) as pool:  # here
+                pool.map(work, [args.device] * 2)
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    import textwrap
+
+    text = textwrap.dedent(source)
+    findings = [f for f in lint_source(source, select=["GD101"]) if f.code == "GD101"]
+    assert [f.site.row for f in findings] == [i for i, line in enumerate(text.splitlines(), 1) if "# here" in line]
+    assert "when `not args.quiet` is true" in findings[0].message

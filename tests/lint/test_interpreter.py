@@ -91,6 +91,9 @@ class Snippets:
             return UNKNOWN
         return self.states[atom.path.removesuffix(".py")].env.get(attr, UNKNOWN)
 
+    def needed_member(self, atom: Atom, attr: str) -> Value:
+        return self.module_member(atom, attr)
+
     def import_module(self, importer: str, dotted: str, level: int,
                       site: LazySite | None) -> tuple[Value, list[ModuleState]]:
         if dotted not in self._texts:  # an installed module: known by its name

@@ -76,6 +76,7 @@ from gpudoctor.lint.analysis.values import (
     ModRef,
     ModuleObj,
     MpContext,
+    Options,
     PoolObj,
     ProcessObj,
     QueueObj,
@@ -124,6 +125,10 @@ def _handler(evaluator: type[Evaluator], kind: type[cst.CSTNode]) -> Callable[[E
     except KeyError:
         found = _HANDLERS[key] = getattr(evaluator, f"_e_{kind.__name__}", None)
         return found
+
+
+# The standard library's command-line parser (its string defaults can name the device).
+ARGUMENT_PARSERS = frozenset({"argparse.ArgumentParser"})
 
 
 class Evaluator(Frame):
@@ -242,6 +247,10 @@ class Evaluator(Frame):
             elif isinstance(atom, Super):
                 found = self.interpreter.classes.super_member(atom, attr)
                 out.update(self.read_properties(found, node) if isinstance(atom.instance, Instance) else found)
+            elif isinstance(atom, Options) and atom.parsed:
+                # The option's default, or what the command line gave instead.
+                out.update(Str(value) for name, value in atom.defaults if name == attr)
+                out |= SOME_UNKNOWN
         return frozenset(out) | self.module_members(base, attr)
 
     def read_properties(self, members: Value, node: cst.CSTNode) -> Value:
@@ -380,6 +389,9 @@ class Evaluator(Frame):
                 return UNKNOWN
             joined = frozenset(Str(a.value + b.value) for a in lefts for b in rights)
             return joined if all(len(s.value) <= limits.max_string_chars for s in joined) else UNKNOWN
+        if isinstance(node.operator, cst.Multiply) and any(isinstance(a, Container) for a in left):
+            # ``[device] * 4``: the same items, repeated (their positions no longer known).
+            return container(*(one(a) for c in left if isinstance(c, Container) for a in elements(one(c))))
         return frozenset(lefts) if isinstance(node.operator, (cst.Add, cst.Modulo)) else UNKNOWN
 
     def _e_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
@@ -581,6 +593,8 @@ class Evaluator(Frame):
                 out |= self.call_value(self.attribute(one(atom), name, node), args, node)
             elif isinstance(atom, Container):
                 out |= container_method(atom, name)
+            elif isinstance(atom, Options) and not atom.parsed:
+                out |= self.option_method(receiver, atom, name, node)
         # Project modules: together with the qualified names beside them (module_members).
         if any(isinstance(a, ModuleObj) for a in receiver):
             out |= self.call_value(self.module_members(receiver, name), args, node)
@@ -606,6 +620,31 @@ class Evaluator(Frame):
         out.update(a for a in receiver if isinstance(a, Instance) and classes.returns_self(a.cls, name)
                    and not classes.member(a, name))
         return frozenset(out)
+
+    def option_method(self, receiver: Value, parser: Options, name: str, node: cst.Call) -> Value:
+        """``parser.add_argument("--device", default="cuda")`` (a default naming a CUDA
+        device is kept: the parser held by a name is bound again with it);
+        ``parser.parse_args()`` (the namespace: each option's default, or another value)."""
+        if name in ("parse_args", "parse_known_args", "parse_intermixed_args"):
+            parsed = one(Options(parser.defaults, parsed=True))
+            return container(parsed, SOME_UNKNOWN, ordered=True) if name == "parse_known_args" else parsed
+        if name != "add_argument" or not isinstance(node.func, cst.Attribute) or \
+                not isinstance(node.func.value, cst.Name):
+            return UNKNOWN
+        flags = [v for a in node.args if a.keyword is None and isinstance(a.value, cst.SimpleString)
+                 and isinstance(v := string_value(a.value), str)]
+        keywords = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+        default = keywords.get("default")
+        value = string_value(default) if isinstance(default, cst.SimpleString) else None
+        dest_node = keywords.get("dest")
+        dest = string_value(dest_node) if isinstance(dest_node, cst.SimpleString) else None
+        if dest is None and flags:
+            longs = [f for f in flags if f.startswith("--")]
+            dest = (longs[0] if longs else flags[0]).lstrip("-").replace("-", "_")
+        if isinstance(value, str) and value.startswith("cuda") and isinstance(dest, str) and dest.isidentifier():
+            grown = Options((*(d for d in parser.defaults if d[0] != dest), (dest, value)))
+            self.assign(node.func.value.value, frozenset(a for a in receiver if a != parser) | {grown})
+        return UNKNOWN
 
     def method_on_device(self, atom: GpuObj, name: str, args: Args, node: cst.Call) -> Value:
         if name in HOST_METHODS:
@@ -765,6 +804,8 @@ class Evaluator(Frame):
         if collective is not None:
             self.collective(collective, args, node)
             return UNKNOWN
+        if qualname in ARGUMENT_PARSERS:
+            return one(Options())
         wrapper = distributed.COLLECTIVE_WRAPPERS.get(qualname)
         if wrapper is not None:  # ``DDP(model)``: calling what it returns is a collective
             self.defer_callbacks(args, node)

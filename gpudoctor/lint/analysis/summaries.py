@@ -61,6 +61,7 @@ from gpudoctor.lint.analysis.values import (
     ModuleObj,
     MpContext,
     Opaque,
+    Options,
     QueueObj,
     SavedEnv,
     Str,
@@ -158,6 +159,8 @@ class _Writer:
             return ["E", atom.var]
         if isinstance(atom, JoblibConfig):
             return ["J", None if atom.backend is None else list(atom.backend), atom.jobs]
+        if isinstance(atom, Options):
+            return ["A", [list(pair) for pair in atom.defaults], atom.parsed]
         if isinstance(atom, Container):
             return ["C", self.value(atom.items), [self.value(v) for v in atom.ordered]]
         if isinstance(atom, FuncRef):
@@ -334,6 +337,8 @@ class _Reader:
             return SavedEnv(item[1])
         if kind == "J":
             return JoblibConfig(None if item[1] is None else (item[1][0],), item[2])
+        if kind == "A":
+            return Options(tuple((str(k), str(v)) for k, v in item[1]), bool(item[2]))
         if kind == "C":
             return Container(self.value(item[1]), tuple(self.value(v) for v in item[2]))
         if kind == "N":

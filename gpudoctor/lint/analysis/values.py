@@ -214,6 +214,18 @@ class Super:
 
 
 @dataclass(frozen=True)
+class Options:
+    """Command-line options: an ``argparse.ArgumentParser`` being given its arguments, or
+    the namespace its ``parse_args()`` returns (``parsed``). What it holds: the string
+    defaults that name a CUDA device (``add_argument("--device", default="cuda")``), by
+    destination. Only those: a flag's or a count's default is one run's value among
+    others, and deciding a test by it would hide what the other runs do."""
+
+    defaults: tuple[tuple[str, str], ...] = ()
+    parsed: bool = False
+
+
+@dataclass(frozen=True)
 class MpContext:
     """A multiprocessing context; ``method`` None means the platform default."""
 
@@ -326,7 +338,7 @@ class Opaque:
 
 Atom = (ModRef | ModuleObj | Str | Int | Bool | GpuObj | CudaDevice | Container | FuncRef | ClassRef | Instance
         | Super | MpContext | PoolObj | ProcessObj | QueueObj | ThreadObj | LoaderObj | Compiled | Compiler | ForkPid
-        | Deferred | JoblibConfig | SavedEnv | Opaque)
+        | Deferred | JoblibConfig | SavedEnv | Opaque | Options)
 Value = frozenset[Atom]
 UNKNOWN: frozenset[Atom] = frozenset()
 SOME_UNKNOWN: frozenset[Atom] = frozenset((Opaque(),))
