@@ -22,7 +22,6 @@ Where two pools of a kind wait whole, which waits on which is not known: no caus
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import re
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gpudoctor.hazards import THREAD_POOL_STARVED
 from gpudoctor.knowledge.processes import APIS, THREAD_POOL
-from gpudoctor.probe import stacks
+from gpudoctor.probe import stacks, user_source
 from gpudoctor.probe.diagnosis import Cause
 
 if TYPE_CHECKING:
@@ -202,22 +201,8 @@ def _thread_name(title: str) -> str:
 # -- where the pool was made --------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def _parse(path: str) -> tuple[ast.Module, str] | None:
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-        return ast.parse(text), text
-    except (OSError, SyntaxError, ValueError):
-        return None
 
 
-def _source(where: str, cmdline: Sequence[str]) -> Path | None:
-    """The file of a frame's "path:line" (py-spy names a script relative to its folder)."""
-    path = Path(where.rsplit(":", 1)[0])
-    if path.is_absolute():
-        return path if path.is_file() else None
-    folders = [Path(arg).parent for arg in cmdline if arg.endswith(".py")] + [Path.cwd()]
-    return next((folder / path for folder in folders if (folder / path).is_file()), None)
 
 
 def _constructors(kind: _Kind) -> frozenset[str]:
@@ -229,11 +214,11 @@ def _constructors(kind: _Kind) -> frozenset[str]:
 
 def _made(kind: _Kind, users: Sequence[str], cmdline: Sequence[str]) -> tuple[tuple[str, str] | None, int | None]:
     """Where the pool was made, when the files of its tasks make exactly one of its kind."""
-    files = {p for u in users if (p := _source(u.rsplit(" (", 1)[-1].rstrip(")"), cmdline)) is not None}
+    files = {p for u in users if (p := user_source.file_of(u.rsplit(" (", 1)[-1].rstrip(")"), cmdline)) is not None}
     names = _constructors(kind)
     found: list[tuple[Path, ast.Call, str]] = []
     for path in sorted(files):
-        parsed = _parse(str(path))
+        parsed = user_source.parsed(str(path))
         if parsed is None:
             continue
         tree, text = parsed

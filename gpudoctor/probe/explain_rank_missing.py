@@ -17,7 +17,6 @@ A rank that runs but is elsewhere (held up before the rendezvous) is another sto
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from gpudoctor.hazards import RANK_MISSING_AT_RENDEZVOUS
 from gpudoctor.knowledge import distributed_runtime as knowledge
 from gpudoctor.knowledge.distributed import WORLD_NAMES
 from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_COUNT, SPAWN_LAUNCHER_NAME, SPAWN_LAUNCHER_TARGET
-from gpudoctor.probe import explain_ranks, peer_stacks, ranks, wording
+from gpudoctor.probe import explain_ranks, peer_stacks, ranks, user_source, wording
 from gpudoctor.probe.diagnosis import Cause
 
 if TYPE_CHECKING:
@@ -79,13 +78,6 @@ def _world(run: RunRecord, present: Sequence[ProcessVerdict]) -> tuple[int, str]
     return None
 
 
-@functools.lru_cache(maxsize=16)
-def _parse(path: str) -> tuple[ast.Module, str] | None:
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-        return ast.parse(text), text
-    except (OSError, SyntaxError, ValueError):
-        return None
 
 
 def _count_at(where: str, cmdline: Sequence[str]) -> str | None:
@@ -96,7 +88,7 @@ def _count_at(where: str, cmdline: Sequence[str]) -> str | None:
     if not path.is_absolute():
         folders = [Path(arg).parent for arg in cmdline if arg.endswith(".py")] + [Path.cwd()]
         path = next((folder / path for folder in folders if (folder / path).is_file()), path)
-    parsed = _parse(str(path)) if number.isdigit() else None
+    parsed = user_source.parsed(str(path)) if number.isdigit() else None
     if parsed is None:
         return None
     tree, text = parsed

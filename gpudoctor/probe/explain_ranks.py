@@ -18,18 +18,16 @@ are the linter's knowledge (``gpudoctor/knowledge/distributed.py``).
 from __future__ import annotations
 
 import ast
-import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpudoctor import hazards
 from gpudoctor.knowledge import distributed_runtime as knowledge
 from gpudoctor.knowledge.distributed import MAIN_FLAGS, RANK_CALLS, RANK_NAMES, RANK_VARIABLES
 from gpudoctor.knowledge.processes import SPAWN_LAUNCHER_NAME
-from gpudoctor.probe import failures, ranks, stacks, wording
+from gpudoctor.probe import failures, ranks, stacks, user_source, wording
 from gpudoctor.probe.diagnosis import Cause
 from gpudoctor.probe.ranks import spans
 from gpudoctor.probe.verdicts import Verdict
@@ -142,23 +140,8 @@ def launcher_name(process: ProcessVerdict | None) -> str | None:
 # -- reading the user's source for the rank test ------------------------------------------
 
 
-@functools.lru_cache(maxsize=32)
-def _parse(path: str) -> tuple[ast.Module, str] | None:
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-        return ast.parse(text), text
-    except (OSError, SyntaxError, ValueError):
-        return None
 
 
-def _source(where: str, cmdline: Sequence[str]) -> Path | None:
-    """The file of a frame: py-spy names a file under a ``sys.path`` entry relative to it
-    (the script's folder, or the working directory of ``python -m``)."""
-    path = Path(where.rsplit(":", 1)[0])
-    if path.is_absolute():
-        return path if path.is_file() else None
-    folders = [Path(arg).parent for arg in cmdline if arg.endswith(".py")] + [Path.cwd()]
-    return next((folder / path for folder in folders if (folder / path).is_file()), None)
 
 
 def _about_rank(test: ast.expr) -> bool:
@@ -183,8 +166,8 @@ def _condition_at(where: str, cmdline: Sequence[str]) -> Condition | None:
         line = int(where.rsplit(":", 1)[1])
     except (IndexError, ValueError):
         return None
-    path = _source(where, cmdline)
-    parsed = _parse(str(path)) if path is not None else None
+    path = user_source.file_of(where, cmdline)
+    parsed = user_source.parsed(str(path)) if path is not None else None
     if parsed is None:
         return None
     tree, text = parsed

@@ -334,13 +334,7 @@ def _watch_thread_deaths() -> None:
 
 @_safe
 def _record_thread_exception(thread: object, error: BaseException) -> None:
-    kind = type(error)
-    name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__", "__mp_main__") \
-        else f"{kind.__module__}.{kind.__qualname__}"
-    try:
-        message = str(error)[:_MESSAGE_CHARS]
-    except Exception:
-        message = ""
+    name, message = _described(error)
     _write("thread-exception", thread=str(vars(thread).get("_name", "")), type=name,
            message=message, frames=_frames(error.__traceback__))
 
@@ -402,6 +396,13 @@ def _frames(traceback: TracebackType | None) -> list[list[object]]:
 
 @_safe
 def _record_exception(error: BaseException, how: str) -> None:
+    name, message = _described(error)
+    _write("exception", type=name, message=message, frames=_frames(error.__traceback__), how=how)
+
+
+def _described(error: BaseException) -> tuple[str, str]:
+    """The exception's type as a traceback names it (``ValueError``, ``pkg.mod.Error``)
+    and its message, shortened (one whose ``__str__`` fails has none)."""
     kind = type(error)
     name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__", "__mp_main__") \
         else f"{kind.__module__}.{kind.__qualname__}"
@@ -409,7 +410,7 @@ def _record_exception(error: BaseException, how: str) -> None:
         message = str(error)[:_MESSAGE_CHARS]
     except Exception:
         message = ""
-    _write("exception", type=name, message=message, frames=_frames(error.__traceback__), how=how)
+    return name, message
 
 
 @_safe
