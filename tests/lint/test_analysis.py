@@ -780,3 +780,47 @@ def test_a_device_option_defaulting_to_cuda_names_cuda(lint_source) -> None:  # 
     findings = [f for f in lint_source(source, select=["GD101"]) if f.code == "GD101"]
     assert [f.site.row for f in findings] == [i for i, line in enumerate(text.splitlines(), 1) if "# here" in line]
     assert "when `not args.quiet` is true" in findings[0].message
+
+
+def test_lists_joined_with_plus_keep_the_items_of_both(lint_source) -> None:  # type: ignore[no-untyped-def]
+    source = """\
+        import multiprocessing as mp
+
+        import torch
+
+
+        def work(n):
+            return torch.ones(n).cuda()
+
+
+        class Images:
+            def evaluate(self):
+                with mp.Pool(2) as pool:  # here
+                    pool.map(work, [1])
+
+
+        class Texts:
+            def evaluate(self):
+                return None
+
+
+        IMAGE = [Images]
+        TEXT = [Texts]
+        ALL = IMAGE + TEXT
+
+
+        def run():
+            torch.ones(1).cuda()
+            for cls in ALL:
+                cls().evaluate()
+
+
+        if __name__ == "__main__":
+            run()
+        """
+    import textwrap
+
+    text = textwrap.dedent(source)
+    findings = [f for f in lint_source(source, select=["GD101"])]
+    assert {f.site.row for f in findings} <= {i for i, line in enumerate(text.splitlines(), 1) if "# here" in line}
+    assert findings, "the pool of a class reached only through the joined list is analysed"

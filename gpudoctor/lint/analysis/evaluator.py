@@ -174,6 +174,10 @@ class Evaluator(Frame):
         known = truth(value)
         if isinstance(node.operator, cst.Not) and known is not None:
             return one(Bool(not known))
+        if isinstance(node.operator, cst.Not) and value and all(isinstance(a, (FuncRef, ClassRef)) for a in value):
+            # ``not evaluate`` where ``evaluate`` is the module's function (a flag was meant):
+            # a function or a class is always true, so the test never holds.
+            return one(Bool(False))
         if isinstance(node.operator, cst.Minus) and len(value) == 1:
             atom = next(iter(value))
             if type(atom) is Int:
@@ -389,6 +393,10 @@ class Evaluator(Frame):
                 return UNKNOWN
             joined = frozenset(Str(a.value + b.value) for a in lefts for b in rights)
             return joined if all(len(s.value) <= limits.max_string_chars for s in joined) else UNKNOWN
+        if isinstance(node.operator, cst.Add) and any(isinstance(a, Container) for a in left) and \
+                any(isinstance(a, Container) for a in right):
+            # ``IMAGE_DATASETS + TEXT_DATASETS``: the items of both (positions not kept).
+            return container(*(one(a) for c in left | right if isinstance(c, Container) for a in elements(one(c))))
         if isinstance(node.operator, cst.Multiply) and any(isinstance(a, Container) for a in left):
             # ``[device] * 4``: the same items, repeated (their positions no longer known).
             return container(*(one(a) for c in left if isinstance(c, Container) for a in elements(one(c))))
@@ -400,6 +408,8 @@ class Evaluator(Frame):
         if known is not None:  # short-circuit on a literal flag
             decides = known if isinstance(node.operator, cst.Or) else not known
             return left if decides else right
+        if truth(right) is isinstance(node.operator, cst.Or):  # ``x and False``, ``x or True``
+            return right
         return join(left, right)
 
     def _e_IfExp(self, node: cst.IfExp) -> Value:

@@ -259,6 +259,17 @@ class CollectiveUnderRankCondition(Rule):
         |         with torch.no_grad():
         |             print(model.module(batches[0]))  # the module alone: no collective
         """,
+        """\
+        | import torch.distributed as dist
+        |
+        | def evaluate(model):
+        |     return model
+        |
+        | def load(rank):
+        |     # `evaluate` is the function (a flag was meant): the test never holds
+        |     if rank == 0 and not evaluate:
+        |         dist.barrier()
+        """,
     )
 
     def check(self, ctx: CheckContext) -> Iterator[Finding]:
