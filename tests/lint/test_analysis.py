@@ -824,3 +824,37 @@ def test_lists_joined_with_plus_keep_the_items_of_both(lint_source) -> None:  # 
     findings = [f for f in lint_source(source, select=["GD101"])]
     assert {f.site.row for f in findings} <= {i for i, line in enumerate(text.splitlines(), 1) if "# here" in line}
     assert findings, "the pool of a class reached only through the joined list is analysed"
+
+
+def test_a_dataclass_field_holds_what_its_constructor_is_given(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # ``memory_growth`` defaults to False, but the caller passes True: the branch runs.
+    source = """\
+        from dataclasses import dataclass
+
+        import tensorflow as tf
+
+
+        @dataclass
+        class Config:
+            name: str
+            memory_growth: bool = False
+
+            def setup(self):
+                if self.memory_growth:
+                    for gpu in tf.config.list_physical_devices("GPU"):
+                        tf.config.experimental.set_memory_growth(gpu, True)  # here
+
+
+        def main():
+            tf.constant(1)
+            Config("x", memory_growth=True).setup()
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    import textwrap
+
+    text = textwrap.dedent(source)
+    findings = [f for f in lint_source(source, select=["GD302"])]
+    assert {f.site.row for f in findings} == {i for i, line in enumerate(text.splitlines(), 1) if "# here" in line}

@@ -750,9 +750,16 @@ class Evaluator(Frame):
             if isinstance(atom, FuncRef):
                 self.inline(atom, args, node)
         if is_dataclass(cls.node):
-            # The generated __init__ calls each field's default_factory (when the field is
-            # not given), then __post_init__.
+            # The generated __init__ stores what it is given in its fields (by keyword, or
+            # by position in the order the fields are declared), calls each other field's
+            # default_factory, then __post_init__.
             classes = self.interpreter.classes
+            fields = [s.target.value for line in cls.node.body.body if isinstance(line, cst.SimpleStatementLine)
+                      for s in line.body if isinstance(s, cst.AnnAssign) and isinstance(s.target, cst.Name)]
+            given = dict(zip(fields, args.positional, strict=False))
+            given.update((name, value) for name, value in args.keywords.items() if name in fields)
+            for name, value in given.items():
+                classes.store_member(cls, name, value)
             for key, factory in sorted(classes.namespace(cls).items()):
                 if key.startswith(FACTORY_PREFIX) and key[len(FACTORY_PREFIX):] not in args.keywords:
                     classes.store_member(cls, key[len(FACTORY_PREFIX):], self.call_value(factory, Args(), node))
