@@ -257,12 +257,32 @@ def _thread_blocks(text: str, header: re.Pattern[str]) -> list[tuple[str, list[s
 
 
 def _main_thread_block(text: str, header: re.Pattern[str]) -> list[str]:
-    """Return the frame lines of the main (or signal-handling, or first) thread."""
+    """Return the frame lines of the main (or signal-handling, or first) thread.
+
+    py-spy names the main thread. faulthandler does not: its "Current thread" is the one
+    that ran the signal handler, which the kernel may give to another thread (a Pool's
+    handler thread spinning on a CPU). There the main thread is the one thread that
+    ``threading`` did not start: its outermost frame is not ``threading.py``'s
+    ``_bootstrap``."""
     blocks = _thread_blocks(text, header)
+    for title, frames in blocks:
+        if "MainThread" in title:
+            return frames
+    if len(blocks) > 1:
+        unstarted = [frames for _, frames in blocks if frames and not _started_by_threading(frames[-1])]
+        if len(unstarted) == 1:
+            return unstarted[0]
     for title, frames in blocks:
         if is_main_thread(title):
             return frames
     return blocks[0][1] if blocks else []
+
+
+def _started_by_threading(outermost: str) -> bool:
+    """Is this outermost frame line (faulthandler's ``File "...", line N in NAME``) the
+    ``_bootstrap`` of a thread ``threading`` started?"""
+    found = re.match(r'^File "(.*)", line \d+ in (.*)$', outermost)
+    return found is not None and found[1].replace("\\", "/").endswith("/threading.py") and found[2] == "_bootstrap"
 
 
 def is_main_thread(title: str) -> bool:

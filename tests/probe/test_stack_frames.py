@@ -153,3 +153,25 @@ def test_a_refused_trace_is_not_retried_and_stays_an_error(tmp_path: Path) -> No
     py_spy = _fake_py_spy(tmp_path, "Permission denied (os error 1)")
     dumps, error = stacks.native_stacks({7}, py_spy, lambda pid: None)
     assert dumps == {} and error is not None and "Permission denied" in error
+
+
+def test_a_faulthandler_dump_taken_by_another_thread_still_reads_the_main_thread() -> None:
+    # The kernel gave the dump signal to a Pool's handler thread spinning on a CPU, so
+    # faulthandler's "Current thread" is that one; the main thread is the one threading
+    # did not start.
+    dump = (
+        'Current thread 0x00007f10 (most recent call first):\n'
+        '  File "/usr/lib/python3.11/multiprocessing/pool.py", line 522 in _handle_workers\n'
+        '  File "/usr/lib/python3.11/threading.py", line 982 in run\n'
+        '  File "/usr/lib/python3.11/threading.py", line 1045 in _bootstrap_inner\n'
+        '  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap\n'
+        '\n'
+        'Thread 0x00007f00 (most recent call first):\n'
+        '  File "/usr/lib/python3.11/threading.py", line 1112 in join\n'
+        '  File "/usr/lib/python3.11/multiprocessing/pool.py", line 665 in join\n'
+        '  File "/tmp/vowels.py", line 21 in <module>\n'
+    )
+    from gpudoctor.probe import stacks
+
+    assert stacks.python_frames(dump, "faulthandler")[-1] == ("<module>", "/tmp/vowels.py:21")
+    assert "in your code <module> (/tmp/vowels.py:21)" in (stacks.blocked_in_python(dump) or "")
