@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 
 
 def _streak(run: RunRecord) -> Streak:
-    """The streak the supervisor stopped the tree for: the failures seen until it began to
-    stop the tree. Children that died after (the pool replaces its workers while gpudoctor
-    dumps stacks, and those alive then die of its SIGTERM) are not the loop's count."""
+    """The streak the supervisor stopped the tree for: exactly the children it counted when
+    it stopped (children that died after, of its SIGTERM or while it dumped stacks, are not
+    the loop's). A record without that list (an older one) is replayed up to the stop."""
+    if run.crash_loop:
+        counted = set(run.crash_loop)
+        return streak(e for e in run.events if e["event"] != "reaped" or e.get("child") in counted)
     alive = {t.pid for t in run.processes if t.alive_at_stop}
     until = run.stop_at if run.stop_at is not None else run.duration
     return streak(e for e in run.events if not (e["event"] == "reaped" and (

@@ -116,6 +116,9 @@ class RunRecord:
     # Seconds from the start to the moment gpudoctor stopped watching and began to stop
     # the tree (or saw the command's exit); None where not known (an attached tree).
     stop_at: float | None = None
+    # The children of the streak that made gpudoctor stop the tree (--crash-loop), in the
+    # order their parents reaped them; empty when no crash loop stopped it.
+    crash_loop: tuple[int, ...] = ()
     # Who sent it (None: the kernel, as for Ctrl-C on a terminal, or not known).
     signal_sender: SignalSender | None = None
     # Processes gpudoctor saw in the tree and could not stop (another PID namespace or

@@ -64,6 +64,9 @@ def to_json(run: RunRecord, diagnosis: Diagnosis, machine: dict[str, Any] | None
         # Seconds from the start to the moment gpudoctor began to stop the tree, or saw the
         # command exit (null: not known, as for an attached tree).
         "stop_at": run.stop_at,
+        # The children whose identical failures in a row made gpudoctor stop the tree
+        # (--crash-loop), in the order they were reaped; empty when no crash loop stopped it.
+        "crash_loop": list(run.crash_loop),
         # Who sent that signal (null: the kernel, as for Ctrl-C, or not known): {"pid",
         # "command", "in_tree"}; in_tree true when the program signalled gpudoctor itself,
         # null when the sender was gone before gpudoctor could look at it.

@@ -87,6 +87,7 @@ class Supervisor:
         self._told: set[int] = set()  # the members the watchdog knows of
         self._escaped: set[int] = set()
         self._stretched = False  # the timeout was stretched while the tree was busy
+        self._loop: tuple[int, ...] = ()  # the children of the streak --crash-loop stopped
 
     def run(self) -> RunRecord:
         """Start the command, watch it until it ends or must be stopped, then clean up."""
@@ -230,6 +231,7 @@ class Supervisor:
             signal_received=self._stop.signum,
             signal_at=None if self._stop.at is None else round(self._stop.at - start, 3),
             stop_at=stop_at,
+            crash_loop=self._loop,
             signal_sender=self._sender(tree),
             escaped=tuple(sorted(self._escaped)),
             root_pid=process.pid,
@@ -325,6 +327,7 @@ class Supervisor:
             if limits.crash_loop:
                 ends.feed(fresh)
                 if len(ends.ended) >= limits.crash_loop:
+                    self._loop = tuple(e.pid for e in ends.ended)
                     return StopReason.CRASH_LOOP
             root = tree.tracks.get(tree.root)
             if root is not None and root.exit_code is not None:
@@ -412,15 +415,18 @@ class Supervisor:
         return total > limit
 
     def _dump_stacks(self, live: set[int], start_epoch: float, stopped: set[int]) -> dict[int, stacks.Stack]:
-        """Dump the stacks of the live processes, Python ones first, before killing them.
+        """Dump the stacks of the live processes before killing them: py-spy first, then
+        faulthandler's Python stacks for the processes py-spy did not dump.
 
-        A stopped process cannot run the handler that writes its Python stack, nor be
-        paused by py-spy: py-spy reads its memory as it is (``--nonblocking``)."""
+        py-spy reads a process from outside. faulthandler's dump runs in the process, in a
+        signal handler that walks every thread's frames without the GIL: a thread that runs
+        Python meanwhile (a Pool's worker handler spinning on results nobody reads) can make
+        it crash the process with SIGSEGV, so it is signalled only where py-spy gave nothing.
+        A stopped process cannot run that handler, nor be paused by py-spy: py-spy reads its
+        memory as it is (``--nonblocking``)."""
         origins = events.origins(events.read(self._workdir.events, start_epoch))
         python = {p for p in live if p in origins}
         chosen = set(sorted(python)[:_MAX_DUMPS])
-        fds = {p: fd for p in chosen - stopped if (fd := origins[p].dump_fd) is not None}
-        py_text = stacks.python_stacks(fds, self._workdir.stacks, launch.DUMP_SIGNAL, cancel=self._stop.hurry)
         native: dict[int, str] = {}
         targets = chosen if self.limits.native_stacks else chosen & stopped
         py_spy = stacks.find_py_spy() if targets else None
@@ -429,6 +435,8 @@ class Supervisor:
                                                  cancel=self._stop.hurry)
             if error:
                 self._notes.append(f"py-spy: {error}")
+        fds = {p: fd for p in chosen - stopped - set(native) if (fd := origins[p].dump_fd) is not None}
+        py_text = stacks.python_stacks(fds, self._workdir.stacks, launch.DUMP_SIGNAL, cancel=self._stop.hurry)
         found = {p: stacks.combine(py_text.get(p), native.get(p)) for p in chosen}
         return {p: s for p, s in found.items() if s is not None}
 

@@ -124,6 +124,21 @@ def test_a_crash_loop_is_its_own_verdict_with_one_line_for_its_children_and_gd10
         "pids 101, 102, 103, 104, 105 and 15 more"]
 
 
+def test_the_loops_count_is_the_streak_the_supervisor_stopped_for() -> None:
+    # Under load a counted child's reaped record can carry a t past stop_at (each process
+    # reads its own clock), and a child the last scan saw alive may be reaped before the
+    # stop: the children the supervisor counted are the count, whatever their times.
+    run = _crash_loop(20)
+    events = [{**e, "t": 2.4} if e["event"] == "reaped" and e["child"] == 120 else e for e in run.events]
+    later = [e for n in range(3) for e in (_start(200 + n, 2.5), _exception(200 + n, 2.55), _reaped(200 + n, 1, 2.58))]
+    counted = tuple(range(101, 121))
+    stopped = RunRecord(**{**run.__dict__, "events": events + later, "stop_at": 2.3, "crash_loop": counted})
+    lead = diagnose(stopped).explanation.splitlines()[0]
+    assert lead.startswith("Crash loop: 20 child processes in a row") and "--crash-loop 20 identical" in lead
+    assert diagnose(RunRecord(**{**stopped.__dict__, "crash_loop": ()})).explanation.startswith(
+        "Crash loop: 19 child processes")  # what the replay up to stop_at alone gives
+
+
 def test_children_failing_alike_once_are_one_line_without_a_crash_loop() -> None:
     run = _crash_loop(8)
     once = RunRecord(**{**run.__dict__, "stop_reason": StopReason.EXITED, "exit_code": 1,

@@ -157,3 +157,31 @@ def test_a_launcher_waiting_on_its_child_is_blocked_in_its_own_wait_line(tmp_pat
     # The sampler records each process's CPU time beside its RSS: the report's CPU lanes.
     cpu = [s["cpu"] for s in doc["samples"] if s["kind"] == "rss" and s["pid"] == root["pid"]]
     assert len(cpu) >= 2 and all(isinstance(c, float) for c in cpu) and cpu == sorted(cpu)
+
+
+def test_faulthandler_is_signalled_only_where_py_spy_gave_no_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    # faulthandler's dump walks every thread's frames from inside the process while they
+    # run: a Pool thread spinning in Python can make it crash the process (SIGSEGV). py-spy
+    # reads from outside and goes first; the signal is for what it could not dump.
+    from gpudoctor.probe import events, stacks, supervise
+    from gpudoctor.probe.record import Limits
+
+    started = [{"event": "start", "pid": pid, "ppid": 1, "t": 0.0, "how": "exec", "dump_fd": 7} for pid in (10, 11)]
+    signalled: list[dict[int, int]] = []
+
+    def python_stacks(fds: dict[int, int], *args: object, **kwargs: object) -> dict[int, str]:
+        signalled.append(dict(fds))
+        return {pid: 'Current thread 0x1 (most recent call first):\n  File "a.py", line 3 in f\n' for pid in fds}
+
+    monkeypatch.setattr(events, "read", lambda *args: started)
+    monkeypatch.setattr(stacks, "find_py_spy", lambda: "/opt/py-spy")
+    monkeypatch.setattr(stacks, "native_stacks", lambda pids, *args, **kwargs: (
+        {10: "Thread 10 (idle): \"MainThread\"\n    wait (a.py:3)\n"}, "Failed to get process executable name"))
+    monkeypatch.setattr(stacks, "python_stacks", python_stacks)
+    supervisor = supervise.Supervisor([PY, "-c", "pass"], Limits(), None, None)
+    try:
+        dumped = supervisor._dump_stacks({10, 11}, 0.0, set())
+    finally:
+        supervise._remove(supervisor._workdir.root)
+    assert signalled == [{11: 7}]
+    assert (dumped[10].source, dumped[11].source) == ("py-spy", "faulthandler")
