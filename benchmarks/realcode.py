@@ -76,7 +76,9 @@ def fetch(package: Package, downloads: Path) -> Path:
     if found is not None:
         return found
     downloads.mkdir(parents=True, exist_ok=True)
-    only = ["--no-binary", ":all:"] if package.kind == "sdist" else ["--only-binary", ":all:"]
+    # An sdist's metadata is prepared with the build tools of this environment: an isolated
+    # build would install its own first, which an index without them (or no network) refuses.
+    only = ["--no-binary", ":all:", "--no-build-isolation"] if package.kind == "sdist" else ["--only-binary", ":all:"]
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only,
                "--dest", str(downloads), f"{package.name}=={package.version}"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
