@@ -338,6 +338,50 @@ def forkserver_preloads_main(minor: int) -> bool:
     return minor >= 13
 
 
+@dataclass(frozen=True)
+class Target:
+    """The Pythons and the platform a lint run judges: the oldest minor version the project
+    supports (the analysis runs there), the newest, and the platform.
+
+    A start that leaves the method to the default gets the oldest minor's default; where a
+    later supported minor has another default (forkserver on Linux from 3.14), the hazards
+    of that method are judged there too (``later_method``, ``later_minor``)."""
+
+    minor: int
+    platform: str = "linux"
+    newest: int | None = None  # None: the oldest minor alone
+
+    @property
+    def default_method(self) -> str:
+        """The oldest minor's default start method."""
+        return default_start_method(self.minor, self.platform)
+
+    @property
+    def preloads_main(self) -> bool:
+        """Does the oldest minor's forkserver run the main script's top level itself?"""
+        return forkserver_preloads_main(self.minor)
+
+    @property
+    def later_minor(self) -> int | None:
+        """The first supported minor after the oldest whose default start method differs
+        from the oldest's; None where the range has none."""
+        newest = self.newest if self.newest is not None else self.minor
+        return next((m for m in range(self.minor + 1, newest + 1)
+                     if default_start_method(m, self.platform) != self.default_method), None)
+
+    @property
+    def later_method(self) -> str | None:
+        """The default start method of ``later_minor`` (None: the range has one default)."""
+        later = self.later_minor
+        return None if later is None else default_start_method(later, self.platform)
+
+    @property
+    def later_preloads_main(self) -> bool:
+        """Does ``later_minor``'s forkserver run the main script's top level itself?"""
+        later = self.later_minor
+        return later is not None and forkserver_preloads_main(later)
+
+
 def canonical(qualname: str) -> str:
     """Map drop-in namespaces onto ``multiprocessing`` (keeping torch's own launchers)."""
     if qualname in APIS:

@@ -15,6 +15,7 @@ from gpudoctor.lint.settings import Settings
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from gpudoctor.knowledge.processes import Target
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.cache import Cache
     from gpudoctor.lint.file_analysis import Outcome
@@ -155,9 +156,8 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
             raise Cancelled
         return {path: called[path] | {UNREACHED + name for name in left} for path, left in again.items() if left}
 
-    outcomes, second, result.workers = _analyse(project, todo, settings.default_start_method, called, jobs,
-                                                result.warnings, settings.forkserver_preloads_main, cancelled,
-                                                second_batch)
+    outcomes, second, result.workers = _analyse(project, todo, settings.target, called, jobs,
+                                                result.warnings, cancelled, second_batch)
     by_path = {outcome.path: outcome for outcome in second}
     for path, left in again.items():
         first, other = kept[path], by_path.get(path)
@@ -334,8 +334,8 @@ def _unreached(outcomes: dict[Path, Outcome]) -> dict[Path, list[str]]:
     return out
 
 
-def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path, frozenset[str]],
-             jobs: int, warnings: list[str], preloads_main: bool = False,
+def _analyse(project: Project, todo: list[Path], target: Target, called: dict[Path, frozenset[str]],
+             jobs: int, warnings: list[str],
              cancelled: Callable[[], bool] | None = None,
              then: Callable[[list[Outcome]], dict[Path, frozenset[str]]] | None = None,
              ) -> tuple[list[Outcome], list[Outcome], int]:
@@ -355,7 +355,7 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
         for path in paths:
             if cancelled is not None and cancelled():
                 raise Cancelled
-            out.append(file_analysis.analyse(project, path, method, names[path], preloads_main, deferred))
+            out.append(file_analysis.analyse(project, path, target, names[path], deferred))
         return out
 
     sizes = {path: len(data) if isinstance(data := project.data(path), bytes) else 0 for path in todo}
@@ -378,9 +378,9 @@ def _analyse(project: Project, todo: list[Path], method: str, called: dict[Path,
 
     # The largest first: a worker that took a large file last would finish long after the other.
     ordered = sorted(todo, key=lambda p: -sizes[p])
-    outcomes, lost, again = run_files(str(project.root), [str(p) for p in ordered], processes, method,
+    outcomes, lost, again = run_files(str(project.root), [str(p) for p in ordered], processes, target,
                                       {str(p): sorted(names) for p, names in called.items()},
-                                      project.gate.all_facts(), project.all_scans(), preloads_main,
+                                      project.gate.all_facts(), project.all_scans(),
                                       limits=project.limits, then=second)
     if lost:
         count = f"{len(lost)} file{'s' if len(lost) != 1 else ''}"

@@ -156,6 +156,6 @@ def cache_for(settings: Settings, folder: str | None) -> Cache | None:
     or None when there is no folder gpudoctor may use for it (the cache has said why)."""
     from gpudoctor.lint.cache import Cache
 
-    key = f"py3{settings.target_minor}|{settings.platform}|{settings.project_root.resolve()}"
+    key = f"py3{settings.target_minor}-{settings.newest_minor}|{settings.platform}|{settings.project_root.resolve()}"
     cache = Cache(settings.cache_root or settings.project_root, key, Path(folder) if folder else None)
     return cache if cache.usable else None

@@ -17,6 +17,7 @@ from gpudoctor.lint.findings import Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
+    from gpudoctor.knowledge.processes import Target
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.frontend.reading import ParseFailure
 
@@ -40,13 +41,13 @@ class Outcome:
     extra: list[Finding] = field(default_factory=list)
 
 
-def analyse(project: Project, path: Path, default_method: str,
-            called_elsewhere: frozenset[str] = frozenset(), preloads_main: bool = False,
+def analyse(project: Project, path: Path, target: Target,
+            called_elsewhere: frozenset[str] = frozenset(),
             deferred: dict[str, frozenset[str]] | None = None) -> Outcome:
     """Run the module flow and the entry-point flows of ``path``, then every rule.
 
-    ``default_method`` is the target's default start method; ``preloads_main`` whether its
-    forkserver runs the main script's top level before forking the workers. ``deferred``:
+    ``target`` is the Pythons and platform judged (their default start methods, whether
+    the forkserver runs the main script's top level before forking the workers). ``deferred``:
     for the other analysed files, the names the project uses from them, of whose functions
     the outcome says which this analysis reached (engine.py)."""
     from gpudoctor.lint.analysis.analyzer import Analyzer
@@ -64,7 +65,7 @@ def analyse(project: Project, path: Path, default_method: str,
     # called from; Python's recursion limit is raised past that (see nesting.py).
     with headroom(project.limits.max_nesting), project.tracking() as touched:
         analyzer = Analyzer(project, frozenset({path}))
-        builder = FlowBuilder(analyzer, default_method, preloads_main)
+        builder = FlowBuilder(analyzer, target)
         try:
             state = analyzer.module(path)
             if isinstance(state, ParseFailure):
@@ -142,13 +143,12 @@ def site_of(failure: ParseFailure) -> Site:
 
 
 # A worker process's state (see start_worker): its project, whose parses and module walks
-# the files it analyses share, the default start method, the names the project uses
-# from each file, and whether the forkserver preloads the main script; or why it
-# could not be set up.
-_worker: tuple[Project, str, dict[str, frozenset[str]], bool] | str | None = None
+# the files it analyses share, the target judged and the names the project uses from
+# each file; or why it could not be set up.
+_worker: tuple[Project, Target, dict[str, frozenset[str]]] | str | None = None
 
 
-def start_worker(root: str, default_method: str, state: bytes, preloads_main: bool = False) -> None:
+def start_worker(root: str, target: Target, state: bytes) -> None:
     """Worker initializer: the project this process analyses its files in. ``state`` is
     the pickled names the project uses from each file, the gate's facts, the
     prescans the parent made (each kept while its file's digest matches) and the run's
@@ -166,8 +166,8 @@ def start_worker(root: str, default_method: str, state: bytes, preloads_main: bo
 
         off_until_exit()  # a worker lives as long as its pool: one run
         called_elsewhere, facts, scans, limits = pickle.loads(state)  # noqa: S301 - written by this run's own parent
-        _worker = (Project(Path(root), Kept(facts or {}), known_scans=scans, limits=limits), default_method,
-                   {path: frozenset(names) for path, names in called_elsewhere.items()}, preloads_main)
+        _worker = (Project(Path(root), Kept(facts or {}), known_scans=scans, limits=limits), target,
+                   {path: frozenset(names) for path, names in called_elsewhere.items()})
     except Exception:  # noqa: BLE001
         _worker = f"a worker could not start\n{traceback.format_exc()}"
 
@@ -179,10 +179,9 @@ def analyse_in_worker(paths: list[str], names: dict[str, list[str]] | None = Non
     if not isinstance(_worker, tuple):
         reason = _worker or "a worker could not start"
         return [(path, Outcome(Path(path), errors=[f"{path}: internal error: {reason}"])) for path in paths]
-    project, default_method, called_elsewhere, preloads_main = _worker
+    project, target, called_elsewhere = _worker
     if names is not None:
-        return [(path, analyse(project, Path(path), default_method, frozenset(names[path]), preloads_main))
-                for path in paths]
-    return [(path, analyse(project, Path(path), default_method, called_elsewhere.get(path, frozenset()),
-                           preloads_main, called_elsewhere))
+        return [(path, analyse(project, Path(path), target, frozenset(names[path]))) for path in paths]
+    return [(path, analyse(project, Path(path), target, called_elsewhere.get(path, frozenset()),
+                           called_elsewhere))
             for path in paths]

@@ -56,8 +56,7 @@ def first_inits(path: Path, settings: Settings, contents: dict[Path, bytes] | No
         state = analyzer.module(real)
         if isinstance(state, ParseFailure):
             return ()
-        flow = FlowBuilder(analyzer, settings.default_start_method,
-                           settings.forkserver_preloads_main).module_flow(state)
+        flow = FlowBuilder(analyzer, settings.target).module_flow(state)
     replayed = flow.entry
     for event in flow.events:
         replayed = replayed.apply(event)

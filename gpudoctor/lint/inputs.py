@@ -118,13 +118,17 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     # callers of its files, the folder around named files is not (they may lie far apart).
     search_callers = marked is not None or any(_common_folder([p]) == common and os.path.isdir(p) for p in paths)
     project = parse_table(nearest_document, nearest, known) if nearest and nearest != pyproject else config
+    spec = project.requires_python or config.requires_python
     if args.target_version:
         minor = S.parse_target_version(args.target_version, "--target-version")
     elif config.target_version:
         minor = S.parse_target_version(config.target_version, config.origin)
     else:
-        spec = project.requires_python or config.requires_python
         minor = (S.minor_from_requires_python(spec) if spec else None) or S.running_minor()
+    # The newest Python judged too (a start method's default changes on the way): the
+    # project's upper bound, else the newest known.
+    bound = S.newest_from_requires_python(spec) if spec else None
+    newest = max(minor, min(bound if bound is not None else S.SUPPORTED_MINORS.stop - 1, S.SUPPORTED_MINORS.stop - 1))
     # Two layers, as in ruff: the file's select/extend-select/ignore, then the command line's.
     from_file = build_selection(known, [r.code for r in rules if r.default_enabled],
                                 select=config.select, extend_select=config.extend_select,
@@ -136,7 +140,7 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
                       per_file_ignores=config.per_file_ignores,
                       config_file=pyproject if config.path is not None else None,
                       config_root=pyproject.parent if pyproject else None, cache_root=cache_root,
-                      search_callers=search_callers)
+                      search_callers=search_callers, newest_minor=newest)
 
 
 def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:

@@ -40,6 +40,14 @@ class Settings:
     config_root: Path | None = None  # where exclude and per-file-ignores patterns start (else project_root)
     cache_root: Path | None = None  # where the cache folder goes by default (else project_root)
     search_callers: bool = True  # False: the project is only the named files (no folder walked for callers)
+    # The newest 3.x minor the project supports (its requires-python's upper bound, else
+    # the newest known); None: ``target_minor`` alone is judged.
+    newest_minor: int | None = None
+
+    @property
+    def target(self) -> processes.Target:
+        """The Pythons and platform judged, as the analysis carries them."""
+        return processes.Target(self.target_minor, self.platform, self.newest_minor)
 
     def _relative(self, path: Path) -> str | None:
         try:
@@ -111,6 +119,26 @@ def minor_from_requires_python(spec: str) -> int | None:
         return None
     oldest = min(minors)
     return min(max(oldest, SUPPORTED_MINORS.start), SUPPORTED_MINORS.stop - 1)
+
+
+_CLAUSE = re.compile(r"^\s*(<=|<|==|~=)\s*3\.(\d+)(\.(\d+|\*))?\s*$")
+
+
+def newest_from_requires_python(spec: str) -> int | None:
+    """Return the newest 3.x minor a ``requires-python`` specifier admits (``<3.14``: 13,
+    ``<=3.12``, ``==3.12.*``, ``~=3.12.1``: 12), or None where it sets no upper bound on
+    the minor (``>=3.10``, ``~=3.10``, ``<4``)."""
+    bounds = []
+    for clause in spec.split(","):
+        match = _CLAUSE.match(clause)
+        if match is None:
+            continue
+        op, minor, patch = match.group(1), _number(match.group(2)), match.group(3)
+        if op == "<":
+            bounds.append(minor - 1 if patch is None or set(patch) <= {".", "0"} else minor)
+        elif op in ("<=", "==") or (op == "~=" and patch is not None):
+            bounds.append(minor)
+    return min(bounds) if bounds else None
 
 
 def find_config(start: Path) -> tuple[Path | None, dict[str, object], Path | None, dict[str, object]]:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
+    from gpudoctor.knowledge.processes import Target
     from gpudoctor.lint.file_analysis import Outcome
     from gpudoctor.lint.frontend.prescan import Prescan
     from gpudoctor.lint.frontend.text_facts import Facts
@@ -278,10 +279,10 @@ def prestart() -> None:
             forkserver.ensure_running()
 
 
-def run_files(root: str, paths: list[str], processes: int, method: str, called: dict[str, list[str]],
+def run_files(root: str, paths: list[str], processes: int, target: Target, called: dict[str, list[str]],
               facts: dict[str, tuple[str, Facts]] | None = None,
               scans: dict[str, tuple[str, Prescan]] | None = None,
-              preloads_main: bool = False, *, limits: Limits,
+              *, limits: Limits,
               then: Callable[[list[Outcome]], dict[str, list[str]]] | None = None,
               ) -> tuple[list[Outcome], list[str], list[Outcome] | None]:
     """Analyse the linted files in ``processes`` worker processes; return the outcomes, in
@@ -309,7 +310,7 @@ def run_files(root: str, paths: list[str], processes: int, method: str, called: 
 
     context = _context()
     state = pickle.dumps((called, facts, scans, limits), protocol=pickle.HIGHEST_PROTOCOL)
-    setup = (root, method, state, preloads_main)
+    setup = (root, target, state)
     served = context.get_start_method() == "forkserver"
     with _termination_caught():
         if served:
@@ -370,7 +371,7 @@ def _batch(executor: ProcessPoolExecutor, paths: list[str], processes: int, serv
     return found, broken
 
 
-def _start(parent: int, setup: tuple[str, str, bytes, bool]) -> None:
+def _start(parent: int, setup: tuple[str, Target, bytes]) -> None:
     """Worker initializer: end this worker when ``parent`` (the linting process) ends, then
     set the worker up."""
     from gpudoctor.lint.file_analysis import start_worker

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.cli import main
+from gpudoctor.knowledge.processes import Target
 from gpudoctor.lint.analysis import analyzer as analyzer_module
 from gpudoctor.lint.analysis.executor import Executor
 from gpudoctor.lint.analysis.frame import Frame
@@ -200,7 +201,7 @@ def _flow_memory(root: Path, threads: int) -> int:
     assert isinstance(state, ModuleState)
     tracemalloc.start()
     try:
-        flow = FlowBuilder(analyzer, "fork").module_flow(state)
+        flow = FlowBuilder(analyzer, Target(11)).module_flow(state)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -394,7 +395,8 @@ def test_where_the_analysis_stops_does_not_depend_on_the_callers_depth(
         return _lint(capsys, "--output-format", "json", "deep.py")
 
     shallow = lint_from(0)
-    assert shallow[0] == 1 and 1 < len(json.loads(shallow[1])) < 18
+    seen = [f for f in json.loads(shallow[1]) if f["code"] != "GD104"]  # (import-time pools: 3.14's warnings)
+    assert shallow[0] == 1 and 1 < len(seen) < 18
     assert lint_from(sys.getrecursionlimit() // 2) == shallow
 
 

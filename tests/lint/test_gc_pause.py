@@ -92,8 +92,8 @@ def test_a_worker_turns_it_off_for_good(tmp_path: Path) -> None:
     (tmp_path / "job.py").write_text("import multiprocessing as mp\nimport cupy\n\n\ndef w(i):\n"
                                      "    return cupy.ones(i)\n\n\nmp.Pool(2).map(w, [1])\n")
     code = ("import gc, pickle, sys\nfrom gpudoctor.lint import file_analysis\n"
-            "from gpudoctor.lint.limits import DEFAULT_LIMITS\n"
-            "file_analysis.start_worker(sys.argv[1], 'fork', pickle.dumps(({}, None, None, DEFAULT_LIMITS)))\n"
+            "from gpudoctor.lint.limits import DEFAULT_LIMITS\nfrom gpudoctor.knowledge.processes import Target\n"
+            "file_analysis.start_worker(sys.argv[1], Target(11), pickle.dumps(({}, None, None, DEFAULT_LIMITS)))\n"
             "print(gc.isenabled())\n"
             "for _ in range(2):\n    [(_, outcome)] = file_analysis.analyse_in_worker([sys.argv[1] + '/job.py'])\n"
             "    print(gc.isenabled(), len(outcome.findings) > 0, outcome.errors)\n")

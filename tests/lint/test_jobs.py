@@ -248,7 +248,8 @@ def test_files_are_shared_out_in_order_in_shrinking_shares(count: int, processes
 def test_a_worker_that_cannot_start_reports_it_for_its_files_and_does_not_hang() -> None:
     """A pool whose initializer raises replaces the worker, which raises again, for ever:
     the initializer keeps the failure instead, and each file handed over reports it."""
-    code = ("from gpudoctor.lint import file_analysis\nfile_analysis.start_worker('.', 'fork', b'not a pickle')\n"
+    code = ("from gpudoctor.lint import file_analysis\nfrom gpudoctor.knowledge.processes import Target\n"
+            "file_analysis.start_worker('.', Target(11), b'not a pickle')\n"
             "[(path, outcome)] = file_analysis.analyse_in_worker(['a.py'])\n"
             "print(path, outcome.errors[0].splitlines()[0])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpudoctor.knowledge.processes import Target
 from gpudoctor.lint import file_analysis
 from gpudoctor.lint.cache import Cache
 from gpudoctor.lint.engine import lint_paths
@@ -43,7 +44,7 @@ def test_limits_are_frozen_and_compare_by_value() -> None:
 
 def test_a_worker_analyses_with_the_limits_it_was_sent(tmp_path: Path) -> None:
     smaller = dataclasses.replace(DEFAULT_LIMITS, max_events=7)
-    file_analysis.start_worker(str(tmp_path), "fork", pickle.dumps(({}, None, None, smaller)))
+    file_analysis.start_worker(str(tmp_path), Target(11), pickle.dumps(({}, None, None, smaller)))
     try:
         assert isinstance(file_analysis._worker, tuple), file_analysis._worker  # noqa: SLF001
         assert file_analysis._worker[0].limits == smaller  # noqa: SLF001

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpudoctor.knowledge.processes import Target
 from gpudoctor.lint.analysis.project import Project
 from gpudoctor.lint.file_analysis import analyse
 
@@ -12,7 +13,7 @@ CASES = Path(__file__).resolve().parents[2] / "fixtures" / "cases"
 
 def _messages(relative: str, code: str) -> list[str]:
     path = CASES / relative
-    outcome = analyse(Project(path.parent), path, "fork")
+    outcome = analyse(Project(path.parent), path, Target(11))
     assert not outcome.errors, outcome.errors
     return sorted({f.message for f in outcome.findings if f.code == code})  # flows repeat findings
 
@@ -51,7 +52,7 @@ def test_gd105_names_a_daemonic_process_as_such() -> None:
 def test_gd302_points_at_the_import_that_ran_the_init_in_another_module() -> None:
     root = CASES.parent / "projects" / "tf_serving_app"
     # The finding is in gpu_config.py and comes from app.py's analysis (app.py calls it).
-    outcome = analyse(Project(root), root / "app.py", "fork")
+    outcome = analyse(Project(root), root / "app.py", Target(11))
     messages = {f.message for f in outcome.findings if f.code == "GD302"}
     (message,) = messages
     assert "reached through the import at app.py:9" in message
@@ -67,7 +68,7 @@ def test_gd302_in_one_function_points_at_the_init_not_at_the_caller(tmp_path: Pa
         "    tf.config.set_visible_devices([], 'GPU')\n\n\n"
         "setup()\n"
     )
-    outcome = analyse(Project(tmp_path), path, "fork")
+    outcome = analyse(Project(tmp_path), path, Target(11))
     (message,) = {f.message for f in outcome.findings if f.code == "GD302"}
     assert message.endswith("call it before line 5") and "reached through" not in message
 
@@ -90,7 +91,7 @@ def test_other_files_are_named_relative_to_the_reporting_file() -> None:
 
 def test_gd301_says_a_spawned_worker_ran_the_top_level_first() -> None:
     path = CASES / "tensorflow/spawn_initializer_after_top_level_op.py"
-    outcome = analyse(Project(path.parent), path, "fork")
+    outcome = analyse(Project(path.parent), path, Target(11))
     (finding,) = {f.message: f for f in outcome.findings if f.code == "GD301"}.values()
     assert "at the main module's top level, which this spawned process runs again first" in finding.message
     assert finding.fix_hint.startswith('Move the module-level GPU call under `if __name__ == "__main__":`')
@@ -98,7 +99,7 @@ def test_gd301_says_a_spawned_worker_ran_the_top_level_first() -> None:
 
 def test_gd101_on_a_forkserver_worker_says_the_server_ran_the_top_level() -> None:
     path = CASES / "torch" / "forkserver_default_module_level_device.py"
-    outcome = analyse(Project(path.parent), path, "forkserver", preloads_main=True)
+    outcome = analyse(Project(path.parent), path, Target(14))
     (finding,) = {f.message: f for f in outcome.findings if f.code == "GD101"}.values()
     assert finding.message.startswith("the Pool's workers are forked from the forkserver process, which "
                                       "initialized CUDA (PyTorch) when it ran the main module's top level "
@@ -109,7 +110,7 @@ def test_gd101_on_a_forkserver_worker_says_the_server_ran_the_top_level() -> Non
 
 def test_gd101_on_a_preloaded_module_names_it_and_the_preload_call() -> None:
     path = CASES / "pycuda" / "forkserver_preload_autoinit.py"
-    outcome = analyse(Project(path.parent), path, "fork")
+    outcome = analyse(Project(path.parent), path, Target(11))
     (finding,) = {f.message: f for f in outcome.findings if f.code == "GD101"}.values()
     assert "when it imported pycuda.autoinit, named by set_forkserver_preload (line 23)" in finding.message
     assert "the forkserver is told to import pycuda.autoinit here" in [r.message for r in finding.related]
@@ -122,7 +123,7 @@ def test_gd301_in_a_forkserver_worker_blames_the_server(tmp_path: Path) -> None:
         "def work(gpu):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(gpu)\n    return torch.ones(1).cuda()\n\n\n"
         "if __name__ == '__main__':\n    with mp.get_context('forkserver').Pool(2) as pool:\n"
         "        pool.map(work, [0, 1])\n", encoding="utf-8")
-    outcome = analyse(Project(tmp_path), path, "fork", preloads_main=True)
+    outcome = analyse(Project(tmp_path), path, Target(13))
     (message,) = {f.message for f in outcome.findings if f.code == "GD301"}
     assert "initialized CUDA in the forkserver process, before it forked this one" in message
 
@@ -167,7 +168,7 @@ def test_a_start_method_set_on_the_other_package_is_named_where_it_does_not_appl
         "if __name__ == '__main__':\n"
         "    main()\n"
     )
-    outcome = analyse(Project(tmp_path), path, "fork")
+    outcome = analyse(Project(tmp_path), path, Target(11))
     found = {(f.site.row, f.message) for f in outcome.findings if f.code == "GD101"}
     assert [row for row, _ in found] == [14], found  # not q (spawned by its own package's method), not r
     ((_, message),) = found

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudoctor.knowledge.processes import Target
 from gpudoctor.lint import file_analysis
 from gpudoctor.lint.analysis.analyzer import Analyzer
 from gpudoctor.lint.analysis.project import Project
@@ -95,7 +96,7 @@ def test_each_round_of_a_ring_call_is_made_once(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(Analyzer, "_ring_round", counted)
     project = Project(tmp_path)
     for path in files:
-        outcome = file_analysis.analyse(project, path, "fork", frozenset())
+        outcome = file_analysis.analyse(project, path, Target(11), frozenset())
         assert not outcome.errors, outcome.errors
         assert any(f.code == "GD101" for f in outcome.findings), outcome.findings
     assert len(made) == len(set(made)) == modules * RING_ROUNDS, len(made)

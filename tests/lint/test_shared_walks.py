@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudoctor.knowledge.processes import Target
 from gpudoctor.lint import file_analysis
 from gpudoctor.lint.analysis.analyzer import Analyzer
 from gpudoctor.lint.analysis.project import Project
@@ -46,7 +47,7 @@ def _outcomes(root: Path, files: list[Path], together: bool,
     shared = Project(root, limits=limits)
     for path in files:
         project = shared if together else Project(root, limits=limits)
-        outcome = file_analysis.analyse(project, path, "fork")
+        outcome = file_analysis.analyse(project, path, Target(11))
         assert not outcome.errors, outcome.errors
         out[str(path)] = [(f.code, f.site.path, f.site.row, f.site.col, f.message,
                            [(r.site.path, r.site.row, r.message) for r in f.related])

@@ -261,8 +261,10 @@ async def test_a_notebook_gets_diagnostics_in_its_cells(client: LanguageClient, 
             T.NotebookCell(T.NotebookCellKind.Code if i != 1 else T.NotebookCellKind.Markup, cell.uri)
             for i, cell in enumerate(cells)]), cells))
     await settled(client)
-    [shown] = await diagnostics_for(client, cells[3].uri)
-    assert shown.code == "GD101" and shown.range.start.line == 3
+    # (and GD108's warning: on Python 3.14 the pool's default is a forkserver, whose workers
+    # cannot import a function of a cell)
+    shown, later = sorted(await diagnostics_for(client, cells[3].uri), key=lambda d: str(d.code))
+    assert shown.code == "GD101" and shown.range.start.line == 3 and later.code == "GD108"
     init = (shown.related_information or ())[0]
     assert init.location.uri == cells[2].uri and init.location.range.start.line == 0
 

@@ -405,10 +405,11 @@ class FlowBuilder:
     ``Limits.max_child_depth`` deep, and replay ``Limits.max_child_events`` events in all;
     processes started past those are not followed (what they do is unknown)."""
 
-    def __init__(self, analyzer: Analyzer, default_method: str, preloads_main: bool = False) -> None:
+    def __init__(self, analyzer: Analyzer, target: P.Target) -> None:
         self.analyzer = analyzer
-        self.default_method = default_method
-        self.preloads_main = preloads_main  # the target's forkserver runs the main script's top level
+        self.target = target
+        self.default_method = target.default_method
+        self.preloads_main = target.preloads_main  # the target's forkserver runs the main script's top level
         self.max_child_depth = analyzer.limits.max_child_depth
         self.child_events_left = analyzer.limits.max_child_events
         # What the flows left out for a bound, in words (see ``cuts``): functions reached

@@ -18,7 +18,7 @@ def settings_text(settings: Settings) -> str:
         f"configuration: {printable(str(settings.config_file)) if settings.config_file else 'none (defaults)'}",
         f"project root: {printable(str(settings.project_root))}",
         f"target: Python 3.{settings.target_minor} on {settings.platform} "
-        f"(default start method: {settings.default_start_method})",
+        f"(default start method: {settings.default_start_method})" + _later(settings),
         f"rules: {', '.join(sorted(settings.selection.enabled)) or 'none'}",
         f"exclude: {', '.join(settings.exclude) or 'the default folders only'}",
     ]
@@ -38,3 +38,12 @@ def account(result: LintResult, seconds: float) -> str:
                f"({result.context - result.context_analysed} from the cache)" if result.context else "")
     return (f"{files(result.files_checked)} checked: {result.analysed} analysed {where}, {result.cached} "
             f"from the cache, {skipped} without anything the rules look at{context}; {seconds:.2f} s\n")
+
+
+def _later(settings: Settings) -> str:
+    """The later Python judged too, where its default start method differs."""
+    target = settings.target
+    if target.later_minor is None:
+        return ""
+    return (f"; also Python 3.{target.later_minor} (default start method: {target.later_method}), "
+            f"supported up to 3.{target.newest}")

@@ -22,6 +22,27 @@ if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
 
 
+@dataclass(frozen=True)
+class Later:
+    """A later Python the project supports, whose default start method is not the oldest's."""
+
+    minor: int
+    method: str  # its default start method
+    preloads_main: bool  # its forkserver runs the main script's top level
+    oldest: int  # the oldest minor, the one the analysis ran for
+    oldest_method: str  # the method the start gets there
+    platform: str
+
+    def words(self) -> str:
+        """How the message says which default is meant: "forkserver on Linux from Python
+        3.14 (fork up to 3.13)"."""
+        where = _PLATFORM_NAMES.get(self.platform, self.platform)
+        return f"{self.method} on {where} from Python 3.{self.minor} ({self.oldest_method} up to 3.{self.minor - 1})"
+
+
+_PLATFORM_NAMES = {"linux": "Linux", "darwin": "macOS", "win32": "Windows"}
+
+
 @dataclass(frozen=True, eq=False)
 class StartSite:
     """A process start as a rule reads it: where it is, the state of the process that
@@ -116,6 +137,18 @@ class CheckContext:
     def forkserver_preloads_main(self) -> bool:
         """Does the target's forkserver run the main script's top level before forking?"""
         return self._builder.preloads_main
+
+    def later(self, method: str, explicit: bool) -> Later | None:
+        """For a start that leaves its method to the default (``method``, as resolved for the
+        oldest Python, and ``explicit``, whether the code chose it): the later Python the project
+        supports whose default differs (forkserver on Linux from 3.14), where the hazards of
+        that method are the start's too; None for a start that chose its method, or a
+        project whose Pythons share one default."""
+        target = self._builder.target
+        if explicit or target.later_minor is None or target.later_method is None:
+            return None
+        return Later(target.later_minor, target.later_method, target.later_preloads_main, target.minor,
+                     method, target.platform)
 
     def spawn_fix(self, site: StartSite) -> Fix | NoFix:
         """The unsafe fix that switches this process start to spawn, or why it is not offered."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Start
 from gpudoctor.lint.analysis.flows import FlowKind
-from gpudoctor.lint.findings import ERROR, Finding
+from gpudoctor.lint.findings import ERROR, WARNING, Finding
 from gpudoctor.lint.notebook import is_notebook
 from gpudoctor.lint.rules._base import CheckContext, Rule
 
@@ -25,6 +25,12 @@ class ProcessStartWithoutMainGuard(Rule):
     worker did), with the same error. A `ProcessPoolExecutor` given
     `max_tasks_per_child` and no `mp_context` spawns its workers on every platform.
     `gpudoctor probe` names this cause (and GD104) when the children of a run die of it.
+
+    A start that leaves the method to the default is judged on every Python the project
+    supports (its `requires-python`, up to 3.14 where it sets no upper bound): where the
+    oldest forks (Linux up to 3.13) and a later one starts a forkserver (3.14), it is a
+    warning that names that Python. A `requires-python` bound below 3.14, or an explicit
+    start method, says the program never meets it.
 
     Not reported in a Jupyter notebook, nor for what a cell calls in a module of the
     project (its Pool started while the cell runs): IPython's `__main__` is a module made in
@@ -133,4 +139,12 @@ class ProcessStartWithoutMainGuard(Rule):
                     effect.site,
                     f"processes are started with {method} while the module is being imported; "
                     f"{who} re-imports the main module and starts processes again",
+                )
+            elif (later := ctx.later(method, site.explicit)) is not None and later.method in ("spawn", "forkserver"):
+                who = "the forkserver" if later.method == "forkserver" and later.preloads_main else "each child"
+                yield self.finding(
+                    effect.site,
+                    f"processes are started with the default start method while the module is being imported; "
+                    f"it is {later.words()}, and {who} re-imports the main module and starts processes again",
+                    severity=WARNING,
                 )

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from gpudoctor.knowledge import processes as P
 from gpudoctor.lint.analysis.events import Child, DataLoaderStart, Start, Task
 from gpudoctor.lint.analysis.pickling import MAIN_BLOCK, NOTEBOOK, UNPICKLABLE, shown_name, unloadable
-from gpudoctor.lint.findings import ERROR, Finding, Related
-from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Rule, line_of, related_site
+from gpudoctor.lint.findings import ERROR, WARNING, Finding, Related
+from gpudoctor.lint.rules._base import LOADING_STEPS, CheckContext, Later, Rule, line_of, related_site
 
 if TYPE_CHECKING:
     from gpudoctor.lint.frontend.parsed import LazySite
@@ -66,6 +66,11 @@ class WorkerFunctionNotImportable(Rule):
     - a lambda or a function defined inside another function, with spawn or
       forkserver, or as a pool's task under any start method (tasks are always
       pickled).
+
+    A start that leaves the method to the default is judged on every Python the project
+    supports (its `requires-python`, up to 3.14 where it sets no upper bound): where the
+    oldest forks and a later one starts a forkserver (Linux, 3.14), a function only the
+    forkserver's workers cannot load is a warning that names that Python.
 
     Not reported in a module that sends functions by value: one using `multiprocess`
     or `pathos` (they pickle with dill), or importing cloudpickle, dill or
@@ -209,24 +214,31 @@ class WorkerFunctionNotImportable(Rule):
             resolved, explicit = (start.method, start.explicit) if start else ctx.method_at(method, state)
             if ctx.imports_any(site.path, BY_VALUE_PICKLERS):
                 continue
+            later = ctx.later(resolved, explicit) if resolved == "fork" else None
             for child in children:
                 why = unloadable(child.func)
-                if why is None or (resolved == "fork" and not (child.role == "task" and why in UNPICKLABLE)):
+                pickled = child.role == "task" and why in UNPICKLABLE  # (a pool pickles its tasks)
+                if why is None or (resolved == "fork" and not pickled and later is None):
                     continue
                 name = shown_name(child.func)
                 if (site, name) in seen:
                     continue
                 seen.add((site, name))
-                yield self._finding(ctx, site, kind, child, why, resolved, explicit)
+                if resolved == "fork" and not pickled and later is not None:
+                    yield self._finding(ctx, site, kind, child, why, later.method, explicit, later)
+                else:
+                    yield self._finding(ctx, site, kind, child, why, resolved, explicit)
 
     def _finding(self, ctx: CheckContext, site: LazySite, kind: P.ProcessKind, child: Child, why: str,
-                 method: str, explicit: bool) -> Finding:
+                 method: str, explicit: bool, later: Later | None = None) -> Finding:
         what, consequence = STARTS[kind]
         name = shown_name(child.func)
         shown = "a lambda" if why == "lambda" else f"the Dataset `{name}`" if child.role == "dataset" else f"`{name}`"
         role = "" if child.role == "dataset" else f" ({ROLES.get(child.role, child.role)})"
         if method == "fork":  # only a pool's tasks are pickled under fork
             to = "to its workers (a pool pickles its tasks whatever the start method)"
+        elif later is not None:
+            to = f"to workers started with the default start method, which is {later.words()}"
         else:
             to = f"to {method} workers" if explicit else f"to workers started with {method}, the target's default"
         worker = "spawned worker" if method == "spawn" else f"{method} worker"
@@ -236,4 +248,5 @@ class WorkerFunctionNotImportable(Rule):
         defined = ctx.definition_site(child.func)
         if defined is not None and why != "lambda":
             related = (related_site(defined, f"`{child.func.qualname}` is defined here ({line_of(defined, site)})"),)
-        return self.finding(site, message, related, hint=LOADING_STEPS[why].format(name=name))
+        return self.finding(site, message, related, severity=WARNING if later is not None else None,
+                            hint=LOADING_STEPS[why].format(name=name))
