@@ -858,3 +858,53 @@ def test_a_dataclass_field_holds_what_its_constructor_is_given(lint_source) -> N
     text = textwrap.dedent(source)
     findings = [f for f in lint_source(source, select=["GD302"])]
     assert {f.site.row for f in findings} == {i for i, line in enumerate(text.splitlines(), 1) if "# here" in line}
+
+
+def test_a_project_decorator_that_wraps_the_function_does_not_run_it_at_import(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # yolov5's ``@smart_inference_mode()``: the decorator hands the function to an object the
+    # analysis cannot see and returns what that gives back (a wrapper), so the function runs
+    # where it is called (under the main guard), never as a callback of the import. A
+    # registrar that hands the function back may have it called later (a hook): it still is.
+    data = """\
+        from multiprocessing.pool import Pool
+
+
+        def verify(x):
+            return x
+
+
+        def scan(n):
+            with Pool(2) as pool:
+                return list(pool.imap(verify, range(n)))
+        """
+    tools = """\
+        import torch
+
+
+        def smart(flag=True):
+            def decorate(fn):
+                return (torch.inference_mode if flag else torch.no_grad)()(fn)
+
+            return decorate
+
+
+        def register(fn):
+            torch.utils.hooks.register(fn)
+            return fn
+        """
+    main = """\
+        from data import scan
+        from tools import register, smart
+
+
+        @DECORATOR
+        def run(n):
+            return scan(n)
+
+
+        if __name__ == "__main__":
+            run(3)
+        """
+    for decorator, reported in (("smart()", False), ("register", True)):
+        files = {"data.py": data, "tools.py": tools, "main.py": main.replace("DECORATOR", decorator)}
+        assert bool(lint_source(files, platform="darwin", select=["GD104"])) is reported, decorator

@@ -28,6 +28,7 @@ from gpudoctor.lint.analysis.arguments import Args
 from gpudoctor.lint.analysis.evaluator import Evaluator, present_on_every_target
 from gpudoctor.lint.analysis.events import (
     Branch,
+    Callback,
     Context,
     DefaultDevice,
     Event,
@@ -789,9 +790,33 @@ class Executor(Evaluator):
             return value
         results: set[Atom] = set()
         for deco in funcs:
-            results |= self.inline(deco, Args(positional=[value]), decorator)
+            begin = len(self.events)
+            returned = self.inline(deco, Args(positional=[value]), decorator)
+            if not returned & value:
+                self._not_called_later(begin, value)
+            results |= returned
         wrapped = frozenset(a for a in results if isinstance(a, FuncRef))
         return wrapped or value
+
+    def _not_called_later(self, begin: int, value: Value) -> None:
+        """A project decorator that does not hand the function back wraps it: what it gave the
+        function to (``torch.no_grad()(fn)``, any object the analysis cannot see) returns the
+        wrapper the name is bound to, called where the name is. Unlike a registrar's hook
+        (``app.add_url_rule(view_func=fn); return fn``), it is no callback run later in
+        this process: the events since ``begin`` lose it (events.Callback)."""
+        funcs = {a for a in value if isinstance(a, FuncRef)}
+        if not funcs:
+            return
+        kept: list[Event] = []
+        for event in self.events[begin:]:
+            effect = event.effect
+            if isinstance(effect, Callback) and funcs & set(effect.funcs):
+                rest = tuple(f for f in effect.funcs if f not in funcs)
+                if not rest:
+                    continue
+                event = replace(event, effect=replace(effect, funcs=rest))
+            kept.append(event)
+        self.events[begin:] = kept
 
     def _s_ClassDef(self, node: cst.ClassDef) -> bool:
         """Bind the class, then run its body: a class body runs when the ``class``
