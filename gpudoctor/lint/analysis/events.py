@@ -37,7 +37,7 @@ class Child:
     func: FuncRef
     args: tuple[frozenset[Atom], ...]  # per position
     rest: frozenset[Atom]  # for positions beyond ``args``
-    role: str  # "target", "task", "initializer", "dataset", "collate_fn", ...
+    role: str  # "target", "process" (a Process subclass's run), "task", "initializer", "dataset", ...
 
 
 @dataclass(frozen=True)

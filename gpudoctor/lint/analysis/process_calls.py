@@ -539,7 +539,7 @@ def start_instance(frame: Frame, atom: Instance, node: cst.Call) -> Value | None
             frame.emit(Send(site, "process-args", held, None))
         bases = frame.interpreter.classes.framework_bases(atom.cls)
         method = next((m for m in map(P.own_default, bases) if m), None)
-        frame.emit(Start(P.PROCESS, method, site, tuple(Child(f, (), UNKNOWN, "target") for f in run)))
+        frame.emit(Start(P.PROCESS, method, site, tuple(Child(f, (), UNKNOWN, "process") for f in run)))
     elif frame.interpreter.classes.subclass_of(atom.cls, P.THREAD_BASES):
         bases = frame.interpreter.classes.framework_bases(atom.cls)
         frame.emit(ThreadStart(site, next((b for b in bases if b in P.THREAD_BASES), "threading.Thread"),

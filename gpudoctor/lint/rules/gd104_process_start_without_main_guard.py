@@ -141,7 +141,8 @@ class ProcessStartWithoutMainGuard(Rule):
                     f"{who} re-imports the main module and starts processes again",
                 )
             elif (later := ctx.later(method, site.explicit)) is not None and later.method in ("spawn", "forkserver"):
-                who = "the forkserver" if later.method == "forkserver" and later.preloads_main else "each child"
+                who = "the forkserver (each child, for a module run with -m)" \
+                    if later.method == "forkserver" and later.preloads_main else "each child"
                 yield self.finding(
                     effect.site,
                     f"processes are started with the default start method while the module is being imported; "

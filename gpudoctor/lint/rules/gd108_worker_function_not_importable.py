@@ -25,7 +25,8 @@ STARTS = {
     P.DATALOADER: ("DataLoader", "the loader fails (a worker exited unexpectedly)"),
 }
 ROLES = {
-    "target": "its target", "task": "a task", "initializer": "the initializer", "dataset": "the Dataset",
+    "target": "its target", "process": "the class of the Process object, which is sent whole",
+    "task": "a task", "initializer": "the initializer", "dataset": "the Dataset",
     "collate_fn": "collate_fn", "worker_init_fn": "worker_init_fn",
 }
 WHY = {
@@ -235,12 +236,15 @@ class WorkerFunctionNotImportable(Rule):
         name = shown_name(child.func)
         shown = "a lambda" if why == "lambda" else f"the Dataset `{name}`" if child.role == "dataset" else f"`{name}`"
         role = "" if child.role == "dataset" else f" ({ROLES.get(child.role, child.role)})"
+        receivers = "its process" if kind == P.PROCESS else "workers"
         if method == "fork":  # only a pool's tasks are pickled under fork
             to = "to its workers (a pool pickles its tasks whatever the start method)"
         elif later is not None:
-            to = f"to workers started with the default start method, which is {later.words()}"
+            to = f"to {receivers} started with the default start method, which is {later.words()}"
+        elif explicit:
+            to = f"to its {method} process" if kind == P.PROCESS else f"to {method} workers"
         else:
-            to = f"to {method} workers" if explicit else f"to workers started with {method}, the target's default"
+            to = f"to {receivers} started with {method}, the target's default"
         worker = "spawned worker" if method == "spawn" else f"{method} worker"
         reason = WHY[why].format(name=name, worker=worker, consequence=consequence)
         message = f"{what} sends {shown}{role} {to}; {reason}"
