@@ -305,6 +305,34 @@ def log(loss, local_rank):
     assert "only on the ranks that get past `if local_rank != 0: return` (line 5)" in found[0].message
 
 
+def test_an_exit_nested_in_a_rank_branch_makes_what_follows_rank_dependent(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # VLMEvalKit's run.py: rank 0 evaluates, and skips the rest of the loop for some
+    # datasets; the others reach the barrier every time.
+    source = HEAD + """\
+def run(names, mode, rank):
+    for name in names:
+        if rank == 0:
+            if mode == "infer":
+                continue
+            print(name)
+        dist.barrier()
+
+
+def only_inner_loops_and_errors(names, rank):
+    for name in names:
+        if rank == 0:
+            for other in names:
+                if other == name:
+                    continue
+            if not names:
+                raise ValueError(name)
+        dist.barrier()
+"""
+    found = [f for f in lint_source(source, select=["GD501"])]
+    assert [f.site.row for f in found] == [10]
+    assert "only on the ranks that get past `if rank == 0: ...: continue` (line 6)" in found[0].message
+
+
 def test_rank_tests_leave_other_rules_alone(lint_source) -> None:  # type: ignore[no-untyped-def]
     """What follows ``if rank != 0: return`` is still analysed for the other rules."""
     source = """\

@@ -341,6 +341,18 @@ class Executor(Evaluator):
             return  # an ``elif`` chain, or a test decided here
         body_ended = outcomes[0][1]
         else_ended = outcomes[1][1] if node.orelse is not None else False
+        if not body_ended and node.orelse is None and self.tree.mentions_ranks and \
+                distinguishes(rank_samples(node.test, self.known_integer)):
+            word = _may_leave(node.body.body)
+            if word is not None:
+                # ``if rank == 0: ... if mode == "infer": continue``: the rank that takes the
+                # branch may leave there, the others never do, so what follows is not reached
+                # by every rank alike (as after ``if rank == 0: continue``).
+                held = self.under(self.ctx, node.test, False).conditions[-1]
+                exit_text = f"if {condition_text(node.test)}: ...: {word}"
+                self.ctx = replace(self.ctx, conditions=(*self.ctx.conditions, Condition(
+                    held.site, held.holds, exit_text, held.ranks)))
+            return
         if body_ended == else_ended:
             return
         if not (self.tree.mentions_ranks and distinguishes(rank_samples(node.test, self.known_integer))) \
@@ -913,3 +925,52 @@ def _join(carried: dict[str, Value], bound: dict[str, Value]) -> dict[str, Value
     for name, value in bound.items():
         out[name] = join(out[name], value) if name in out else value
     return out
+
+
+_LEAVING = {cst.Return: "return", cst.Continue: "continue", cst.Break: "break"}
+
+
+def _may_leave(body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], in_loop: bool = False) -> str | None:
+    """The word of a ``return``, or of a ``continue``/``break`` of the enclosing loop, that some
+    path through ``body`` may end on (None: none). Not a ``raise`` (an error path), nor what a
+    nested function or class, or a ``continue``/``break`` of a loop nested in ``body``, does."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                word = _LEAVING.get(type(small))
+                if word == "return" or (word is not None and not in_loop):
+                    return word
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(statement, (cst.For, cst.While)):
+            word = _may_leave(statement.body.body, in_loop=True)
+            if word is None and statement.orelse is not None:
+                word = _may_leave(statement.orelse.body.body, in_loop)
+            if word is not None:
+                return word
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            for block in _blocks(statement):
+                word = _may_leave(block, in_loop)
+                if word is not None:
+                    return word
+    return None
+
+
+def _blocks(statement: cst.BaseCompoundStatement) -> list[Sequence[cst.BaseStatement]]:
+    """The statement blocks of an ``if``/``elif``/``else``, ``with`` or ``try`` statement."""
+    found: list[Sequence[cst.BaseStatement]] = []
+    body = getattr(statement, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        found.append(body.body)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        found.extend(_blocks(orelse))
+    elif isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock):
+        found.append(orelse.body.body)
+    for handler in getattr(statement, "handlers", ()):
+        if isinstance(handler.body, cst.IndentedBlock):
+            found.append(handler.body.body)
+    final = getattr(statement, "finalbody", None)
+    if isinstance(final, cst.Finally) and isinstance(final.body, cst.IndentedBlock):
+        found.append(final.body.body)
+    return found
