@@ -48,6 +48,9 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
     from gpudoctor.lint.rules._base import what_runs
 
     out: dict[tuple[str, int, int], Related] = {}
+    # Flows share their sites (a child replays its parent's events, a call's summary is met
+    # at every call): each is positioned once, and each place's entry is the first met.
+    keys: dict[int, tuple[str, int, int]] = {}
     queue: deque[tuple[Flow, LazySite | None]] = deque((flow, None) for flow in flows)
     while queue:
         flow, fallback = queue.popleft()
@@ -56,8 +59,12 @@ def _entries(flows: list[Flow], linted: str, paths: set[str]) -> dict[tuple[str,
             entry = event.ctx.entry or fallback
             if site is None or entry is None or site.path not in paths or entry.path != linted:
                 continue
-            where = concrete(site)
-            out.setdefault((where.path, where.row, where.col), Related(concrete(entry), what_runs(entry)))
+            key = keys.get(id(site))
+            if key is None:
+                where = concrete(site)
+                key = keys[id(site)] = (where.path, where.row, where.col)
+            if key not in out:
+                out[key] = Related(concrete(entry), what_runs(entry))
         for child in flow.children:
             start = child.start
             inherited = fallback

@@ -82,6 +82,7 @@ class CheckContext:
     _fixes: dict[int, Fix | NoFix] = field(default_factory=dict)  # start -> its spawn fix (spawn_context)
     _by_position: dict[tuple[str, int, int], list[StartSite]] | None = None  # see _start_switchable
     _states: dict[str, ModuleState | None] = field(default_factory=dict)  # path -> its state (see _state)
+    _imports: dict[tuple[str, frozenset[str]], bool] = field(default_factory=dict)  # see imports_any
 
     def joined_later(self, flow: Flow, index: int, started: object, loop: object,
                      threads: bool | None = None) -> bool:
@@ -205,11 +206,16 @@ class CheckContext:
 
     def imports_any(self, path: str, names: frozenset[str]) -> bool:
         """Does the module at ``path`` bind a name to one of ``names`` (qualified names of
-        modules or of what they define), or to something under one of them?"""
-        state = self._state(path)
-        return state is not None and any(
-            isinstance(atom, ModRef) and any(atom.qualname == n or atom.qualname.startswith(n + ".") for n in names)
-            for value in state.env.values() for atom in value)
+        modules or of what they define), or to something under one of them? (Asked for
+        every start of every flow: the answer is kept per module and names.)"""
+        known = self._imports.get((path, names))
+        if known is None:
+            state = self._state(path)
+            known = self._imports[(path, names)] = state is not None and any(
+                isinstance(atom, ModRef) and any(atom.qualname == n or atom.qualname.startswith(n + ".")
+                                                 for n in names)
+                for value in state.env.values() for atom in value)
+        return known
 
     def definition_site(self, func: FuncRef) -> LazySite | None:
         """Where ``func`` is defined (its name, for a ``def``)."""
