@@ -132,6 +132,10 @@ APIS: dict[str, ProcessKind] = {
     "torch.multiprocessing.start_processes": SPAWN_LAUNCHER,
     "threading.Thread": THREAD,
     "threading.Timer": THREAD,
+    # Lib/logging/handlers.py (3.10 to 3.14): ``QueueListener.start()`` starts a daemon
+    # ``threading.Thread`` running ``_monitor``, which takes records off the queue and calls
+    # the handlers (holding their locks) until ``stop()``.
+    "logging.handlers.QueueListener": THREAD,
     "concurrent.futures.ThreadPoolExecutor": THREAD_POOL,
     "concurrent.futures.thread.ThreadPoolExecutor": THREAD_POOL,
     "multiprocessing.pool.ThreadPool": THREAD_POOL,
@@ -286,6 +290,9 @@ STAR_METHODS = frozenset({"starmap", "starmap_async"})
 APPLY_METHODS = frozenset({"apply", "apply_async"})
 PROCESS_BASES = frozenset({"multiprocessing.Process", "multiprocessing.process.BaseProcess"})
 # Qt's QThread runs ``run`` in a thread of its own when started (QThread::start, Qt 5/6).
+# Library objects of the THREAD kind whose ``start()`` runs a thread of the library's own
+# code (their arguments are no target).
+OWN_THREADS = frozenset({"logging.handlers.QueueListener"})
 THREAD_BASES = frozenset({"threading.Thread", "PySide6.QtCore.QThread", "PySide2.QtCore.QThread",
                           "PyQt6.QtCore.QThread", "PyQt5.QtCore.QThread", "qtpy.QtCore.QThread"})
 DATASET_METHODS = ("__getitem__", "__iter__", "__getitems__")

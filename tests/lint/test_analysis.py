@@ -908,3 +908,43 @@ def test_a_project_decorator_that_wraps_the_function_does_not_run_it_at_import(l
     for decorator, reported in (("smart()", False), ("register", True)):
         files = {"data.py": data, "tools.py": tools, "main.py": main.replace("DECORATOR", decorator)}
         assert bool(lint_source(files, platform="darwin", select=["GD104"])) is reported, decorator
+
+
+def test_a_logging_queue_listener_is_a_thread_until_it_is_stopped(lint_source) -> None:  # type: ignore[no-untyped-def]
+    # The usual way to log from pool workers: the listener's thread runs in the parent
+    # while the pool forks (eynollah's predictor.py and eynollah.py).
+    source = """\
+        import logging
+        import logging.handlers
+        import multiprocessing as mp
+
+
+        def work(queue, i):
+            logging.getLogger().addHandler(logging.handlers.QueueHandler(queue))
+            return i
+
+
+        def main(stop_first):
+            queue = mp.Queue()
+            listener = logging.handlers.QueueListener(queue, logging.StreamHandler())
+            listener.start()
+            if stop_first:
+                listener.stop()
+                with mp.Pool(2) as pool:
+                    pool.starmap(work, [(queue, 1)])
+            else:
+                with mp.Pool(2) as pool:  # here
+                    pool.starmap(work, [(queue, 1)])
+                listener.stop()
+
+
+        if __name__ == "__main__":
+            main(False)
+            main(True)
+        """
+    import textwrap
+
+    text = textwrap.dedent(source)
+    findings = lint_source(source, select=["GD102"])
+    assert {f.site.row for f in findings} == {i for i, line in enumerate(text.splitlines(), 1) if "# here" in line}
+    assert "(logging.handlers.QueueListener)" in findings[0].message

@@ -786,7 +786,7 @@ class Evaluator(Frame):
             self.process_group(qualname, node)  # (and its threads start, below)
         kind = processes.kind_of(qualname)
         if kind is not None:
-            return process_calls.api(self, kind, args, node, method=processes.own_default(qualname))
+            return process_calls.api(self, kind, args, node, method=processes.own_default(qualname), qualname=qualname)
         if qualname in ENV_CALLS:
             self.env_write(qualname, args, node)
             return UNKNOWN

@@ -143,7 +143,8 @@ def _int(value: Value | None) -> int | None:
     return ints[0] if len(ints) == 1 else None
 
 
-def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: str | None = None) -> Value:
+def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: str | None = None,
+        qualname: str = "") -> Value:
     """Model a call to a process/thread API of kind ``kind``."""
     site = frame.site(node)
     if kind == P.POOL:
@@ -187,6 +188,8 @@ def api(frame: Frame, kind: P.ProcessKind, args: Args, node: cst.Call, method: s
     if kind == P.SPAWN_LAUNCHER:
         return _launcher(frame, args, node)
     if kind == P.THREAD:
+        if qualname in P.OWN_THREADS:  # a library object whose start() runs a thread of its own code
+            return one(ThreadObj(site, api=qualname))
         return one(ThreadObj(site, _funcs(args.get(1, "target"), frame), args.get(3, "args") or UNKNOWN))
     if kind == P.THREAD_POOL:
         frame.emit(ThreadStart(site, "thread pool", site))
@@ -511,7 +514,7 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
     if isinstance(atom, ProcessObj) and name == "join":
         frame.emit(Join(atom.site, site, threads=False))
         return UNKNOWN
-    if isinstance(atom, ThreadObj) and name == "join":
+    if isinstance(atom, ThreadObj) and (name == "join" or (name == "stop" and atom.api in P.OWN_THREADS)):
         frame.emit(Join(atom.site, site, threads=True))
         return UNKNOWN
 
@@ -520,7 +523,7 @@ def method(frame: Frame, atom: Atom, name: str, args: Args, node: cst.Call) -> V
         frame.emit(Send(site, "pipe" if name == "send" else "queue", value, atom.method))
         return UNKNOWN
     if isinstance(atom, ThreadObj) and name == "start":
-        frame.emit(ThreadStart(site, "threading.Thread", atom.site))
+        frame.emit(ThreadStart(site, atom.api, atom.site))
         for func in atom.targets:
             per_position, rest = positions(atom.args)
             _run_here(frame, Child(func, per_position, rest, "thread"), node, site)

@@ -264,6 +264,7 @@ class ThreadObj:
     site: LazySite
     targets: tuple[FuncRef, ...] = ()
     args: frozenset[Atom] = frozenset()
+    api: str = "threading.Thread"  # what makes the thread (a library's listener starts its own)
 
 
 @dataclass(frozen=True)
