@@ -116,5 +116,8 @@ def in_child(mask: set[int | signal.Signals]) -> None:
 def _listen(stop: Stop, done: threading.Event) -> None:
     while not done.is_set():
         info = signal.sigtimedwait(STOP_SIGNALS, _LISTEN)
-        if info is not None:
+        # After gpudoctor was stopped (SIGSTOP, Ctrl-Z) for longer than the timeout, CPython's
+        # retry of the interrupted wait returns a siginfo it never filled: only a signal
+        # asked for is one.
+        if info is not None and info.si_signo in STOP_SIGNALS:
             stop.received(info.si_signo, info.si_pid or None)

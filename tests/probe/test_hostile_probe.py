@@ -471,3 +471,15 @@ def test_only_folders_of_gpudoctors_that_are_gone_are_removed(tmp_path: Path) ->
     assert sorted(removed) == sorted([stale, pid_taken_again, stale_watchdog_gone])
     assert sorted(folder.iterdir()) == sorted(kept)
     assert (outside / "keep").read_text() == "not gpudoctor's"
+
+
+def test_gpudoctor_stopped_and_continued_goes_on_watching(tmp_path: Path) -> None:
+    # Ctrl-Z then fg, or a scheduler's suspend and resume: the wait for a stopping signal
+    # came back with a siginfo nobody filled, read as "interrupted by signal -1597885968".
+    # The command stops gpudoctor (its parent) and, a second later, continues it.
+    path = script(tmp_path, "pause.py", "import os, signal, time\nos.kill(os.getppid(), signal.SIGSTOP)\n"
+                                        "time.sleep(1)\nos.kill(os.getppid(), signal.SIGCONT)\nprint('resumed')\n")
+    done = gpudoctor(["probe", "--json", "--", sys.executable, str(path)], timeout=120)
+    document = json.loads(done.stdout)
+    assert (done.returncode, document["verdict"], document["stop_reason"]) == (0, "ok", "exited"), done.stderr
+    assert document["signal_at"] is None
