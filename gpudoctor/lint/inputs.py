@@ -10,6 +10,7 @@ lints the rest.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.lint import settings as S
 from gpudoctor.lint.paths import real_path
+from gpudoctor.lint.reporters.printable import printable
 from gpudoctor.lint.selection import build_selection
 
 STDIN = "-"
@@ -146,6 +148,13 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
 def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:
     """The paths to lint, and the source read from stdin when it is asked for (then the
     one path is the name that source is linted as)."""
+    if any(path == "" for path in args.paths):
+        # (an unset variable in a script, ``gpudoctor lint --fix "$FILE"``: not the whole folder)
+        raise GpudoctorError("a path given is empty (name '.' to lint the current folder)")
+    if args.stdin_filename is not None and (args.stdin_filename == "" or os.path.isdir(args.stdin_filename)
+                                            or args.stdin_filename.endswith(("/", os.sep))):
+        raise GpudoctorError(f"--stdin-filename {printable(args.stdin_filename)!s} is not a file name: it names "
+                             "the file the source from stdin is linted as")
     paths = list(args.paths) or ([STDIN] if args.stdin_filename else ["."])
     if args.stdin_filename and STDIN not in paths:  # as ruff: stdin wins over the paths
         for path in paths:

@@ -524,3 +524,27 @@ def test_lambdas_nested_past_what_libcst_takes_are_gd000_and_the_run_goes_on(
     code, out, _ = lint_main(capsys, "--output-format", "concise", ".")
     assert code == 1 and "lambdas.py:2:" in out and "GD000 cannot parse: lambdas nested more than 500 deep" in out
     assert f"bad.py{FINDING}" in out
+
+
+@pytest.mark.parametrize("options", [["--fix", "--unsafe-fixes"], ["--add-noqa"], []])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 options: list[str]) -> None:
+    # ``gpudoctor lint --fix "$FILE"`` with FILE unset rewrote every file of the folder.
+    source = "import multiprocessing as mp\nimport cupy as cp\n\ncp.ones(1)\nwith mp.Pool(2) as pool:\n    pass\n"
+    (tmp_path / "one.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", *options, "one.py", ""]) == 2
+    assert "a path given is empty" in capsys.readouterr().err
+    assert (tmp_path / "one.py").read_text() == source
+
+
+@pytest.mark.parametrize("name", ["/", "", "sub", "sub/"])
+def test_stdin_filename_naming_a_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str], name: str) -> None:
+    # ``--stdin-filename /`` made / the project and read every .py file of the machine.
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115 - closed by pytest's teardown of sys
+    assert main(["lint", "--stdin-filename", name, "-"]) == 2
+    assert "is not a file name" in capsys.readouterr().err
