@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from gpudoctor.closed_stdout import reader_may_leave
+from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_OK, EXIT_PROBLEM
 from gpudoctor.printable import printable, printable_lines
 from gpudoctor.probe.diagnosis import SCHEMA_VERSION
@@ -111,17 +112,35 @@ def run(args: argparse.Namespace) -> int:
         from gpudoctor.probe import html_report
 
         html = html_report.check_target(args.html)
-    job = explain_job.diagnose(job_records.read(args.directory))
+    nodes = job_records.read(args.directory)
+    try:
+        job = explain_job.diagnose(nodes)
+        document = to_json(job)
+        page = None
+        if html is not None:
+            from gpudoctor.probe import html_report
+
+            page = html_report.job_page(document, timeline_run(job), [n.run for n in job.nodes])
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        # (the records were checked as they were read: this is a value inside one that no
+        # check named, in a record written by hand or by another program)
+        raise GpudoctorError(f"{args.directory}: a record holds a value of an unexpected type "
+                             f"({type(error).__name__}: {error}); records are written by gpudoctor probe "
+                             "--record DIR") from None
     with reader_may_leave():
         if args.json:
-            sys.stdout.write(json.dumps(to_json(job), indent=2, default=str) + "\n")
+            sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
             sys.stdout.flush()
         else:
-            render(job)
-    if html is not None:
+            try:
+                render(job)
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                raise GpudoctorError(f"{args.directory}: a record holds a value of an unexpected type "
+                                     f"({type(error).__name__}: {error})") from None
+    if html is not None and page is not None:
         from gpudoctor.probe import html_report
 
-        html_report.write(html, html_report.job_page(to_json(job), timeline_run(job), [n.run for n in job.nodes]))
+        html_report.write(html, page)
         if not args.json:
             with reader_may_leave():
                 print(f"HTML report: {html}")

@@ -115,9 +115,11 @@ def _rank(data: Mapping[str, Any], processes: Mapping[int, ProcessVerdict]) -> R
 
 def read_node(path: Path) -> Node:
     """Read one record; raise ``GpudoctorError`` naming the file when it is not a whole one."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+    from gpudoctor.input_file import read_regular_text
+
+    try:  # (a named pipe or a device in the folder is refused, never waited on)
+        text = read_regular_text(path)
+    except (OSError, ValueError) as error:
         raise _bad(path, f"cannot read it: {getattr(error, 'strerror', None) or error}") from None
     try:
         data = json.loads(text)
@@ -132,6 +134,7 @@ def read_node(path: Path) -> Node:
                          "update gpudoctor")
     try:
         run = data["run"]
+        _check_types(run)
         diagnosis = Diagnosis.from_json(run)
         processes = {p.pid: p for p in diagnosis.processes}
         launcher = data.get("launcher") or {}
@@ -149,6 +152,26 @@ def read_node(path: Path) -> Node:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise _bad(path, f"an incomplete gpudoctor record ({type(error).__name__}: {error})") from None
+
+
+# What the report reads of a node's run, with the type each must have (items too).
+_RUN_FIELDS: dict[str, tuple[type, type | None]] = {
+    "command": (list, str), "explanation": (str, None), "verdict": (str, None), "events": (list, dict),
+    "samples": (list, dict), "processes": (list, dict), "causes": (list, dict), "notes": (list, str),
+}
+
+
+def _check_types(run: object) -> None:
+    """Refuse a run whose fields the report reads have other types (a hand-edited record)."""
+    if not isinstance(run, dict):
+        raise TypeError(f"run is {type(run).__name__}, not an object")
+    for key, (kind, item) in _RUN_FIELDS.items():
+        value = run.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or (item is not None and isinstance(value, list)
+                                           and not all(isinstance(x, item) for x in value)):
+            raise TypeError(f"run.{key} is not a {kind.__name__}" + (f" of {item.__name__}" if item else ""))
 
 
 def _named(nodes: Sequence[Node]) -> list[Node]:

@@ -365,3 +365,32 @@ def test_a_hung_node_waits_for_the_other_nodes_to_dump_their_stacks(tmp_path: Pa
     began = time.monotonic()
     node_record.hold(alone)({10: 1, 11: 1}, 60.0)  # one node: nothing to wait for
     assert time.monotonic() - began < 30
+
+
+_FIELDS = ["command", "verdict", "explanation", "stop_reason", "duration", "stop_at", "processes", "matches",
+           "causes", "events", "samples", "notes", "exit_code"]
+
+
+@pytest.mark.parametrize("field", _FIELDS)
+@pytest.mark.parametrize("value", [7, "x", [7], {"a": 1}, None])
+def test_a_record_with_a_field_of_another_type_is_one_line_never_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object) -> None:
+    # A record written by hand or by another program: every field the report reads may hold
+    # anything (the red team's round found tracebacks for run.explanation, command, samples
+    # and events).
+    path = _record(tmp_path, "a", 1000.0, [_rank(11, 0, function="save_checkpoint", at="train.py:55")])
+    record = json.loads(path.read_text())
+    record["run"][field] = value
+    path.write_text(json.dumps(record))
+    for options in ([], ["--json"], ["--html", str(tmp_path / "page.html")]):
+        code, _, err = _report(capsys, str(tmp_path), *options)
+        assert code in (0, 1, 2), (field, value, options)
+        assert code != 2 or err.startswith("gpudoctor: error: ") and len(err.splitlines()) == 1, err
+
+
+def test_a_named_pipe_among_the_records_is_refused_not_waited_on(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _record(tmp_path, "a", 1000.0, [_rank(11, 0, function="save_checkpoint", at="train.py:55")])
+    os.mkfifo(tmp_path / "x.json")
+    code, _, err = _report(capsys, str(tmp_path))
+    assert code == 2 and "x.json: cannot read it: a named pipe, not a regular file" in err
