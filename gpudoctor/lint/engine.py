@@ -189,11 +189,18 @@ def _lint_paths(files: list[Path], settings: Settings, cache: Cache | None, jobs
     analysed = sorted([*linted, *context], key=str)
     raw = [f for path in analysed for f in found.get(path, ()) if f.site.path == str(path)]
     raw += [f for path in analysed for f in found.get(path, ()) if f.site.path != str(path)]
+    # A notebook none of whose code can matter is not analysed, but a cell of it that is not
+    # Python was still left out: said as in an analysed one (as a .py file that cannot be
+    # parsed is reported whatever it holds).
+    from gpudoctor.lint.file_analysis import left_out_cells
+
+    notebooks = _notebooks(project, files)
+    raw += [f for path, book in notebooks.items() if path not in shown for f in left_out_cells(path, book)]
     display = {project.real(path): str(path) for path in files}
     suppressed_by = {rule.code: rule.suppressed_by for rule in all_rules()}
     next_steps = {rule.code: rule.fix_title for rule in all_rules() if rule.outlives_fix and rule.fix_title}
     result.findings = _tidy(raw, display, settings, suppressed_by, directives, project.text, unused_noqa=not left_out,
-                            notebooks=_notebooks(project, files), next_steps=next_steps)
+                            notebooks=notebooks, next_steps=next_steps)
     return result
 
 

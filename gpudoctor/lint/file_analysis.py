@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gpudoctor.knowledge.processes import Target
     from gpudoctor.lint.analysis.project import Project
     from gpudoctor.lint.frontend.reading import ParseFailure
+    from gpudoctor.lint.notebook import Notebook
 
 
 @dataclass
@@ -108,14 +109,15 @@ def analyse(project: Project, path: Path, target: Target,
     return outcome
 
 
-def left_out_cells(path: Path) -> list[Finding]:
+def left_out_cells(path: Path, book: Notebook | None = None) -> list[Finding]:
     """A warning (GD000) for each code cell of a notebook that is not Python and was left
-    out of its analysis (notebook.py): the rest of the notebook was checked."""
+    out of its analysis (notebook.py): the rest of the notebook was checked. ``book``: the
+    notebook as read already (else the one this process read for ``path``, if any)."""
     from gpudoctor.lint import notebook
     from gpudoctor.lint.findings import WARNING
     from gpudoctor.lint.rules.gd000_unparseable_file import UnparseableFile
 
-    found = notebook.read_already(str(path)) if notebook.is_notebook(path) else None
+    found = book or (notebook.read_already(str(path)) if notebook.is_notebook(path) else None)
     if found is None:
         return []
     return [UnparseableFile().finding(Site(str(path), row, col, row, col),

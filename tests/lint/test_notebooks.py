@@ -338,3 +338,13 @@ def test_a_run_reads_each_notebook_once(project: Path, capsys: pytest.CaptureFix
 def test_pre_commit_hooks_take_notebooks() -> None:
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert text.count("types_or: [python, pyi, jupyter]") == 2
+
+
+def test_a_notebook_whose_only_code_is_not_python_still_says_so(project: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # Its one cell cannot be parsed, so nothing of it can matter and it is not analysed: the
+    # cell left out is still reported, as a .py file that cannot be parsed is (red team).
+    (project / "nb.ipynb").write_text(_notebook("import multiprocessing\ndef (:\nmultiprocessing.Pool(2)\n"))
+    for _ in range(2):  # (the second run reads the cache)
+        assert main(["lint", "nb.ipynb"]) == 1
+        assert capsys.readouterr().out.startswith("nb.ipynb:cell 1:")
