@@ -82,6 +82,15 @@ def _usable_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _tell(line: str) -> None:
+    """Say ``line`` on standard error; a standard error that cannot be written (a full disk,
+    ``2>/dev/full``) changes nothing of the exit code, which still tells what happened."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen subcommand and return its exit code."""
     parser = build_parser()
@@ -106,15 +115,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # (a full disk or a closed stream says so here, not at exit)
         return code
     except GpudoctorError as exc:
-        print(f"gpudoctor: error: {exc}", file=sys.stderr)
+        _tell(f"gpudoctor: error: {exc}")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("gpudoctor: interrupted", file=sys.stderr)
+        _tell("gpudoctor: interrupted")
         return EXIT_INTERRUPTED
     except Terminated as exc:
         import signal
 
-        print(f"gpudoctor: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        _tell(f"gpudoctor: stopped by {signal.Signals(exc.signum).name}")
         return exit_for_signal(exc.signum)
     except BrokenPipeError:
         if not stdout_closed():
@@ -125,6 +134,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.filename is not None or not _writing_stdout_failed(exc):
             raise
         silence_stdout()
-        print(f"gpudoctor: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        _tell(f"gpudoctor: error: cannot write the output: {exc.strerror or exc}")
         return EXIT_ERROR
 

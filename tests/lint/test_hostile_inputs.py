@@ -548,3 +548,15 @@ def test_stdin_filename_naming_a_folder_is_refused(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(sys, "stdin", open(os.devnull))  # noqa: SIM115 - closed by pytest's teardown of sys
     assert main(["lint", "--stdin-filename", name, "-"]) == 2
     assert "is not a file name" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv", [["lint", "a.py"], ["lint", "--bogus", "a.py"], ["lint", "missing.py"]])
+def test_a_usage_error_exits_2_when_standard_error_cannot_be_written(tmp_path: Path, argv: list[str]) -> None:
+    # CI reads 1 as "findings": a configuration error must still be 2 with stderr on a full disk.
+    (tmp_path / "pyproject.toml").write_text("[tool.gpudoctor]\nselect = 5\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "gpudoctor", *argv], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=full, timeout=120, check=False)
+    assert done.returncode == 2
