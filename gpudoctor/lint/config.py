@@ -27,6 +27,8 @@ class FileConfig:
     target_version: str | None = None
     platform: str | None = None
     requires_python: str | None = field(default=None)
+    # ``[project] requires-python`` when it is there but not a string (a number, a list).
+    requires_python_other: object = None
 
     @property
     def origin(self) -> str:
@@ -66,7 +68,8 @@ def parse_table(data: dict[str, object], path: Path, known_codes: Sequence[str])
     tool = data.get("tool")
     table = tool.get("gpudoctor") if isinstance(tool, dict) else None
     if table is None:
-        return FileConfig(path=None, requires_python=requires if isinstance(requires, str) else None)
+        return FileConfig(path=None, requires_python=requires if isinstance(requires, str) else None,
+                          requires_python_other=requires if not isinstance(requires, str) else None)
     origin = f"{path} [tool.gpudoctor]"
     if not isinstance(table, dict):
         raise GpudoctorError(f"{origin} must be a table")
@@ -104,4 +107,5 @@ def parse_table(data: dict[str, object], path: Path, known_codes: Sequence[str])
         target_version=target,
         platform=platform,
         requires_python=requires if isinstance(requires, str) else None,
+        requires_python_other=requires if not isinstance(requires, str) else None,
     )

@@ -14,12 +14,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.lint import settings as S
 from gpudoctor.lint.paths import real_path
 from gpudoctor.lint.reporters.printable import printable
 from gpudoctor.lint.selection import build_selection
+
+if TYPE_CHECKING:
+    from gpudoctor.lint.config import FileConfig
 
 STDIN = "-"
 
@@ -131,6 +135,7 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
     # project's upper bound, else the newest known.
     bound = S.newest_from_requires_python(spec) if spec else None
     newest = max(minor, min(bound if bound is not None else S.SUPPORTED_MINORS.stop - 1, S.SUPPORTED_MINORS.stop - 1))
+    _warn_requires_python(args, nearest or pyproject, project, config, spec, minor, bound)
     # Two layers, as in ruff: the file's select/extend-select/ignore, then the command line's.
     from_file = build_selection(known, [r.code for r in rules if r.default_enabled],
                                 select=config.select, extend_select=config.extend_select,
@@ -143,6 +148,28 @@ def build_settings(args: argparse.Namespace, paths: list[str]) -> S.Settings:
                       config_file=pyproject if config.path is not None else None,
                       config_root=pyproject.parent if pyproject else None, cache_root=cache_root,
                       search_callers=search_callers, newest_minor=newest)
+
+
+def _warn_requires_python(args: argparse.Namespace, where: Path | None, project: FileConfig, config: FileConfig,
+                          spec: str | None, minor: int, bound: int | None) -> None:
+    """Say so when ``requires-python``, which decides the Pythons judged, cannot be read: the
+    run goes on with the target it falls back to (a warning, not an error: the key is the
+    project's, not gpudoctor's)."""
+    other = project.requires_python_other if project.requires_python_other is not None \
+        else config.requires_python_other
+    if other is not None:
+        why = f"{other!r} is a {type(other).__name__}, not a version specifier string"
+    elif spec is not None and spec.strip() and S.minor_from_requires_python(spec) is None and bound is None:
+        why = f"{spec!r} names no Python 3 version gpudoctor can read"
+    elif bound is not None and bound < minor and not (args.target_version or config.target_version):
+        why = f"{spec!r} admits no Python"
+    else:
+        return
+    if getattr(args, "silent", False):
+        return
+    target = f"Python 3.{minor}"
+    print(f"gpudoctor: warning: requires-python of {printable(str(where)) if where else 'pyproject.toml'}: {why}; "
+          f"judging {target}", file=sys.stderr)
 
 
 def _source_paths(args: argparse.Namespace) -> tuple[list[str], dict[Path, bytes]]:

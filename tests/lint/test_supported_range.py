@@ -105,3 +105,19 @@ def test_show_settings_names_the_later_python(tmp_path: Path, capsys: pytest.Cap
     assert main(["lint", "--show-settings", "."]) == 0
     assert ("target: Python 3.11 on linux (default start method: fork); also Python 3.14 (default start "
             "method: forkserver), supported up to 3.14") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("3.10", "3.1 is a float, not a version specifier string"), ('[">=3.10"]', "is a list"),
+    ('">=banana"', "names no Python 3 version gpudoctor can read"), ('">=3.13,<3.11"', "admits no Python"),
+])
+def test_a_requires_python_that_cannot_be_read_is_said_not_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, said: str) -> None:
+    # It decides the Pythons judged: a value gpudoctor cannot read changes the findings.
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "x"\nrequires-python = {value}\n')
+    (tmp_path / "prog.py").write_text("x = 1\n")
+    assert main(["lint", "--no-cache", str(tmp_path / "prog.py")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("gpudoctor: warning: requires-python of ") and said in err and "judging Python 3." in err
+    assert main(["lint", "--no-cache", "--silent", str(tmp_path / "prog.py")]) == 0
+    assert capsys.readouterr().err == ""
