@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpudoctor.lint.findings import Finding, Related, Site
+from gpudoctor.lint.findings import WARNING, Finding, Related, Site
 from gpudoctor.lint.paths import real_path
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def analyse(project: Project, path: Path, target: Target,
         try:
             state = analyzer.module(path)
             if isinstance(state, ParseFailure):
-                outcome.findings.append(UnparseableFile().finding(site_of(state), state.message))
+                outcome.findings.append(UnparseableFile().finding(site_of(state), state.message,
+                                                                  severity=WARNING if state.too_large else None))
             else:
                 outcome.findings.extend(left_out_cells(path))
                 flows = [builder.module_flow(state)]
@@ -91,7 +92,8 @@ def analyse(project: Project, path: Path, target: Target,
             for failure in analyzer.failures:
                 if failure == state:  # the linted file itself: reported above
                     continue
-                outcome.findings.append(UnparseableFile().finding(site_of(failure), failure.message))
+                outcome.findings.append(UnparseableFile().finding(site_of(failure), failure.message,
+                                                                  severity=WARNING if failure.too_large else None))
                 via = analyzer.failed_imports.get(failure.path)
                 if via is not None:
                     name = Path(failure.path).name

@@ -560,3 +560,22 @@ def test_a_usage_error_exits_2_when_standard_error_cannot_be_written(tmp_path: P
         done = subprocess.run([sys.executable, "-m", "gpudoctor", *argv], cwd=tmp_path, stdout=subprocess.DEVNULL,
                               stderr=full, timeout=120, check=False)
     assert done.returncode == 2
+
+
+def test_a_file_of_more_lines_than_gpudoctor_analyses_is_a_warning_not_minutes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A generated 15 MB file of 1.5 M lines took 114 s and 3.9 GB (red team): past
+    # reading.MAX_LINES (200,000: some 15 s) a file is reported, not analysed. The cap is
+    # lowered here to keep the test small.
+    from gpudoctor.lint.frontend import reading
+
+    monkeypatch.setattr(reading, "MAX_LINES", 50)
+    head = "import multiprocessing\nimport cupy as cp\n\ncp.ones(1)\n"
+    (tmp_path / "big.py").write_text(head + "".join(f"s{i} = 1\n" for i in range(60)) +
+                                     "with multiprocessing.Pool(2) as pool:\n    pass\n")
+    (tmp_path / "small.py").write_text(head + "with multiprocessing.Pool(2) as pool:\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "--output-format", "json", "big.py", "small.py"]) == 1
+    found = {(f["filename"], f["code"], f["severity"]) for f in json.loads(capsys.readouterr().out)}
+    assert ("big.py", "GD000", "warning") in found and ("small.py", "GD104", "warning") in found
+    assert not any(name == "big.py" and code != "GD000" for name, code, _ in found)
