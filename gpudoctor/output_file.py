@@ -23,6 +23,9 @@ from pathlib import Path
 
 from gpudoctor import file_replace
 
+# A report is never source code: an existing file with one of these suffixes is never
+# written over by a report (lint's --output-file, the probe's --html).
+SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 def write_text_file(target: Path, text: str, encoding: str = "utf-8") -> None:
     """Write ``text`` to ``target`` (line endings as they are in ``text``); raise OSError

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from gpudoctor.errors import GpudoctorError
 from gpudoctor.exit_codes import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK
 from gpudoctor.lint.inputs import STDIN, LintInputs, gather
+from gpudoctor.output_file import SOURCE_SUFFIXES
 
 if TYPE_CHECKING:
     from gpudoctor.lint.engine import LintResult
@@ -131,8 +132,6 @@ def report_options(args: argparse.Namespace, inputs: LintInputs, result: LintRes
     )
 
 
-# A report is never source code: an existing file with one of these suffixes is not -o's.
-SOURCE_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 def _check_output_file(output_file: str | None, inputs: LintInputs) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.errors import GpudoctorError
+from gpudoctor.output_file import SOURCE_SUFFIXES
 from gpudoctor.probe import html_parts
 from gpudoctor.probe.html_parts import badge, e
 from gpudoctor.probe.wording import plural
@@ -67,6 +68,9 @@ def check_target(path: str) -> Path:
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir() and not target.is_symlink():  # a link is replaced, not followed (output_file)
         raise GpudoctorError(f"--html {path}: is a directory")
+    if target.suffix.lower() in SOURCE_SUFFIXES and target.is_file():  # (as lint's --output-file)
+        raise GpudoctorError(f"--html {path}: refusing to write the page over an existing Python source file "
+                             "(.py, .pyi, .ipynb)")
     if not parent.is_dir():
         raise GpudoctorError(f"--html {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):

@@ -483,3 +483,14 @@ def test_gpudoctor_stopped_and_continued_goes_on_watching(tmp_path: Path) -> Non
     document = json.loads(done.stdout)
     assert (done.returncode, document["verdict"], document["stop_reason"]) == (0, "ok", "exited"), done.stderr
     assert document["signal_at"] is None
+
+
+@pytest.mark.parametrize("name", ["b.py", "nb.ipynb", "stub.pyi"])
+def test_the_page_is_never_written_over_a_python_source_file(tmp_path: Path, name: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # As lint's --output-file refuses: a typo in --html must not replace the user's code.
+    source = tmp_path / name
+    source.write_text("print('mine')\n")
+    assert main(["probe", "--quiet", "--html", str(source), "--", sys.executable, "-c", "pass"]) == 2
+    assert "refusing to write the page over an existing Python source file" in capsys.readouterr().err
+    assert source.read_text() == "print('mine')\n"
